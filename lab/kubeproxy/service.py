@@ -1,0 +1,73 @@
+"""What kube-proxy knows about one Service port: the renderers' only input.
+
+These mirror kube-proxy's ServicePort / Endpoint view after EndpointSlice processing,
+so renderers stay independent of how scenarios are written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Policy = Literal["Cluster", "Local"]
+Protocol = Literal["TCP", "UDP", "SCTP"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    ip: str
+    port: int
+    is_local: bool
+    ready: bool = True
+    serving: bool = True
+    terminating: bool = False
+
+    @property
+    def address(self) -> str:
+        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ServicePort:
+    namespace: str
+    name: str
+    port_name: str  # "" when the Service port is unnamed
+    protocol: Protocol
+    port: int
+    cluster_ip: str | None  # None for headless / no ClusterIP
+    node_port: int = 0
+    external_ips: tuple[str, ...] = ()
+    load_balancer_ips: tuple[str, ...] = ()
+    load_balancer_source_ranges: tuple[str, ...] = ()
+    external_policy: Policy = "Cluster"
+    internal_policy: Policy = "Cluster"
+    health_check_node_port: int = 0
+    affinity_timeout: int = 0  # seconds of ClientIP affinity; 0 = none
+    endpoints: tuple[Endpoint, ...] = field(default=())
+
+    @property
+    def port_name_string(self) -> str:
+        """kube-proxy's ServicePortName.String(): "ns/name:port", or "ns/name" when unnamed (1.19+)."""
+        base = f"{self.namespace}/{self.name}"
+        return f"{base}:{self.port_name}" if self.port_name else base
+
+    @property
+    def proto(self) -> str:
+        return self.protocol.lower()
+
+    @property
+    def externally_reachable(self) -> bool:
+        return bool(self.node_port or self.external_ips or self.load_balancer_ips)
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """kube-proxy flags that change the rules it writes."""
+
+    cluster_cidr: str | None = None  # local-traffic detector (ClusterCIDR mode); None = no-op detector
+    masquerade_all: bool = False
+    node_port_addresses: tuple[str, ...] = ()  # empty = every local address
+    localhost_nodeports: bool = True
+    random_fully: bool = True
+    masquerade_bit: int = 14
+    conntrack_tcp_be_liberal: bool = False

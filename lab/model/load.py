@@ -1,0 +1,497 @@
+"""describe: a scenario file in, one checked Topology per matrix variant out."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from lab.model import k8s, schema
+from lab.model.topology import (
+    Axis,
+    ClusterSpec,
+    EndpointSpec,
+    Expected,
+    ExternalSpec,
+    NodeSpec,
+    PodSpec,
+    PortSpec,
+    ProbeSpec,
+    ServicePortSpec,
+    ServiceSpec,
+    Topology,
+)
+from lab.model.yamlsrc import FieldPath, Source, load_yaml
+
+CLUSTER_AXES = {
+    "proxyMode",
+    "kubeVersion",
+    "iptablesBackend",
+    "kubeProxyClusterCIDR",
+    "hairpinMode",
+    "brNetfilter",
+}
+SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
+NODE_PORT_RANGE = range(30000, 32768)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    file: str
+    description: str
+    variants: tuple[Topology, ...]
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    source = load_yaml(path)
+    if not isinstance(source.data, dict):
+        raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    base = _validate(source, source.data)
+    axes = _matrix_axes(source, base)
+    variants = []
+    for values in itertools.product(*axes.values()) if axes else [()]:
+        variant = tuple(zip(axes, values, strict=True))
+        parsed = _validate(source, _apply_variant(source.data, variant)) if variant else base
+        variants.append(_Resolver(source, parsed, variant).topology())
+    return Scenario(base.name, source.file, base.description, tuple(variants))
+
+
+def _validate(source: Source, data: dict[str, Any]) -> schema.ScenarioFile:
+    try:
+        return schema.ScenarioFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc: FieldPath = tuple(p for p in first["loc"] if not (isinstance(p, str) and p[:1].isupper()))
+        raise source.error(loc, _explain(first)) from None
+
+
+def _explain(error: Any) -> str:
+    kind, message = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        return f"unsupported kind {error['input'].get('kind')!r}; expected Pod, Deployment, ReplicaSet or Service"
+    if kind == "union_tag_not_found":
+        return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet or Service)"
+    return message.removeprefix("Value error, ")
+
+
+def _matrix_axes(source: Source, parsed: schema.ScenarioFile) -> dict[str, list[Axis]]:
+    for axis, values in parsed.matrix.items():
+        if axis not in CLUSTER_AXES | SERVICE_AXES:
+            known = ", ".join(sorted(CLUSTER_AXES | SERVICE_AXES))
+            raise source.error(("matrix", axis), f"unknown matrix axis; expected one of {known}")
+        if not values:
+            raise source.error(("matrix", axis), "needs at least one value")
+    return dict(parsed.matrix)
+
+
+def _apply_variant(data: dict[str, Any], variant: tuple[tuple[str, Axis], ...]) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    for axis, value in variant:
+        if axis in CLUSTER_AXES:
+            data.setdefault("cluster", {})[axis] = value
+        else:
+            for manifest in data.get("workload", []):
+                if (
+                    manifest.get("kind") == "Service"
+                    and manifest.get("spec", {}).get("type")
+                    in (
+                        "NodePort",
+                        "LoadBalancer",
+                    )
+                    or (manifest.get("kind") == "Service" and axis == "internalTrafficPolicy")
+                ):
+                    manifest["spec"][axis] = value
+    return data
+
+
+def _hosts(cidr: str) -> Iterator[str]:
+    return (str(ip) for ip in ipaddress.IPv4Network(cidr).hosts())
+
+
+def _inside(address: str, cidr: str) -> bool:
+    return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(cidr)
+
+
+class _Resolver:
+    """Binds every name to an address, reporting the first inconsistency with its line."""
+
+    def __init__(self, source: Source, parsed: schema.ScenarioFile, variant: tuple[tuple[str, Axis], ...]) -> None:
+        self.src = source
+        self.f = parsed
+        self.variant = variant
+
+    def topology(self) -> Topology:
+        cluster = self._cluster()
+        nodes = self._nodes(cluster)
+        externals = self._externals(cluster, nodes)
+        pods = self._pods(nodes)
+        services = self._services(cluster, nodes, pods)
+        topo = Topology(
+            scenario=self.f.name,
+            file=self.src.file,
+            variant=self.variant,
+            cluster=cluster,
+            nodes=nodes,
+            pods=pods,
+            externals=externals,
+            services=services,
+            probes=(),
+            description=self.f.description,
+            lb_routes=self._lb_routes(nodes, services),
+        )
+        return Topology(**{**topo.__dict__, "probes": self._probes(topo)})
+
+    def _cluster(self) -> ClusterSpec:
+        c = self.f.cluster
+        nets = {"clusterCIDR": c.cluster_cidr, "serviceCIDR": c.service_cidr, "underlay": c.underlay}
+        for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
+            if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
+                raise self.src.error(("cluster", b), f"{nb} overlaps {a} {na}; the three networks must be disjoint")
+        return ClusterSpec(
+            proxy_mode=c.proxy_mode,
+            kube_version=c.kube_version,
+            iptables_backend=c.iptables_backend,
+            cluster_cidr=c.cluster_cidr,
+            kube_proxy_cluster_cidr=c.kube_proxy_cluster_cidr,
+            service_cidr=c.service_cidr,
+            hairpin_mode=c.hairpin_mode,
+            underlay=c.underlay,
+            gateway_ip=next(_hosts(c.underlay)),
+            br_netfilter=c.br_netfilter,
+        )
+
+    def _unique(self, kind: str, items: list[tuple[FieldPath, str]]) -> None:
+        seen: dict[str, FieldPath] = {}
+        for path, value in items:
+            if value in seen:
+                raise self.src.error(path, f"{kind} {value!r} is already used at line {self.src.line_of(seen[value])}")
+            seen[value] = path
+
+    def _underlay_address(self, path: FieldPath, ip: str, cluster: ClusterSpec) -> None:
+        if not _inside(ip, cluster.underlay):
+            raise self.src.error(path, f"{ip} is outside the underlay {cluster.underlay} (cluster.underlay)")
+        net = ipaddress.IPv4Network(cluster.underlay)
+        if ip in (str(net.network_address), str(net.broadcast_address), cluster.gateway_ip):
+            raise self.src.error(
+                path, f"{ip} is reserved in {cluster.underlay} (network, broadcast or the gateway {cluster.gateway_ip})"
+            )
+
+    def _nodes(self, cluster: ClusterSpec) -> tuple[NodeSpec, ...]:
+        nodes = []
+        for i, n in enumerate(self.f.nodes):
+            self._underlay_address(("nodes", i, "ip"), n.ip, cluster)
+            if not ipaddress.IPv4Network(n.pod_cidr).subnet_of(ipaddress.IPv4Network(cluster.cluster_cidr)):
+                raise self.src.error(
+                    ("nodes", i, "podCIDR"), f"{n.pod_cidr} is not inside clusterCIDR {cluster.cluster_cidr}"
+                )
+            for j in range(i):
+                if ipaddress.IPv4Network(n.pod_cidr).overlaps(ipaddress.IPv4Network(self.f.nodes[j].pod_cidr)):
+                    raise self.src.error(
+                        ("nodes", i, "podCIDR"),
+                        f"{n.pod_cidr} overlaps {self.f.nodes[j].name}'s {self.f.nodes[j].pod_cidr}",
+                    )
+            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(_hosts(n.pod_cidr)), tuple(sorted(n.labels.items()))))
+        self._unique("node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
+        self._unique("address", [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)])
+        return tuple(nodes)
+
+    def _externals(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[ExternalSpec, ...]:
+        hosts = []
+        for i, h in enumerate(self.f.external_hosts):
+            self._underlay_address(("externalHosts", i, "ip"), h.ip, cluster)
+            hosts.append(ExternalSpec(h.name, h.ip))
+        named = [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)]
+        self._unique("name", named + [(("externalHosts", i, "name"), h.name) for i, h in enumerate(hosts)])
+        addressed = [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)]
+        self._unique("address", addressed + [(("externalHosts", i, "ip"), h.ip) for i, h in enumerate(hosts)])
+        return tuple(hosts)
+
+    def _place(self, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
+        if spec.node_name:
+            match = [n for n in nodes if n.name == spec.node_name]
+            if not match:
+                known = ", ".join(n.name for n in nodes)
+                raise self.src.error((*path, "nodeName"), f"unknown node {spec.node_name!r}; expected one of {known}")
+            return match
+        match = [n for n in nodes if set(spec.node_selector.items()) <= set(n.labels)]
+        if not match:
+            raise self.src.error((*path, "nodeSelector"), f"{spec.node_selector} matches no node's labels")
+        return match
+
+    def _pods(self, nodes: tuple[NodeSpec, ...]) -> tuple[PodSpec, ...]:
+        free = {n.name: list(_hosts(n.pod_cidr))[1:] for n in nodes}
+        wanted: list[tuple[FieldPath, str, str, NodeSpec, dict[str, str], k8s.PodSpec, str | None, bool]] = []
+        for i, m in enumerate(self.f.workload):
+            path: FieldPath = ("workload", i)
+            if isinstance(m, k8s.Pod):
+                node = self._place((*path, "spec"), m.spec, nodes)[0]
+                wanted.append(
+                    (
+                        path,
+                        m.metadata.name,
+                        m.metadata.namespace,
+                        node,
+                        m.metadata.labels,
+                        m.spec,
+                        m.status.pod_ip,
+                        m.status.ready,
+                    )
+                )
+            elif isinstance(m, k8s.Deployment):
+                tpl = m.spec.template
+                if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
+                    raise self.src.error((*path, "spec", "selector"), "selector does not match the template's labels")
+                placed = self._place((*path, "spec", "template", "spec"), tpl.spec, nodes)
+                for r in range(m.spec.replicas):
+                    wanted.append(
+                        (
+                            path,
+                            f"{m.metadata.name}-{r}",
+                            m.metadata.namespace,
+                            placed[r % len(placed)],
+                            tpl.metadata.labels,
+                            tpl.spec,
+                            None,
+                            True,
+                        )
+                    )
+        for path, _, _, node, _, spec, ip, _ in wanted:
+            if ip and not spec.host_network:
+                if not _inside(ip, node.pod_cidr):
+                    raise self.src.error(
+                        (*path, "status", "podIP"), f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}"
+                    )
+                if ip in free[node.name]:
+                    free[node.name].remove(ip)
+        pods = []
+        for _, name, ns, node, labels, spec, ip, ready in wanted:
+            address = node.ip if spec.host_network else ip or free[node.name].pop(0)
+            ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in spec.containers for p in c.ports)
+            pods.append(
+                PodSpec(name, ns, node.name, address, tuple(sorted(labels.items())), ports, spec.host_network, ready)
+            )
+        self._unique("pod name", [(w[0], f"{w[2]}/{w[1]}") for w in wanted])
+        return tuple(pods)
+
+    def _services(
+        self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], pods: tuple[PodSpec, ...]
+    ) -> tuple[ServiceSpec, ...]:
+        manifests = [(i, m) for i, m in enumerate(self.f.workload) if isinstance(m, k8s.Service)]
+        taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
+        free_ips = (ip for ip in itertools.islice(_hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
+        taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
+        taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
+        free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
+        services = []
+        for i, m in manifests:
+            path: FieldPath = ("workload", i, "spec")
+            spec = m.spec
+            cluster_ip = spec.cluster_ip or next(free_ips)
+            if not _inside(cluster_ip, cluster.service_cidr):
+                raise self.src.error(
+                    (*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}"
+                )
+            selected = [
+                p
+                for p in pods
+                if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
+            ]
+            if not selected:
+                raise self.src.error(
+                    (*path, "selector"), f"{spec.selector or '{}'} selects no pod in namespace {m.metadata.namespace!r}"
+                )
+            external = spec.type != "ClusterIP"
+            ports = []
+            for j, p in enumerate(spec.ports):
+                if p.node_port is not None and p.node_port not in NODE_PORT_RANGE:
+                    raise self.src.error((*path, "ports", j, "nodePort"), "expected a port in 30000-32767")
+                node_port = (p.node_port or next(free_ports)) if external else 0
+                eps = self._endpoints((*path, "ports", j), p, selected)
+                ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
+            lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP"]
+            if spec.load_balancer_ip and not lb_ips:
+                lb_ips = [spec.load_balancer_ip]
+            if lb_ips and spec.type != "LoadBalancer":
+                raise self.src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
+            for k, ip in enumerate(spec.external_ips + lb_ips):
+                ipaddress.IPv4Address(ip)
+                if _inside(ip, cluster.service_cidr) or _inside(ip, cluster.cluster_cidr):
+                    raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
+            local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
+            hcnp = (spec.health_check_node_port or next(free_ports)) if local_lb else 0
+            services.append(
+                ServiceSpec(
+                    name=m.metadata.name,
+                    namespace=m.metadata.namespace,
+                    type=spec.type,
+                    cluster_ip=cluster_ip,
+                    ports=tuple(ports),
+                    external_ips=tuple(spec.external_ips),
+                    load_balancer_ips=tuple(lb_ips),
+                    load_balancer_source_ranges=tuple(spec.load_balancer_source_ranges),
+                    external_policy=spec.external_traffic_policy,
+                    internal_policy=spec.internal_traffic_policy,
+                    health_check_node_port=hcnp,
+                    affinity_timeout=spec.session_affinity_config.client_ip.timeout_seconds
+                    if spec.session_affinity == "ClientIP"
+                    else 0,
+                )
+            )
+        self._unique(
+            "Service",
+            [(("workload", i, "metadata", "name"), f"{m.metadata.namespace}/{m.metadata.name}") for i, m in manifests],
+        )
+        self._unique(
+            "clusterIP",
+            [
+                (("workload", i, "spec", "clusterIP"), s.cluster_ip)
+                for (i, _), s in zip(manifests, services, strict=True)
+            ],
+        )
+        return tuple(services)
+
+    def _endpoints(self, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec]) -> tuple[EndpointSpec, ...]:
+        target = port.target_port if port.target_port is not None else port.port
+        eps = []
+        for pod in pods:
+            if isinstance(target, int):
+                number: int | None = target
+            else:
+                number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
+            if number is not None:
+                eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready))
+        if isinstance(target, str) and not eps:
+            raise self.src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
+        return tuple(eps)
+
+    def _lb_routes(self, nodes: tuple[NodeSpec, ...], services: tuple[ServiceSpec, ...]) -> tuple[tuple[str, str], ...]:
+        """Where the gateway (standing in for a pass-through load balancer) sends each VIP.
+
+        Like a cloud LB health-checking healthCheckNodePort, a Local Service's VIP goes to a node
+        with a ready local endpoint; otherwise to the first node.
+        """
+        routes = {}
+        for svc in services:
+            target = nodes[0]
+            if svc.external_policy == "Local":
+                hosting = {ep.node for p in svc.ports for ep in p.endpoints if ep.ready}
+                target = next((n for n in nodes if n.name in hosting), nodes[0])
+            for vip in svc.external_ips + svc.load_balancer_ips:
+                if vip not in {n.ip for n in nodes}:
+                    routes.setdefault(vip, target.ip)
+        return tuple(routes.items())
+
+    def _probes(self, topo: Topology) -> tuple[ProbeSpec, ...]:
+        actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
+        probes = []
+        for i, p in enumerate(self.f.probes):
+            path: FieldPath = ("probes", i)
+            if p.source not in actors:
+                raise self.src.error(
+                    (*path, "from"),
+                    f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
+                )
+            dst_ip, dst_port, protocol, target = self._target((*path, "to"), p.to, topo)
+            probes.append(
+                ProbeSpec(
+                    name=p.name,
+                    source=p.source,
+                    target=target,
+                    dst_ip=dst_ip,
+                    dst_port=dst_port,
+                    protocol=p.protocol or protocol,
+                    expected=self._expected(path, p, topo),
+                    why=p.why,
+                )
+            )
+        self._unique("probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
+        return tuple(probes)
+
+    def _target(self, path: FieldPath, to: schema.Target, topo: Topology) -> tuple[str, int, str, str]:
+        if to.address:
+            return to.address, int(to.port), "TCP", f"{to.address}:{to.port}"
+        node = None
+        if to.node:
+            node = next((n for n in topo.nodes if n.name == to.node), None)
+            if node is None:
+                raise self.src.error((*path, "node"), f"unknown node {to.node!r}")
+        if not to.service:
+            assert node is not None
+            return node.ip, int(to.port), "TCP", f"{node.name}:{to.port}"
+        svc = next((s for s in topo.services if s.name == to.service and s.namespace == to.namespace), None)
+        if svc is None:
+            raise self.src.error((*path, "service"), f"no Service {to.namespace}/{to.service} in the workload")
+        port = svc.port(to.port)
+        if port is None:
+            known = ", ".join(f"{p.port}" + (f" ({p.name})" if p.name else "") for p in svc.ports)
+            raise self.src.error((*path, "port"), f"Service {svc.name} has no port {to.port!r}; it has {known}")
+        label = f"{svc.name}:{port.port} via {to.via}"
+        if to.via == "clusterIP":
+            return svc.cluster_ip, port.port, port.protocol, label
+        if to.via == "nodePort":
+            if not port.node_port:
+                raise self.src.error((*path, "via"), f"Service {svc.name} is {svc.type}: it has no NodePort")
+            assert node is not None
+            return node.ip, port.node_port, port.protocol, f"{label} on {node.name}"
+        vips = svc.external_ips if to.via == "externalIP" else svc.load_balancer_ips
+        if not vips:
+            raise self.src.error((*path, "via"), f"Service {svc.name} has no {to.via} address")
+        return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
+
+    def _expected(self, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
+        options = probe.expect if isinstance(probe.expect, list) else [probe.expect]
+        axes = dict(self.f.matrix)
+        variant = dict(self.variant)
+        for k, e in enumerate(options):
+            epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")
+            for axis, value in e.when.items():
+                if axis not in axes:
+                    raise self.src.error((*epath, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
+                if value not in axes[axis]:
+                    raise self.src.error(
+                        (*epath, "when", axis), f"{value!r} is not one of the matrix's values {axes[axis]}"
+                    )
+            if all(variant.get(a) == v for a, v in e.when.items()):
+                return self._expectation(epath, e, topo)
+        raise self.src.error(
+            (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
+        )
+
+    def _expectation(self, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
+        pods = {p.name for p in topo.pods}
+        backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
+        for b in backends:
+            if b not in pods:
+                raise self.src.error(
+                    (*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(pods))}"
+                )
+        if e.node and e.node not in {n.name for n in topo.nodes}:
+            raise self.src.error((*path, "node"), f"unknown node {e.node!r}")
+        source_ip = None
+        if e.source:
+            by_name = {name: ip for ip, name in topo.address_names().items()}
+            by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
+            source_ip = by_name.get(e.source)
+            if source_ip is None:
+                try:
+                    source_ip = str(ipaddress.IPv4Address(e.source))
+                except ValueError:
+                    raise self.src.error(
+                        (*path, "source"),
+                        f"{e.source!r} is neither an address nor a known name "
+                        "(a pod, node, node/cni0, node/eth0 or external host)",
+                    ) from None
+        if e.outcome != "delivered" and (backends or e.node or e.source):
+            raise self.src.error((*path, "outcome"), "backend, node and source only make sense when delivered")
+        return Expected(e.outcome, backends, e.node, e.source, source_ip)

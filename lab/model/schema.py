@@ -1,0 +1,139 @@
+"""The scenario file's schema: what a user may write, checked field by field."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lab.model.k8s import Manifest
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
+Outcome = Literal["delivered", "refused", "dropped"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+def _network(value: str) -> str:
+    ipaddress.IPv4Network(value, strict=True)
+    return value
+
+
+def _address(value: str) -> str:
+    ipaddress.IPv4Address(value)
+    return value
+
+
+class Cluster(Strict):
+    proxy_mode: Literal["iptables"] = Field("iptables", alias="proxyMode")
+    kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
+    iptables_backend: Literal["nft", "legacy"] = Field("nft", alias="iptablesBackend")
+    cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
+    kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
+    service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
+    cni: Literal["bridge"] = "bridge"
+    hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
+    underlay: str = "192.168.56.0/24"
+    br_netfilter: bool = Field(True, alias="brNetfilter")
+
+    _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
+
+    @field_validator("kube_version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        # YAML reads 1.30 as the float 1.3; insist on quoting rather than guess.
+        if isinstance(value, float):
+            raise ValueError(f'write the version as a quoted string, e.g. "{value}" (YAML reads {value!r})')
+        return value
+
+
+class Node(Strict):
+    name: Name
+    ip: str
+    pod_cidr: str = Field(alias="podCIDR")
+    labels: dict[str, str] = {}
+
+    _ip = field_validator("ip")(_address)
+    _cidr = field_validator("pod_cidr")(_network)
+
+
+class ExternalHost(Strict):
+    name: Name
+    ip: str
+
+    _ip = field_validator("ip")(_address)
+
+
+class Target(Strict):
+    """Where a probe goes: a Service (by name and port, through one of its frontends) or an address."""
+
+    service: str | None = None
+    namespace: str = "default"
+    port: int | str
+    via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] = "clusterIP"
+    node: str | None = None
+    address: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Target:
+        kinds = [k for k in ("service", "address") if getattr(self, k)]
+        if self.node and not self.service:
+            kinds.append("node")
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of `service`, `address` or `node` (a node's own IP)")
+        if self.via == "nodePort" and self.service and not self.node:
+            raise ValueError("`via: nodePort` needs `node`: which node's address to send to")
+        if not self.service and not isinstance(self.port, int):
+            raise ValueError("a literal address needs a numeric `port`")
+        if self.address:
+            _address(self.address)
+        return self
+
+
+class Expectation(Strict):
+    when: dict[str, str | bool] = {}
+    outcome: Outcome = "delivered"
+    backend: str | list[str] | None = None
+    node: str | None = None
+    source: str | None = None
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _when_as_text(cls, value: Any) -> Any:
+        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+class Probe(Strict):
+    name: str
+    source: str = Field(alias="from")
+    to: Target
+    protocol: Literal["TCP", "UDP"] | None = None
+    expect: Expectation | list[Expectation]
+    why: str = ""
+
+
+MatrixValue = str | bool
+
+
+class ScenarioFile(Strict):
+    name: Name
+    description: str = ""
+    cluster: Cluster = Cluster()
+    nodes: list[Node] = Field(min_length=1)
+    external_hosts: list[ExternalHost] = Field([], alias="externalHosts")
+    workload: list[Manifest] = []
+    probes: list[Probe] = Field(min_length=1)
+    matrix: dict[str, list[MatrixValue]] = {}
+
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def _matrix_as_text(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            k: [v if isinstance(v, bool) else str(v) for v in vs] if isinstance(vs, list) else vs
+            for k, vs in value.items()
+        }
