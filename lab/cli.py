@@ -1,0 +1,186 @@
+"""`lab`: reproduce Kubernetes Service networking on a real kernel.
+
+lab run [FILE...]          build each scenario, install kube-proxy's rules, send the probes, judge
+lab render FILE --node N   print the iptables-restore input kube-proxy would leave on node N
+lab validate FILE...       check scenario files without building anything
+lab down [--all]           remove namespaces left by killed runs (--all: every lab namespace)
+lab doctor                 which kernel features and tools are present, and how to get the rest
+lab bench [FILE]           time build / install / probes / teardown of one scenario
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from lab.model.errors import ScenarioError
+from lab.model.load import Scenario, load_scenario
+
+console = Console()
+err = Console(stderr=True)
+
+
+def default_scenarios() -> list[Path]:
+    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        found = sorted((base / "topologies").glob("*.yaml"))
+        if found:
+            return found
+    return []
+
+
+def _require_root(command: str) -> None:
+    if os.geteuid() != 0:
+        err.print(f"[red]lab {command} needs root[/red]: it builds network namespaces. Run it with sudo.")
+        sys.exit(2)
+
+
+def _load_all(files: list[str]) -> list[Scenario]:
+    paths = [Path(f) for f in files] or default_scenarios()
+    if not paths:
+        err.print("no scenario files given and no topologies/*.yaml found")
+        sys.exit(2)
+    return [load_scenario(p) for p in paths]
+
+
+def _select(scenario: Scenario, variant_filter: list[str]) -> list:
+    wanted = dict(v.split("=", 1) for v in variant_filter)
+    return [t for t in scenario.variants if all(str(dict(t.variant).get(k)) == v for k, v in wanted.items())]
+
+
+def _terminate_cleanly(*_: object) -> None:
+    # SIGTERM becomes an exception, so every `finally` tears its namespaces down.
+    raise KeyboardInterrupt
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.netns.runs import remove_leftovers
+    from lab.report.records import summary, to_record
+    from lab.report.terminal import print_scenario
+    from lab.runner import run_variant
+
+    scenarios = _load_all(args.files)
+    _require_root("run")
+    signal.signal(signal.SIGTERM, _terminate_cleanly)
+    remove_leftovers()
+    all_results = []
+    only = set(args.probe) if args.probe else None
+    pcap = Path(args.pcap) if args.pcap else None
+    for scenario in scenarios:
+        runs = [run_variant(t, args.timeout, pcap, only=only) for t in _select(scenario, args.variant)]
+        all_results += [r for run in runs for r in run.results]
+        if not args.json:
+            print_scenario(scenario.name, runs, console, verbose=args.verbose)
+    totals = summary(all_results)
+    if args.json:
+        print(json.dumps({"results": [to_record(r) for r in all_results], "summary": totals}, indent=2))
+    else:
+        colour = "green" if totals["failed"] == 0 else "red"
+        console.print(f"[{colour}]{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+    return 1 if totals["failed"] else 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from lab.runner import node_rules
+
+    scenario = load_scenario(args.file)
+    variants = _select(scenario, args.variant)
+    if not variants:
+        err.print(f"no variant of {scenario.name} matches {args.variant}")
+        return 2
+    topo = variants[0]
+    if args.node not in {n.name for n in topo.nodes}:
+        err.print(f"{args.file}: no node {args.node!r}; nodes are {', '.join(n.name for n in topo.nodes)}")
+        return 2
+    if len(variants) > 1:
+        err.print(f"# variant {topo.variant_label} (choose with --variant KEY=VALUE)")
+    print(node_rules(topo, args.node), end="")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for scenario in _load_all(args.files):
+        probes = sum(len(v.probes) for v in scenario.variants)
+        console.print(f"{scenario.file}: ok ({len(scenario.variants)} variants, {probes} probes)")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from lab.netns.runs import remove_leftovers
+
+    _require_root("down")
+    removed = remove_leftovers(include_live=args.all)
+    console.print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from lab.doctor import format_checks, run_checks
+
+    checks = run_checks()
+    console.print(format_checks(checks))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from lab.bench import run_bench
+
+    _require_root("bench")
+    return run_bench(Path(args.file) if args.file else None, args.repeat, console)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run scenarios (all of topologies/ when no file is given)")
+    run.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
+    run.add_argument("--json", action="store_true", help="print results as JSON")
+    run.add_argument("--pcap", metavar="DIR", help="keep each probe's captures under DIR")
+    run.add_argument("--timeout", type=float, default=0.5, help="seconds a probe waits for an answer (0.5)")
+    run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
+    run.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE", help="run only matching variants")
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="show path and rules of every probe, not only failures"
+    )
+    run.set_defaults(func=cmd_run)
+
+    render = sub.add_parser("render", help="print the rules kube-proxy would install on a node")
+    render.add_argument("file")
+    render.add_argument("--node", required=True)
+    render.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    render.set_defaults(func=cmd_render)
+
+    validate = sub.add_parser("validate", help="check scenario files")
+    validate.add_argument("files", nargs="*")
+    validate.set_defaults(func=cmd_validate)
+
+    down = sub.add_parser("down", help="remove leftovers of killed runs")
+    down.add_argument("--all", action="store_true", help="remove every lab namespace, even of runs still alive")
+    down.set_defaults(func=cmd_down)
+
+    doctor = sub.add_parser("doctor", help="kernel features and tools")
+    doctor.set_defaults(func=cmd_doctor)
+
+    bench = sub.add_parser("bench", help="time one scenario's stages against raw ip commands")
+    bench.add_argument("file", nargs="?")
+    bench.add_argument("--repeat", type=int, default=5)
+    bench.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        sys.exit(args.func(args))
+    except ScenarioError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted; namespaces removed")
+        sys.exit(130)

@@ -1,0 +1,101 @@
+"""install: feed rendered rules to the real tools inside a namespace, and read state back.
+
+Every command runs through `ip netns exec <ns>`: the tools never see the host's namespace.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from plumbum import ProcessExecutionError, local
+
+from lab.netns.runs import PREFIX_RE
+
+_IP = local["ip"]
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def _in_netns(netns: str, *argv: str) -> object:
+    if not PREFIX_RE.match(netns):
+        raise InstallError(f"refusing to run {argv[0]} outside a lab namespace (got {netns!r})")
+    return _IP["netns", "exec", netns, *argv]
+
+
+def _tool(kind: str, backend: str) -> str:
+    return f"iptables-{backend}-{kind}" if kind != "iptables" else f"iptables-{backend}"
+
+
+def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
+    """Load a complete ruleset; on rejection, name the line iptables-restore refused."""
+    try:
+        (_in_netns(netns, _tool("restore", backend)) << text)()  # type: ignore[operator]
+    except ProcessExecutionError as exc:
+        raise InstallError(_explain_restore_error(exc.stderr, text)) from None
+
+
+def _explain_restore_error(stderr: str, text: str) -> str:
+    match = re.search(r"line:? (\d+)", stderr)
+    if not match:
+        return f"iptables-restore failed: {stderr.strip()}"
+    number = int(match.group(1))
+    lines = text.splitlines()
+    line = lines[number - 1] if 0 < number <= len(lines) else "?"
+    return f"iptables-restore rejected line {number}: {line}\n{stderr.strip()}"
+
+
+def iptables_save(netns: str, backend: str = "nft", counters: bool = False) -> str:
+    argv = [_tool("save", backend)] + (["-c"] if counters else [])
+    return str(_in_netns(netns, *argv)())  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    table: str
+    chain: str
+    rule: str  # the rule as iptables-save prints it, or "policy ACCEPT" for a chain's policy
+    packets: int
+
+    @property
+    def verdict(self) -> str:
+        match = re.search(r"-j (\S+)", self.rule)
+        return match.group(1) if match else self.rule.split()[-1]
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.chain}: {self.rule}"
+
+
+_COUNTED_RULE = re.compile(r"^\[(\d+):\d+\] -A (\S+) (.*)$")
+_POLICY = re.compile(r"^:(\S+) (ACCEPT|DROP) \[(\d+):\d+\]$")
+
+
+def parse_counters(save_text: str) -> dict[tuple[str, str, int, str], int]:
+    """`iptables-save -c` → {(table, chain, position, rule): packets}; position keeps equal rules apart."""
+    counters: dict[tuple[str, str, int, str], int] = {}
+    table = ""
+    positions: dict[tuple[str, str], int] = {}
+    for line in save_text.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif policy := _POLICY.match(line):
+            counters[(table, policy.group(1), -1, f"policy {policy.group(2)}")] = int(policy.group(3))
+        elif rule := _COUNTED_RULE.match(line):
+            chain = rule.group(2)
+            pos = positions.get((table, chain), 0)
+            positions[(table, chain)] = pos + 1
+            counters[(table, chain, pos, rule.group(3))] = int(rule.group(1))
+    return counters
+
+
+def counter_hits(
+    before: dict[tuple[str, str, int, str], int], after: dict[tuple[str, str, int, str], int]
+) -> list[RuleHit]:
+    """Rules whose packet counters moved between two snapshots, in ruleset order."""
+    return [
+        RuleHit(table, chain, rule, packets - before.get((table, chain, pos, rule), 0))
+        for (table, chain, pos, rule), packets in after.items()
+        if packets > before.get((table, chain, pos, rule), 0)
+    ]

@@ -1,0 +1,74 @@
+"""Run a callable inside a named network namespace, on a throw-away thread.
+
+A network namespace is a property of the calling thread, so a fresh thread can setns()
+without ever moving the main thread; sockets made there keep that namespace for life.
+The thread checks that it really left the host's namespace before doing anything,
+because acting on the host by mistake is the one failure the harness must never have.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+NETNS_DIR = Path("/run/netns")
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NamespaceError(RuntimeError):
+    pass
+
+
+def host_netns_inode() -> int:
+    """The namespace the process started in: /proc/self is the main thread, which never moves."""
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def _setns(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise NamespaceError(f"setns({path}) failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+    if os.stat("/proc/thread-self/ns/net").st_ino != os.stat(path).st_ino:
+        raise NamespaceError(f"setns({path}) did not move the thread")
+    if os.stat("/proc/thread-self/ns/net").st_ino == host_netns_inode():
+        raise NamespaceError(f"{path} is the host's own network namespace; refusing to act there")
+
+
+def in_netns(name: str, fn: Callable[[], T]) -> T:
+    """Call fn() with the calling thread's network namespace set to /run/netns/<name>."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            _setns(NETNS_DIR / name)
+            result.append(fn())
+        except BaseException as exc:  # handed back to the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=body, name=f"netns:{name}")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def write_sysctls(name: str, values: dict[str, str]) -> None:
+    """Set sysctls of one namespace (/proc/sys/net resolves against the writing thread's netns)."""
+
+    def write() -> None:
+        for key, value in values.items():
+            Path("/proc/sys", key.replace(".", "/")).write_text(value)
+
+    in_netns(name, write)

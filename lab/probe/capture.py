@@ -1,0 +1,163 @@
+"""Packet captures on node interfaces (AF_PACKET sockets made inside each namespace).
+
+One reader thread serves every interface of a run; a probe takes the frames seen between
+two marks, so the sequence of (interface, direction, packet) is the packet's path.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.netns.enter import in_netns
+
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+PACKET_OUTGOING = 4
+SO_TIMESTAMPNS = 35
+_TCP_FLAGS = [(0x02, "S"), (0x10, "."), (0x01, "F"), (0x04, "R"), (0x08, "P")]
+
+
+@dataclass(frozen=True)
+class Frame:
+    actor: str
+    ifname: str
+    outgoing: bool
+    at: float
+    data: bytes
+
+    @property
+    def where(self) -> str:
+        return f"{self.actor}/{self.ifname} {'out' if self.outgoing else 'in'}"
+
+    @property
+    def opens_or_ends(self) -> bool:
+        """SYN, SYN-ACK, RST, any UDP or ICMP: the frames that tell where a connection attempt went."""
+        if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
+            return False
+        proto = self.data[23]
+        if proto != 6:
+            return proto in (1, 17)
+        l4 = 14 + (self.data[14] & 0x0F) * 4
+        return len(self.data) >= l4 + 14 and bool(self.data[l4 + 13] & 0x06)
+
+    def summary(self) -> str | None:
+        """`src > dst proto flags`, or None for frames that are not IPv4 (ARP and the like)."""
+        if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
+            return None
+        ihl = (self.data[14] & 0x0F) * 4
+        proto = self.data[23]
+        src = socket.inet_ntoa(self.data[26:30])
+        dst = socket.inet_ntoa(self.data[30:34])
+        l4 = 14 + ihl
+        if proto in (6, 17) and len(self.data) >= l4 + 4:
+            sport, dport = struct.unpack_from("!HH", self.data, l4)
+            text = f"{src}:{sport} > {dst}:{dport}"
+            if proto == 6 and len(self.data) >= l4 + 14:
+                flags = self.data[l4 + 13]
+                return f"{text} tcp [{''.join(c for bit, c in _TCP_FLAGS if flags & bit)}]"
+            return f"{text} udp"
+        if proto == 1 and len(self.data) >= l4 + 2:
+            return f"{src} > {dst} icmp type {self.data[l4]} code {self.data[l4 + 1]}"
+        return f"{src} > {dst} proto {proto}"
+
+
+class Captures:
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+        self._lock = threading.Lock()
+        self._selector = selectors.DefaultSelector()
+        self._where: dict[socket.socket, tuple[str, str]] = {}
+        self._stop_r, self._stop_w = socket.socketpair()
+        self._selector.register(self._stop_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._read, name="capture", daemon=True)
+
+    def add(self, actor: str, netns: str, ifname: str) -> None:
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock.bind((ifname, ETH_P_ALL))
+            # Kernel timestamps: frames from different interfaces are read in any order, then sorted.
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            sock.setblocking(False)
+            return sock
+
+        sock = in_netns(netns, make)
+        self._where[sock] = (actor, ifname)
+        self._selector.register(sock, selectors.EVENT_READ, (actor, ifname))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.frames)
+
+    def since(self, mark: int) -> list[Frame]:
+        # Whatever still waits in a socket queue belongs to the probe that just ended: drain it here.
+        with self._lock:
+            for sock, where in self._where.items():
+                self._drain(sock, where)
+            return sorted(self.frames[mark:], key=lambda f: f.at)
+
+    def close(self) -> None:
+        self._stop_w.send(b"x")
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        for sock in self._where:
+            sock.close()
+        self._stop_r.close()
+        self._stop_w.close()
+        self._selector.close()
+
+    def _read(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    return
+                with self._lock:
+                    self._drain(key.fileobj, key.data)  # type: ignore[arg-type]
+
+    def _drain(self, sock: socket.socket, where: tuple[str, str]) -> None:
+        while True:
+            try:
+                data, ancillary, _, addr = sock.recvmsg(65535, 64)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            self.frames.append(Frame(where[0], where[1], addr[2] == PACKET_OUTGOING, _stamp(ancillary), data))
+
+
+def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            seconds, nanos = struct.unpack("qq", data[:16])
+            return seconds + nanos / 1e9
+    return time.time()
+
+
+def write_pcaps(frames: list[Frame], directory: Path) -> list[Path]:
+    """One pcap per interface (each a plain Ethernet capture Wireshark opens directly)."""
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    directory.mkdir(parents=True, exist_ok=True)
+    by_if: dict[str, list[Frame]] = {}
+    for frame in frames:
+        by_if.setdefault(f"{frame.actor}-{frame.ifname}", []).append(frame)
+    paths = []
+    for name, group in by_if.items():
+        packets = []
+        for frame in group:
+            pkt = Ether(frame.data)
+            pkt.time = frame.at
+            packets.append(pkt)
+        path = directory / f"{name}.pcap"
+        wrpcap(str(path), packets)
+        paths.append(path)
+    return paths

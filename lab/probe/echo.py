@@ -1,0 +1,121 @@
+"""Echo servers: every backend answers with who it is and the peer address it saw.
+
+All listeners of a run live in this process: each socket is made inside its namespace
+(see lab.netns.enter) and one selector thread serves them all, so starting a backend
+costs a socket, not a process.
+"""
+
+from __future__ import annotations
+
+import json
+import selectors
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from lab.netns.enter import in_netns
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One connection or datagram a backend received."""
+
+    backend: str
+    node: str
+    protocol: str
+    local: str
+    peer_ip: str
+    peer_port: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Listener:
+    backend: str
+    node: str
+    netns: str
+    port: int
+    protocol: str  # TCP | UDP
+
+
+class EchoServers:
+    def __init__(self) -> None:
+        self.arrivals: list[Arrival] = []
+        self._selector = selectors.DefaultSelector()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._stop_r, self._stop_w = socket.socketpair()
+        self._selector.register(self._stop_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._serve, name="echo", daemon=True)
+
+    def listen(self, listener: Listener) -> None:
+        kind = socket.SOCK_STREAM if listener.protocol == "TCP" else socket.SOCK_DGRAM
+
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, kind)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("0.0.0.0", listener.port))
+            if kind == socket.SOCK_STREAM:
+                sock.listen(64)
+            sock.setblocking(False)
+            return sock
+
+        sock = in_netns(listener.netns, make)
+        self._sockets.append(sock)
+        self._selector.register(sock, selectors.EVENT_READ, listener)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def arrivals_since(self, mark: int) -> list[Arrival]:
+        with self._lock:
+            return self.arrivals[mark:]
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.arrivals)
+
+    def close(self) -> None:
+        self._stop_w.send(b"x")
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        for sock in self._sockets:
+            sock.close()
+        self._stop_r.close()
+        self._stop_w.close()
+        self._selector.close()
+
+    def _record(self, listener: Listener, local: tuple[str, int], peer: tuple[str, int]) -> bytes:
+        arrival = Arrival(
+            listener.backend, listener.node, listener.protocol, f"{local[0]}:{local[1]}", peer[0], peer[1], time.time()
+        )
+        with self._lock:
+            self.arrivals.append(arrival)
+        reply = {
+            "backend": arrival.backend,
+            "node": arrival.node,
+            "peer": f"{peer[0]}:{peer[1]}",
+            "local": arrival.local,
+        }
+        return json.dumps(reply).encode() + b"\n"
+
+    def _serve(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                listener: Listener | None = key.data
+                if listener is None:
+                    return
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    if listener.protocol == "TCP":
+                        conn, peer = sock.accept()
+                        with conn:
+                            conn.settimeout(1)
+                            conn.sendall(self._record(listener, conn.getsockname(), peer))
+                    else:
+                        data, peer = sock.recvfrom(2048)
+                        sock.sendto(self._record(listener, sock.getsockname(), peer), peer)
+                except OSError:
+                    # A client that gave up (reset, unreachable reply path) must not stop the other backends.
+                    continue

@@ -1,0 +1,162 @@
+"""probe: backends listening, captures running, probes sent one at a time.
+
+Probes run strictly one after another so that each one's captures, backend arrivals and
+rule-counter movements belong to it alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.install import RuleHit, counter_hits, iptables_save, parse_counters
+from lab.model.topology import ProbeSpec, Topology
+from lab.netns.build import Realized
+from lab.probe.capture import Captures, Frame, write_pcaps
+from lab.probe.client import send
+from lab.probe.echo import EchoServers, Listener
+
+
+@dataclass(frozen=True)
+class Observation:
+    outcome: str
+    backend: str | None = None
+    node: str | None = None
+    source_ip: str | None = None
+    source: str | None = None  # the name of source_ip, if the topology has one
+    error: str = ""
+    path: tuple[str, ...] = ()
+    rules: tuple[tuple[str, RuleHit], ...] = ()  # (node, rule) whose counters moved
+    explanation: str = ""
+    seconds: float = 0.0
+    pcaps: tuple[str, ...] = field(default=())
+
+
+def listeners(realized: Realized) -> list[Listener]:
+    topo = realized.topology
+    wanted: dict[str, set[tuple[int, str]]] = {p.name: {(pp.port, pp.protocol) for pp in p.ports} for p in topo.pods}
+    for svc in topo.services:
+        for port in svc.ports:
+            for ep in port.endpoints:
+                wanted[ep.pod].add((ep.port, port.protocol))
+    pods = {p.name: p for p in topo.pods}
+    return [
+        Listener(name, pods[name].node, realized.ns_of(name), port, proto)
+        for name, ports in wanted.items()
+        for port, proto in sorted(ports)
+    ]
+
+
+class ProbeSession:
+    def __init__(self, realized: Realized, timeout: float = 0.5, pcap_dir: Path | None = None) -> None:
+        self.realized = realized
+        self.topo: Topology = realized.topology
+        self.timeout = timeout
+        self.pcap_dir = pcap_dir
+        self.echo = EchoServers()
+        self.captures = Captures()
+        self.names = self.topo.address_names()
+        self.counters: dict[str, dict] = {}
+
+    def __enter__(self) -> ProbeSession:
+        try:
+            for listener in listeners(self.realized):
+                self.echo.listen(listener)
+            for node in self.topo.nodes:
+                ns = self.realized.namespaces[node.name]
+                self.captures.add(node.name, ns, "eth0")
+                for pod in self.topo.pods_on(node.name):
+                    if pod.name in self.realized.pod_ports:
+                        self.captures.add(node.name, ns, self.realized.pod_ports[pod.name])
+            self.echo.start()
+            self.captures.start()
+            self.counters = {n.name: self._counters(n.name) for n in self.topo.nodes}
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.echo.close()
+        self.captures.close()
+
+    def _counters(self, node: str) -> dict:
+        ns = self.realized.namespaces[node]
+        return parse_counters(iptables_save(ns, self.topo.cluster.iptables_backend, counters=True))
+
+    def run(self, probe: ProbeSpec) -> Observation:
+        start = time.perf_counter()
+        arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
+        result = send(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, probe.protocol, self.timeout)
+        frames = self.captures.since(frames_mark)
+        arrivals = self.echo.arrivals_since(arrivals_mark)
+        hits = []
+        for node in self.topo.nodes:
+            after = self._counters(node.name)
+            hits += [(node.name, hit) for hit in counter_hits(self.counters[node.name], after)]
+            self.counters[node.name] = after
+        backend = node_name = source_ip = None
+        if result.reply:
+            backend, node_name = result.reply.get("backend"), result.reply.get("node")
+            source_ip = result.reply.get("peer", "").rsplit(":", 1)[0]
+        elif arrivals:
+            backend, node_name, source_ip = arrivals[0].backend, arrivals[0].node, arrivals[0].peer_ip
+        pcaps: tuple[str, ...] = ()
+        if self.pcap_dir is not None:
+            directory = self.pcap_dir / self.topo.scenario / _slug(self.topo.variant_label) / _slug(probe.name)
+            pcaps = tuple(str(p) for p in write_pcaps(frames, directory))
+        outcome = result.outcome
+        return Observation(
+            outcome=outcome,
+            backend=backend,
+            node=node_name,
+            source_ip=source_ip,
+            source=self.names.get(source_ip or ""),
+            error=result.error,
+            path=_path(frames),
+            rules=tuple(hits),
+            explanation=_explain(outcome, hits, frames, arrivals != [] and not result.reply),
+            seconds=time.perf_counter() - start,
+            pcaps=pcaps,
+        )
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _path(frames: list[Frame]) -> tuple[str, ...]:
+    lines: list[str] = []
+    for frame in frames:
+        if not frame.opens_or_ends:
+            continue
+        line = f"{frame.where:<24} {frame.summary()}"
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return tuple(lines)
+
+
+def _flags(frame: Frame) -> str:
+    summary = frame.summary() or ""
+    return summary.rsplit("[", 1)[-1] if summary.endswith("]") else ""
+
+
+def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame], reply_lost: bool) -> str:
+    if outcome == "delivered":
+        return ""
+    for node, hit in reversed(hits):
+        if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
+            return f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
+    if outcome == "refused":
+        answer = next((f for f in reversed(frames) if f.opens_or_ends and "S" not in _flags(f)), None)
+        return f"refused: {answer.where} carried {answer.summary()}" if answer else "refused by the local stack"
+    if reply_lost:
+        return "the backend received it, but its answer never reached the client"
+    seen = [f for f in frames if f.summary() is not None]
+    if not seen:
+        return "never seen on any node interface"
+    last = seen[-1]
+    nat = [h for n, h in hits if n == last.actor and h.table == "nat"]
+    after = f" after nat {nat[-1].chain}" if nat else ""
+    return f"last seen {last.where} ({last.summary()}); lost on {last.actor}{after} without a rule dropping it"

@@ -1,0 +1,75 @@
+"""Results as plain data: the `--json` document and what the terminal table shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.runner import ProbeResult
+
+
+def expected_text(result: ProbeResult) -> str:
+    e = result.probe.expected
+    parts = [e.outcome]
+    if e.backends:
+        parts.append("by " + "|".join(e.backends))
+    if e.node:
+        parts.append(f"on {e.node}")
+    if e.source:
+        parts.append(f"from {e.source}")
+    return " ".join(parts)
+
+
+def observed_text(result: ProbeResult) -> str:
+    o = result.observed
+    parts = [o.outcome]
+    if o.backend:
+        parts.append(f"by {o.backend}")
+    if o.source_ip:
+        parts.append(f"from {o.source} ({o.source_ip})" if o.source else f"from {o.source_ip}")
+    return " ".join(parts)
+
+
+def to_record(result: ProbeResult) -> dict[str, Any]:
+    e, o = result.probe.expected, result.observed
+    return {
+        "scenario": result.topology.scenario,
+        "file": result.topology.file,
+        "variant": dict(result.topology.variant),
+        "probe": result.probe.name,
+        "from": result.probe.source,
+        "to": {
+            "target": result.probe.target,
+            "address": f"{result.probe.dst_ip}:{result.probe.dst_port}",
+            "protocol": result.probe.protocol,
+        },
+        "ok": result.verdict.ok,
+        "reasons": list(result.verdict.reasons),
+        "expected": {
+            "outcome": e.outcome,
+            "backend": list(e.backends) or None,
+            "node": e.node,
+            "source": e.source,
+            "source_ip": e.source_ip,
+        },
+        "observed": {
+            "outcome": o.outcome,
+            "backend": o.backend,
+            "node": o.node,
+            "source": o.source,
+            "source_ip": o.source_ip,
+            "error": o.error or None,
+            "explanation": o.explanation or None,
+            "path": list(o.path),
+            "rules": [
+                {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}
+                for node, h in o.rules
+            ],
+            "pcaps": list(o.pcaps),
+            "seconds": round(o.seconds, 4),
+        },
+    }
+
+
+def summary(results: list[ProbeResult], skipped: int = 0) -> dict[str, int]:
+    passed = sum(r.verdict.ok for r in results)
+    return {"passed": passed, "failed": len(results) - passed, "skipped": skipped}

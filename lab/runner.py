@@ -1,0 +1,81 @@
+"""The pipeline for one scenario variant: realize → install → probe → judge, then tear down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.install import iptables_restore
+from lab.kubeproxy.adapter import proxy_config, service_ports
+from lab.kubeproxy.iptables import render_iptables
+from lab.model.topology import ProbeSpec, Topology
+from lab.netns.build import Realized, realize
+from lab.probe.session import Observation, ProbeSession
+from lab.verdict import Verdict, judge
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    topology: Topology
+    probe: ProbeSpec
+    observed: Observation
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Timing:
+    build: float
+    install: float
+    probes: float
+    teardown: float
+
+    @property
+    def total(self) -> float:
+        return self.build + self.install + self.probes + self.teardown
+
+
+def node_rules(topo: Topology, node: str) -> str:
+    node_ips = [n.ip for n in topo.nodes if n.name == node]
+    return render_iptables(service_ports(topo, node), proxy_config(topo), node_ips).restore_text()
+
+
+def install(realized: Realized) -> None:
+    topo = realized.topology
+    for node in topo.nodes:
+        iptables_restore(realized.namespaces[node.name], node_rules(topo, node.name), topo.cluster.iptables_backend)
+
+
+@dataclass
+class VariantRun:
+    topology: Topology
+    results: list[ProbeResult]
+    timing: Timing
+
+
+def run_variant(
+    topo: Topology,
+    timeout: float = 0.5,
+    pcap_dir: Path | None = None,
+    on_result: Callable[[ProbeResult], None] | None = None,
+    only: set[str] | None = None,
+) -> VariantRun:
+    results = []
+    start = time.perf_counter()
+    with realize(topo) as realized:
+        built = time.perf_counter()
+        install(realized)
+        installed = time.perf_counter()
+        with ProbeSession(realized, timeout, pcap_dir) as session:
+            for probe in topo.probes:
+                if only is not None and probe.name not in only:
+                    continue
+                observed = session.run(probe)
+                result = ProbeResult(topo, probe, observed, judge(probe.expected, observed))
+                results.append(result)
+                if on_result:
+                    on_result(result)
+        probed = time.perf_counter()
+    done = time.perf_counter()
+    return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))
