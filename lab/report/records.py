@@ -73,3 +73,22 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
 def summary(results: list[ProbeResult], skipped: int = 0) -> dict[str, int]:
     passed = sum(r.verdict.ok for r in results)
     return {"passed": passed, "failed": len(results) - passed, "skipped": skipped}
+
+
+def evidence_lines(result: ProbeResult) -> list[str]:
+    """What a failing (or verbose) probe prints: the reasons, then why, the path and the rules hit."""
+    r, o = result, result.observed
+    lines = [f"✗ {reason}" for reason in r.verdict.reasons]
+    if o.explanation:
+        lines.append(f"why: {o.explanation}")
+    if r.probe.why:
+        lines.append(f"scenario says: {r.probe.why}")
+    lines += [f"seen  {line}" for line in o.path]
+    lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
+    lines += [f"pcap  {path}" for path in o.pcaps]
+    return lines
+
+
+def headline(result: ProbeResult) -> str:
+    p = result.probe
+    return f"{p.name} [{result.topology.variant_label}] {p.source} → {p.target} ({p.dst_ip}:{p.dst_port}/{p.protocol})"

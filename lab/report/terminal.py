@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from lab.report.records import expected_text, observed_text
+from lab.report.records import evidence_lines, expected_text, headline, observed_text
 from lab.runner import ProbeResult, VariantRun
 
 
@@ -21,24 +21,9 @@ def scenario_table(name: str, runs: list[VariantRun]) -> Table:
 
 
 def evidence(result: ProbeResult, console: Console) -> None:
-    o = result.observed
-    console.print(
-        f"  [bold]{result.probe.name}[/bold] [{result.topology.variant_label}] "
-        f"{result.probe.source} → {result.probe.target} ({result.probe.dst_ip}:{result.probe.dst_port}"
-        f"/{result.probe.protocol})"
-    )
-    for reason in result.verdict.reasons:
-        console.print(f"    [red]✗[/red] {reason}")
-    if o.explanation:
-        console.print(f"    why: {o.explanation}")
-    if result.probe.why:
-        console.print(f"    scenario says: {result.probe.why}")
-    for line in o.path:
-        console.print(f"    seen  {line}", highlight=False)
-    for node, hit in o.rules:
-        console.print(f"    rule  {node}: {hit} ({hit.packets} pkt)", highlight=False)
-    for path in o.pcaps:
-        console.print(f"    pcap  {path}")
+    console.print(f"  [bold]{headline(result)}[/bold]", highlight=False)
+    for line in evidence_lines(result):
+        console.print(f"    {line}", highlight=False, markup=False)
 
 
 def print_scenario(name: str, runs: list[VariantRun], console: Console, verbose: bool = False) -> None:

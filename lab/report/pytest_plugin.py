@@ -1,0 +1,76 @@
+"""pytest plugin: every probe of every scenario variant in topologies/ is its own test item.
+
+A variant is built once, on its first item, and all its probes run then; each item reports
+its own probe's verdict with the evidence (path, rules hit) when it fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.model.load import load_scenario
+from lab.model.topology import ProbeSpec, Topology
+from lab.report.records import evidence_lines, headline
+from lab.runner import ProbeResult, VariantRun, run_variant
+
+_runs: dict[tuple[str, tuple], VariantRun] = {}
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix == ".yaml" and file_path.parent.name == "topologies":
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "scenario: a probe of a scenario file in topologies/")
+
+
+class ScenarioFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        scenario = load_scenario(self.path)
+        for topo in scenario.variants:
+            for probe in topo.probes:
+                name = f"{probe.name}[{topo.variant_label}]" if topo.variant else probe.name
+                yield ProbeItem.from_parent(self, name=name, topology=topo, probe=probe)
+
+
+class ProbeItem(pytest.Item):
+    def __init__(self, *, topology: Topology, probe: ProbeSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+        self.probe = probe
+        self.add_marker(pytest.mark.scenario)
+        self.add_marker(pytest.mark.root)
+
+    def runtest(self) -> None:
+        if os.geteuid() != 0:
+            pytest.skip("needs root: scenario probes build network namespaces (run with sudo)")
+        key = (self.topology.file, self.topology.variant)
+        if key not in _runs:
+            _runs[key] = run_variant(self.topology)
+        result = next(r for r in _runs[key].results if r.probe.name == self.probe.name)
+        if not result.verdict.ok:
+            raise ProbeFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ProbeFailed):
+            return excinfo.value.describe()
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.topology.scenario}: {self.name}"
+
+
+class ProbeFailed(Exception):
+    def __init__(self, result: ProbeResult) -> None:
+        super().__init__(result.probe.name)
+        self.result = result
+
+    def describe(self) -> str:
+        return "\n".join([headline(self.result), *(f"  {line}" for line in evidence_lines(self.result))])
