@@ -1,0 +1,91 @@
+"""`lab bench`: wall time of each stage of one scenario, against the raw `ip` commands it replaces.
+
+The baseline runs `ip netns add` once per namespace and `ip link add` once per link the build
+creates (veth pairs and bridges), as separate processes, the way a shell script would.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from lab.model.load import load_scenario
+from lab.model.topology import Topology
+from lab.netns.runs import new_prefix, release, remove_namespaces
+from lab.runner import Timing, run_variant
+
+DEFAULT = Path(__file__).resolve().parent.parent / "topologies" / "nodeport-source-ip.yaml"
+
+
+def counts(topo: Topology) -> tuple[int, int]:
+    """(namespaces, links) the build creates: fabric + actors; a veth per actor plus bridges."""
+    pods = [p for p in topo.pods if not p.host_network]
+    namespaces = 1 + len(topo.nodes) + len(topo.externals) + len(pods)
+    links = 1 + len(topo.nodes) * 2 + len(topo.externals) + len(pods)  # br0, eth0 + cni0 per node, veths
+    return namespaces, links
+
+
+def raw_ip_seconds(namespaces: int, links: int) -> float:
+    prefix = new_prefix()
+    names = [f"{prefix}-raw{i}" for i in range(namespaces)]
+    start = time.perf_counter()
+    try:
+        for name in names:
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        for i in range(links):
+            subprocess.run(
+                [
+                    "ip",
+                    "-n",
+                    names[0],
+                    "link",
+                    "add",
+                    f"r{i}",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    f"p{i}",
+                    "netns",
+                    names[1 + i % (namespaces - 1)],
+                ],
+                check=True,
+            )
+        return time.perf_counter() - start
+    finally:
+        remove_namespaces(names)
+        release(prefix)
+
+
+def run_bench(file: Path | None, repeat: int, console: Console) -> int:
+    topo = load_scenario(file or DEFAULT).variants[0]
+    timings: list[Timing] = []
+    for _ in range(repeat):
+        run = run_variant(topo)
+        if not all(r.verdict.ok for r in run.results):
+            console.print("[red]a probe failed during the benchmark; timings would not be representative[/red]")
+            return 1
+        timings.append(run.timing)
+    namespaces, links = counts(topo)
+    raw = statistics.median(raw_ip_seconds(namespaces, links) for _ in range(repeat))
+
+    def med(stage: str) -> float:
+        return statistics.median(getattr(t, stage) for t in timings)
+
+    table = Table(
+        title=f"{topo.scenario} [{topo.variant_label}] — {len(topo.nodes)} nodes, {len(topo.probes)} probes, "
+        f"median of {repeat}"
+    )
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    for stage in ("build", "install", "probes", "teardown", "total"):
+        table.add_row(stage, f"{med(stage):.3f}")
+    table.add_row(f"raw ip: {namespaces} netns add + {links} link add", f"{raw:.3f}")
+    table.add_row("build / raw ip", f"{med('build') / raw:.2f}×")
+    console.print(table)
+    return 0

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.root)
+
+
+@pytest.fixture(autouse=True)
+def needs_root():
+    if os.geteuid() != 0:
+        pytest.skip("needs root: builds network namespaces (run with sudo)")
+
+
+def _read(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+
+def host_state() -> dict[str, str]:
+    """Everything of the host's own network namespace that the harness must never change (read-only calls)."""
+    sysctls = [
+        "net/ipv4/ip_forward",
+        "net/ipv4/conf/all/route_localnet",
+        "net/ipv4/conf/all/rp_filter",
+        "net/bridge/bridge-nf-call-iptables",
+        "net/ipv6/conf/all/disable_ipv6",
+    ]
+    return {
+        "links": _read("ip", "-o", "link", "show"),
+        "addresses": _read("ip", "-o", "addr", "show"),
+        "routes": _read("ip", "route", "show", "table", "all"),
+        "rules": _read("ip", "rule", "show"),
+        "iptables-nft": _read("iptables-nft-save"),
+        "legacy-tables": Path("/proc/net/ip_tables_names").read_text(),
+        "nft": _read("nft", "list", "ruleset"),
+        "ipset": _read("ipset", "list", "-n"),
+        "sysctls": "\n".join(f"{k}={Path('/proc/sys', k).read_text().strip()}" for k in sysctls),
+    }
+
+
+def strip_volatile(state: dict[str, str]) -> dict[str, str]:
+    # iptables-save prints a generation timestamp; it is not state.
+    return {k: "\n".join(line for line in v.splitlines() if not line.startswith("#")) for k, v in state.items()}
+
+
+@pytest.fixture
+def host_unchanged():
+    before = strip_volatile(host_state())
+    yield
+    after = strip_volatile(host_state())
+    changed = [k for k in before if before[k] != after[k]]
+    assert not changed, f"the host's network namespace changed: {changed}\nbefore: {before}\nafter: {after}"
+
+
+def lab_namespaces() -> list[str]:
+    return [line.split()[0] for line in _read("ip", "netns", "list").splitlines() if line.startswith("lab-")]

@@ -1,0 +1,56 @@
+"""A full scenario run must leave the host's own network namespace exactly as it was, and no namespaces."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import REPO, lab_namespaces
+
+from lab.model.load import load_scenario
+from lab.runner import run_variant
+
+
+def test_run_leaves_host_untouched_and_no_namespaces(host_unchanged):
+    before = lab_namespaces()
+    for topo in load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml").variants:
+        run = run_variant(topo)
+        assert run.results, "the scenario ran no probe"
+    assert lab_namespaces() == before
+
+
+def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch):
+    from lab.netns import build
+
+    topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
+    before = lab_namespaces()
+
+    def explode(self, pod, index):
+        raise RuntimeError("boom while adding a pod")
+
+    monkeypatch.setattr(build._Builder, "pod", explode)
+    try:
+        with build.realize(topo):
+            raise AssertionError("realize should have failed")
+    except RuntimeError as exc:
+        assert "boom" in str(exc)
+    assert lab_namespaces() == before
+
+
+def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
+    before = set(lab_namespaces())
+    lab = [sys.executable, "-m", "lab", "run", "--timeout", "5", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
+    proc = subprocess.Popen(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(set(lab_namespaces()) - before) < 5:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    leftovers = set(lab_namespaces()) - before
+    assert leftovers, "the killed run should have left namespaces behind for this test to mean anything"
+    down = subprocess.run([sys.executable, "-m", "lab", "down"], capture_output=True, text=True, cwd=REPO)
+    assert down.returncode == 0, down.stderr
+    assert not (set(lab_namespaces()) - before), down.stdout

@@ -1,0 +1,149 @@
+"""The scenario model: resolution and the error messages a user sees for bad files."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lab.model.errors import ScenarioError
+from lab.model.load import load_scenario
+
+BASE = """\
+name: t
+cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24}
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24, labels: {role: web}}
+  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
+externalHosts:
+  - {name: client, ip: 192.168.56.100}
+workload:
+  - kind: Deployment
+    metadata: {name: web}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec:
+          nodeSelector: {role: web}
+          containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]
+  - kind: Service
+    metadata: {name: web}
+    spec:
+      type: NodePort
+      selector: {app: web}
+      ports: [{name: http, port: 80, targetPort: http}]
+probes:
+  - name: p
+    from: client
+    to: {service: web, port: http, via: nodePort, node: node2}
+    expect: {outcome: delivered, source: node2}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def error_for(tmp_path: Path, text: str) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text))
+    return info.value
+
+
+def test_resolves_addresses_ports_and_endpoints(tmp_path):
+    topo = load_scenario(write(tmp_path, BASE)).variants[0]
+    assert [(p.name, p.node, p.ip) for p in topo.pods] == [
+        ("web-0", "node1", "10.244.1.2"),
+        ("web-1", "node1", "10.244.1.3"),
+    ]
+    svc = topo.services[0]
+    assert svc.cluster_ip == "10.96.0.10"
+    assert svc.ports[0].node_port == 30000
+    assert [(e.ip, e.port) for e in svc.ports[0].endpoints] == [("10.244.1.2", 8080), ("10.244.1.3", 8080)]
+    probe = topo.probes[0]
+    assert (probe.dst_ip, probe.dst_port, probe.expected.source_ip) == ("192.168.56.12", 30000, "192.168.56.12")
+
+
+def test_matrix_expands_variants_and_picks_expectations(tmp_path):
+    text = BASE.replace(
+        "    expect: {outcome: delivered, source: node2}\n",
+        "    expect:\n"
+        "      - {when: {externalTrafficPolicy: Local}, outcome: dropped}\n"
+        "      - {outcome: delivered, source: node2}\n",
+    )
+    text += "matrix:\n  externalTrafficPolicy: [Cluster, Local]\n"
+    variants = load_scenario(write(tmp_path, text)).variants
+    assert [v.services[0].external_policy for v in variants] == ["Cluster", "Local"]
+    assert [v.probes[0].expected.outcome for v in variants] == ["delivered", "dropped"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "field", "message"),
+    [
+        (
+            "nodeSelector: {role: web}",
+            "nodeName: node9",
+            17,
+            "workload[0].spec.template.spec.nodeName",
+            "unknown node 'node9'; expected one of node1, node2",
+        ),
+        (
+            "podCIDR: 10.244.2.0/24}",
+            "podCIDR: 10.244.1.128/25}",
+            5,
+            "nodes[1].podCIDR",
+            "overlaps node1's 10.244.1.0/24",
+        ),
+        (
+            "selector: {app: web}\n      ports",
+            "selector: {app: nothing}\n      ports",
+            23,
+            "workload[1].spec.selector",
+            "selects no pod",
+        ),
+        ("ip: 192.168.56.100}", "ip: 192.168.57.100}", 7, "externalHosts[0].ip", "outside the underlay"),
+        ("kind: Service", "kind: Ingress", 19, "workload[1]", "unsupported kind 'Ingress'"),
+        ("port: http, via", "port: https, via", 28, "probes[0].to.port", "has no port 'https'"),
+        ("from: client", "from: somebody", 27, "probes[0].from", "unknown pod, node or external host"),
+        ("expect: {outcome: delivered", "expect: {outcome: maybe", 29, "probes[0].expect.outcome", "'delivered'"),
+        (
+            "targetPort: http",
+            "targetPort: web",
+            24,
+            "workload[1].spec.ports[0].targetPort",
+            "no selected pod has a container port named 'web'",
+        ),
+        ("name: t\n", "name: t\nbogus: 1\n", 2, "bogus", "unknown field"),
+    ],
+)
+def test_errors_name_file_line_field_and_expectation(tmp_path, old, new, line, field, message):
+    assert old in BASE
+    error = error_for(tmp_path, BASE.replace(old, new, 1))
+    assert (error.line, error.field) == (line, field), str(error)
+    assert message in error.message
+    assert str(error).startswith(f"{tmp_path / 's.yaml'}:{line}: {field}: ")
+
+
+def test_cidr_overlap_between_cluster_networks(tmp_path):
+    error = error_for(tmp_path, BASE.replace("serviceCIDR: 10.96.0.0/16", "serviceCIDR: 10.244.128.0/20"))
+    assert error.field == "cluster.serviceCIDR" and "overlaps clusterCIDR" in error.message
+
+
+def test_unquoted_version_is_refused(tmp_path):
+    error = error_for(tmp_path, BASE.replace("cluster: {", "cluster: {kubeVersion: 1.30, "))
+    assert error.field == "cluster.kubeVersion" and '"1.3"' in error.message
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    error = error_for(tmp_path, BASE + "  - [unclosed\n")
+    assert error.line is not None and "not valid YAML" in error.message
+
+
+def test_every_shipped_scenario_loads():
+    for path in sorted(Path(__file__).resolve().parents[2].joinpath("topologies").glob("*.yaml")):
+        assert load_scenario(path).variants
