@@ -19,8 +19,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from lab.install import InstallError
 from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
+from lab.netns.enter import NamespaceError
 
 console = Console()
 err = Console(stderr=True)
@@ -178,8 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         sys.exit(args.func(args))
-    except ScenarioError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+    except (ScenarioError, InstallError, NamespaceError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted; namespaces removed")

@@ -6,23 +6,33 @@ Every command runs through `ip netns exec <ns>`: the tools never see the host's 
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 
 from plumbum import ProcessExecutionError, local
 
 from lab.netns.runs import PREFIX_RE
 
-_IP = local["ip"]
+PACKAGES = {"ip": "iproute2", "ipset": "ipset", "nft": "nftables", "ipvsadm": "ipvsadm", "conntrack": "conntrack"}
 
 
 class InstallError(RuntimeError):
     pass
 
 
+def require(tool: str) -> str:
+    """The tool's path, or an error saying which Debian package brings it."""
+    path = shutil.which(tool)
+    if path is None:
+        package = PACKAGES.get(tool, "iptables" if tool.startswith("iptables") else tool)
+        raise InstallError(f"{tool} is not installed: apt-get install {package} (scripts/setup installs it)")
+    return path
+
+
 def _in_netns(netns: str, *argv: str) -> object:
     if not PREFIX_RE.match(netns):
         raise InstallError(f"refusing to run {argv[0]} outside a lab namespace (got {netns!r})")
-    return _IP["netns", "exec", netns, *argv]
+    return local[require("ip")]["netns", "exec", netns, require(argv[0]), *argv[1:]]
 
 
 def _tool(kind: str, backend: str) -> str:

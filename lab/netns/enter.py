@@ -69,6 +69,10 @@ def write_sysctls(name: str, values: dict[str, str]) -> None:
 
     def write() -> None:
         for key, value in values.items():
-            Path("/proc/sys", key.replace(".", "/")).write_text(value)
+            try:
+                Path("/proc/sys", key.replace(".", "/")).write_text(value)
+            except FileNotFoundError:
+                hint = " (br_netfilter is not loaded: modprobe br_netfilter)" if key.startswith("net.bridge.") else ""
+                raise NamespaceError(f"sysctl {key} does not exist in this kernel{hint}") from None
 
     in_netns(name, write)
