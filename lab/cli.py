@@ -55,8 +55,14 @@ def _select(scenario: Scenario, variant_filter: list[str]) -> list:
     return [t for t in scenario.variants if all(str(dict(t.variant).get(k)) == v for k, v in wanted.items())]
 
 
+_MAIN_PID = os.getpid()
+
+
 def _terminate_cleanly(*_: object) -> None:
-    # SIGTERM becomes an exception, so every `finally` tears its namespaces down.
+    # SIGTERM becomes an exception, so every `finally` tears its namespaces down. Helper processes
+    # forked by pyroute2 inherit this handler; they must just die, not run our teardown.
+    if os.getpid() != _MAIN_PID:
+        os._exit(143)
     raise KeyboardInterrupt
 
 

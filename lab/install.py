@@ -100,12 +100,50 @@ def parse_counters(save_text: str) -> dict[tuple[str, str, int, str], int]:
     return counters
 
 
+# The order a forwarded or locally generated packet meets the hooks kube-proxy uses.
+HOOK_ORDER = [
+    ("raw", "PREROUTING"),
+    ("mangle", "PREROUTING"),
+    ("nat", "PREROUTING"),
+    ("filter", "INPUT"),
+    ("nat", "INPUT"),
+    ("filter", "FORWARD"),
+    ("raw", "OUTPUT"),
+    ("mangle", "OUTPUT"),
+    ("nat", "OUTPUT"),
+    ("filter", "OUTPUT"),
+    ("nat", "POSTROUTING"),
+]
+
+
 def counter_hits(
     before: dict[tuple[str, str, int, str], int], after: dict[tuple[str, str, int, str], int]
 ) -> list[RuleHit]:
-    """Rules whose packet counters moved between two snapshots, in ruleset order."""
-    return [
-        RuleHit(table, chain, rule, packets - before.get((table, chain, pos, rule), 0))
-        for (table, chain, pos, rule), packets in after.items()
-        if packets > before.get((table, chain, pos, rule), 0)
-    ]
+    """Rules whose packet counters moved between two snapshots, in the order a packet walks them.
+
+    Each built-in chain is walked in hook order and every jump to a user chain is followed where
+    it was taken, so the list reads like a trace. ACCEPT policies are left out: they are where
+    every packet that nothing stopped ends up, replies included.
+    """
+    moved = {key: packets - before.get(key, 0) for key, packets in after.items() if packets > before.get(key, 0)}
+    by_chain: dict[tuple[str, str], list[RuleHit]] = {}
+    for (table, chain, _, rule), packets in moved.items():
+        by_chain.setdefault((table, chain), []).append(RuleHit(table, chain, rule, packets))
+    ordered: list[RuleHit] = []
+    seen: set[tuple[str, str]] = set()
+
+    def walk(table: str, chain: str) -> None:
+        if (table, chain) in seen:
+            return
+        seen.add((table, chain))
+        for hit in by_chain.get((table, chain), []):
+            if hit.rule != "policy ACCEPT":
+                ordered.append(hit)
+            if (table, hit.verdict) in by_chain:
+                walk(table, hit.verdict)
+
+    for table, chain in HOOK_ORDER:
+        walk(table, chain)
+    for table, chain in by_chain:
+        walk(table, chain)
+    return ordered

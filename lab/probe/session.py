@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.install import RuleHit, counter_hits, iptables_save, parse_counters
-from lab.model.topology import ProbeSpec, Topology
+from lab.model.topology import NodeSpec, ProbeSpec, Topology
 from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import send
@@ -92,7 +92,7 @@ class ProbeSession:
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         hits = []
-        for node in self.topo.nodes:
+        for node in _by_first_sight(self.topo.nodes, frames):
             after = self._counters(node.name)
             hits += [(node.name, hit) for hit in counter_hits(self.counters[node.name], after)]
             self.counters[node.name] = after
@@ -120,6 +120,14 @@ class ProbeSession:
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
         )
+
+
+def _by_first_sight(nodes: tuple[NodeSpec, ...], frames: list[Frame]) -> list[NodeSpec]:
+    """Nodes in the order the packet met them, so rule hits read in path order."""
+    order = {}
+    for frame in frames:
+        order.setdefault(frame.actor, len(order))
+    return sorted(nodes, key=lambda n: order.get(n.name, len(order)))
 
 
 def _slug(text: str) -> str:

@@ -21,9 +21,9 @@ def scenario_table(name: str, runs: list[VariantRun]) -> Table:
 
 
 def evidence(result: ProbeResult, console: Console) -> None:
-    console.print(f"  [bold]{headline(result)}[/bold]", highlight=False)
+    console.print(f"  [bold]{headline(result)}[/bold]", highlight=False, soft_wrap=True)
     for line in evidence_lines(result):
-        console.print(f"    {line}", highlight=False, markup=False)
+        console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 def print_scenario(name: str, runs: list[VariantRun], console: Console, verbose: bool = False) -> None:
