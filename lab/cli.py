@@ -24,7 +24,7 @@ from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
 from lab.netns.enter import NamespaceError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 

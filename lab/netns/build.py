@@ -95,9 +95,10 @@ class _Builder:
             "add", ifname=ifname, kind="veth", peer={"ifname": peer_ifname, "net_ns_fd": self.ns(peer_actor)}
         )
 
-    def bridge(self, actor: str, ifname: str, address: str, prefixlen: int) -> int:
-        self.ipr[actor].link("add", ifname=ifname, kind="bridge")
-        return self.up(actor, ifname, address, prefixlen)
+    def bridge(self, actor: str, ifname: str, address: str, prefixlen: int, **extra: object) -> int:
+        # No multicast snooping: the bridge would join 224.0.0.106 and send IGMP reports into every capture.
+        self.ipr[actor].link("add", ifname=ifname, kind="bridge", br_mcast_snooping=0)
+        return self.up(actor, ifname, address, prefixlen, **extra)
 
     def fabric(self) -> None:
         self.open(FABRIC)
@@ -115,8 +116,7 @@ class _Builder:
         self.open(node.name)
         self.attach_to_underlay(node.name, node.ip)
         promisc = {"flags": 0x100, "change": 0x100} if self.topo.cluster.hairpin_mode == "promiscuous-bridge" else {}
-        self.ipr[node.name].link("add", ifname="cni0", kind="bridge")
-        self.up(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr), **promisc)
+        self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr), **promisc)
         for other in self.topo.nodes:
             if other.name != node.name:
                 self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)

@@ -161,7 +161,7 @@ def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame],
         return f"refused: {answer.where} carried {answer.summary()}" if answer else "refused by the local stack"
     if reply_lost:
         return "the backend received it, but its answer never reached the client"
-    seen = [f for f in frames if f.summary() is not None]
+    seen = [f for f in frames if f.opens_or_ends]
     if not seen:
         return "never seen on any node interface"
     last = seen[-1]
