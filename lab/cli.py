@@ -114,7 +114,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     for scenario in _load_all(args.files):
         probes = sum(len(v.probes) for v in scenario.variants)
-        console.print(f"{scenario.file}: ok ({len(scenario.variants)} variants, {probes} probes)")
+        console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
     return 0
 
 
