@@ -135,6 +135,26 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from lab.replay.report import print_replay
+    from lab.replay.run import read, replay, setup_from_args
+
+    _require_root("replay")
+    signal.signal(signal.SIGTERM, _terminate_cleanly)
+    result = replay(
+        read(args.rules) or "",
+        setup_from_args(args),
+        ipsets=read(args.ipsets),
+        backend=args.backend,
+        timeout=args.timeout,
+    )
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        print_replay(result, console)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from lab.bench import run_bench
 
@@ -167,6 +187,23 @@ def parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="*")
     validate.set_defaults(func=cmd_validate)
+
+    replay = sub.add_parser("replay", help="replay one packet through a real node's iptables-save dump")
+    replay.add_argument("--rules", required=True, metavar="FILE", help="iptables-save output of the node")
+    replay.add_argument("--ipsets", metavar="FILE", help="ipset save output of the node")
+    replay.add_argument("--node-ip", action="append", required=True, metavar="IP", help="the node's addresses")
+    replay.add_argument(
+        "--pod-cidr",
+        metavar="CIDR",
+        help="the node's pod CIDR (sources and endpoints inside it are pods on the node's cni0)",
+    )
+    replay.add_argument("--from", dest="source", required=True, metavar="SRC_IP")
+    replay.add_argument("--to", dest="dest", required=True, metavar="DST_IP:PORT")
+    replay.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
+    replay.add_argument("--backend", choices=["nft", "legacy"], default="nft", help="iptables backend (nft)")
+    replay.add_argument("--timeout", type=float, default=0.5)
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(func=cmd_replay)
 
     down = sub.add_parser("down", help="remove leftovers of killed runs")
     down.add_argument("--all", action="store_true", help="remove every lab namespace, even of runs still alive")

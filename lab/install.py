@@ -39,22 +39,30 @@ def _tool(kind: str, backend: str) -> str:
     return f"iptables-{backend}-{kind}" if kind != "iptables" else f"iptables-{backend}"
 
 
-def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
-    """Load a complete ruleset; on rejection, name the line iptables-restore refused."""
+def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
+    """Run a restore tool on text; on rejection, quote the line the tool names."""
     try:
-        (_in_netns(netns, _tool("restore", backend)) << text)()  # type: ignore[operator]
+        (_in_netns(netns, *argv) << text)()  # type: ignore[operator]
     except ProcessExecutionError as exc:
-        raise InstallError(_explain_restore_error(exc.stderr, text)) from None
+        raise InstallError(_explain_restore_error(argv[0], exc.stderr, text, what)) from None
 
 
-def _explain_restore_error(stderr: str, text: str) -> str:
+def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
+    _feed(netns, [_tool("restore", backend)], text, "rules")
+
+
+def restore_ipsets(netns: str, text: str) -> None:
+    _feed(netns, ["ipset", "restore"], text, "ipsets")
+
+
+def _explain_restore_error(tool: str, stderr: str, text: str, what: str) -> str:
     match = re.search(r"line:? (\d+)", stderr)
     if not match:
-        return f"iptables-restore failed: {stderr.strip()}"
+        return f"{tool} rejected the {what}: {stderr.strip()}"
     number = int(match.group(1))
     lines = text.splitlines()
     line = lines[number - 1] if 0 < number <= len(lines) else "?"
-    return f"iptables-restore rejected line {number}: {line}\n{stderr.strip()}"
+    return f"{tool} rejected line {number} of the {what}: {line}\n{stderr.strip()}"
 
 
 def iptables_save(netns: str, backend: str = "nft", counters: bool = False) -> str:

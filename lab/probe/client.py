@@ -54,14 +54,19 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
     return ClientResult("delivered", reply=reply, local=local)
 
 
-def send(netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float) -> ClientResult:
-    """Open a real connection (or send one datagram) from netns and report what came back."""
-    kind = socket.SOCK_STREAM if protocol == "TCP" else socket.SOCK_DGRAM
+def send(
+    netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, bind: str | None = None
+) -> ClientResult:
+    """Open a real connection (or send one datagram) from netns, from address `bind` if given."""
+    kind = socket.SOCK_STREAM if protocol.upper() == "TCP" else socket.SOCK_DGRAM
 
     def make() -> socket.socket:
-        return socket.socket(socket.AF_INET, kind)
+        sock = socket.socket(socket.AF_INET, kind)
+        if bind:
+            sock.bind((bind, 0))
+        return sock
 
     sock = in_netns(netns, make)
     with sock:
         sock.settimeout(timeout)
-        return _attempt(sock, (dst_ip, dst_port), protocol)
+        return _attempt(sock, (dst_ip, dst_port), protocol.upper())

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import selectors
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
 
 from lab.netns.enter import in_netns
+
+IP_PKTINFO = 8  # linux/in.h; Python's socket module does not export it
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Listener:
     netns: str
     port: int
     protocol: str  # TCP | UDP
+    # Answer from addresses the namespace does not own (a sink that accepts every destination).
+    transparent: bool = False
 
 
 class EchoServers:
@@ -55,9 +60,15 @@ class EchoServers:
         def make() -> socket.socket:
             sock = socket.socket(socket.AF_INET, kind)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if listener.transparent:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TRANSPARENT, 1)
             sock.bind(("0.0.0.0", listener.port))
             if kind == socket.SOCK_STREAM:
                 sock.listen(64)
+            else:
+                # The datagram's own destination: a wildcard socket cannot tell it otherwise, and the
+                # answer must leave from it so conntrack can reverse the client's NAT.
+                sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
             sock.setblocking(False)
             return sock
 
@@ -100,6 +111,14 @@ class EchoServers:
         }
         return json.dumps(reply).encode() + b"\n"
 
+    def _answer_datagram(self, listener: Listener, sock: socket.socket) -> None:
+        _, ancillary, _, peer = sock.recvmsg(2048, 64)
+        info = next((d for level, kind, d in ancillary if level == socket.IPPROTO_IP and kind == IP_PKTINFO), None)
+        local = (socket.inet_ntoa(info[8:12]) if info else "0.0.0.0", sock.getsockname()[1])
+        reply = self._record(listener, local, peer)
+        control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
+        sock.sendmsg([reply], control, 0, peer)
+
     def _serve(self) -> None:
         while True:
             for key, _ in self._selector.select():
@@ -114,8 +133,7 @@ class EchoServers:
                             conn.settimeout(1)
                             conn.sendall(self._record(listener, conn.getsockname(), peer))
                     else:
-                        data, peer = sock.recvfrom(2048)
-                        sock.sendto(self._record(listener, sock.getsockname(), peer), peer)
+                        self._answer_datagram(listener, sock)
                 except OSError:
                     # A client that gave up (reset, unreachable reply path) must not stop the other backends.
                     continue

@@ -1,0 +1,42 @@
+"""Reading a real node's `iptables-save` dump: which endpoints its rules can DNAT to."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_DNAT = re.compile(r"-j DNAT --to-destination (\[?[0-9a-fA-F.:]+?\]?)(?::(\d+))?(?:\s|$)")
+_PROTO = re.compile(r"-p (tcp|udp|sctp)\b")
+
+
+@dataclass(frozen=True)
+class Target:
+    ip: str
+    port: int | None  # None: DNAT keeps the original port
+    protocol: str
+
+    def __str__(self) -> str:
+        return f"{self.ip}:{self.port}" if self.port else self.ip
+
+
+def dnat_targets(dump: str) -> list[Target]:
+    """Every `-j DNAT --to-destination` of the nat table, in dump order, without repeats."""
+    found: dict[Target, None] = {}
+    table = ""
+    for line in dump.splitlines():
+        if line.startswith("*"):
+            table = line[1:].strip()
+        elif table == "nat" and line.startswith("-A ") and (match := _DNAT.search(line)):
+            proto = _PROTO.search(line)
+            port = int(match.group(2)) if match.group(2) else None
+            found[Target(match.group(1).strip("[]"), port, proto.group(1) if proto else "tcp")] = None
+    return list(found)
+
+
+def chain_candidates(dump: str, chain: str) -> list[str]:
+    """The chains a (load-balancing) chain can jump to, in rule order."""
+    targets = []
+    for line in dump.splitlines():
+        if line.startswith(f"-A {chain} ") and (match := re.search(r"-j (KUBE-SEP-\S+)", line)):
+            targets.append(match.group(1))
+    return targets

@@ -1,0 +1,162 @@
+"""The world around one replayed node, built from nothing but addresses.
+
+  source ──┐                          ┌── pod <ip>   (endpoints and sources inside --pod-cidr,
+  (outside)│                          │              on the node's cni0 bridge)
+           world (router) ── node ── cni0
+           │
+           sink: answers for every other address (endpoints elsewhere in the cluster,
+                 and anything the node forwards without NAT), recording what arrived
+
+Links carry no subnets: every address is a /32, routes are on-link, and the router answers
+ARP by proxy, so the node keeps exactly the addresses the user gave.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+
+from lab.netns.enter import write_sysctls
+from lab.netns.links import NetBuilder
+from lab.netns.runs import new_prefix, release, remove_namespaces
+from lab.replay.dump import Target
+
+# Own addresses of the router and the sink, only ever the sender address of their ARP requests
+# (an ARP request from 0.0.0.0 is a probe, which proxy ARP does not answer).
+WORLD_ARP_ADDRESS = "169.254.255.1"
+SINK_ARP_ADDRESS = "169.254.255.2"
+RTNH_F_ONLINK = 4
+SINK_TABLE = 100
+SOURCE_TABLE = 200
+
+
+@dataclass(frozen=True)
+class Setup:
+    node_ips: tuple[str, ...]
+    pod_cidr: str | None
+    source: str
+    dst_ip: str
+    dst_port: int
+    protocol: str
+    targets: tuple[Target, ...]
+
+    def in_pods(self, ip: str) -> bool:
+        return self.pod_cidr is not None and ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(self.pod_cidr)
+
+    @property
+    def source_role(self) -> str:
+        if self.source in self.node_ips:
+            return "node"
+        return "pod" if self.in_pods(self.source) else "outside"
+
+    def pod_ips(self) -> list[str]:
+        wanted = [t.ip for t in self.targets if self.in_pods(t.ip)]
+        if self.source_role == "pod":
+            wanted.append(self.source)
+        return sorted(set(wanted), key=ipaddress.IPv4Address)
+
+
+@dataclass
+class Env:
+    prefix: str
+    setup: Setup
+    namespaces: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def source_ns(self) -> str:
+        role = self.setup.source_role
+        return self.namespaces["node" if role == "node" else f"pod-{self.setup.source}" if role == "pod" else "source"]
+
+
+def _onlink_peer(b: NetBuilder, actor: str, world_if: str, addresses: list[str]) -> None:
+    """actor's eth0 ↔ the router's world_if; addresses as /32, default route on-link."""
+    b.veth("world", world_if, actor, "eth0")
+    b.up("world", world_if)
+    b.up(actor, "eth0")
+    idx = b.index(actor, "eth0")
+    for address in addresses:
+        b.ipr[actor].addr("add", index=idx, address=address, prefixlen=32)
+        b.ipr["world"].route("add", dst=f"{address}/32", oif=b.index("world", world_if))
+    b.ipr[actor].route("add", dst="0.0.0.0/0", oif=idx, scope=253)
+    # Proxy ARP answers after a random delay of up to 0.8 s unless told otherwise.
+    write_sysctls(
+        b.ns("world"), {f"net.ipv4.conf.{world_if}.proxy_arp": "1", f"net.ipv4.neigh.{world_if}.proxy_delay": "0"}
+    )
+
+
+@contextmanager
+def build(setup: Setup) -> Iterator[Env]:
+    prefix = new_prefix()
+    env = Env(prefix, setup)
+    try:
+        with ExitStack() as stack:
+            b = NetBuilder(prefix, stack)
+            try:
+                _build(b, setup)
+            finally:
+                env.namespaces = dict(b.names)
+        yield env
+    finally:
+        remove_namespaces(list(env.namespaces.values()))
+        release(prefix)
+
+
+def _build(b: NetBuilder, setup: Setup) -> None:
+    for actor in ("world", "node", "sink"):
+        b.open(actor)
+    b.up("world", "lo", WORLD_ARP_ADDRESS)
+    write_sysctls(b.ns("world"), {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.send_redirects": "0"})
+    _onlink_peer(b, "node", "node", list(setup.node_ips))
+    write_sysctls(
+        b.ns("node"),
+        {
+            "net.ipv4.ip_forward": "1",
+            "net.ipv4.conf.all.route_localnet": "1",
+            "net.bridge.bridge-nf-call-iptables": "1",
+        },
+    )
+    # The sink accepts any destination arriving from outside (AnyIP in a table of its own), while
+    # its own answers still route normally back out.
+    _onlink_peer(b, "sink", "sink", [])
+    b.up("sink", "lo", SINK_ARP_ADDRESS)
+    b.ipr["world"].route("add", dst="0.0.0.0/0", oif=b.index("world", "sink"))
+    b.ipr["sink"].route("add", dst="0.0.0.0/0", type="local", oif=b.index("sink", "lo"), table=SINK_TABLE, scope=254)
+    b.ipr["sink"].rule("add", iifname="eth0", table=SINK_TABLE, priority=100)
+    if setup.source_role == "outside":
+        b.open("source")
+        _onlink_peer(b, "source", "source", [setup.source])
+        # Whatever the source sends is for the node to handle, wherever it is addressed.
+        b.ipr["world"].route(
+            "add",
+            dst="0.0.0.0/0",
+            gateway=setup.node_ips[0],
+            oif=b.index("world", "node"),
+            flags=RTNH_F_ONLINK,
+            table=SOURCE_TABLE,
+        )
+        b.ipr["world"].rule("add", iifname="source", table=SOURCE_TABLE, priority=100)
+    if setup.pod_cidr:
+        _pods(b, setup)
+
+
+def _pods(b: NetBuilder, setup: Setup) -> None:
+    assert setup.pod_cidr is not None
+    net = ipaddress.IPv4Network(setup.pod_cidr)
+    gateway = str(next(net.hosts()))
+    b.bridge("node", "cni0", gateway, net.prefixlen)
+    # Pods sit behind the node: the router forwards their CIDR to the node's own address.
+    b.ipr["world"].route(
+        "add", dst=setup.pod_cidr, gateway=setup.node_ips[0], oif=b.index("world", "node"), flags=RTNH_F_ONLINK
+    )
+    for i, ip in enumerate(setup.pod_ips()):
+        actor = f"pod-{ip}"
+        b.open(actor)
+        port = f"veth{i}"
+        b.veth("node", port, actor, "eth0")
+        b.up("node", port, master=b.index("node", "cni0"))
+        # As the CNI bridge plugin does with hairpinMode: a pod may reach itself through a Service.
+        b.ipr["node"].brport("set", index=b.index("node", port), mode=1)
+        b.up(actor, "eth0", ip, net.prefixlen)
+        b.ipr[actor].route("add", dst="0.0.0.0/0", gateway=gateway)
