@@ -22,6 +22,7 @@ from rich.console import Console
 from lab.install import InstallError
 from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
+from lab.model.topology import axis_text
 from lab.netns.enter import NamespaceError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -52,7 +53,7 @@ def _load_all(files: list[str]) -> list[Scenario]:
 
 def _select(scenario: Scenario, variant_filter: list[str]) -> list:
     wanted = dict(v.split("=", 1) for v in variant_filter)
-    return [t for t in scenario.variants if all(str(dict(t.variant).get(k)) == v for k, v in wanted.items())]
+    return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
 
 
 _MAIN_PID = os.getpid()

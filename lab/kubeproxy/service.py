@@ -70,4 +70,10 @@ class ProxyConfig:
     localhost_nodeports: bool = True
     random_fully: bool = True
     masquerade_bit: int = 14
+    # The mark text exactly as written; None = what NewProxier formats from masquerade_bit
+    # (Go "%#08x": "0x00004000"). kube-proxy's unit-test fake proxier sets "0x4000" directly.
+    masquerade_mark: str | None = None
     conntrack_tcp_be_liberal: bool = False
+    # kube-proxy counts dropped INVALID packets (#122812, 1.30) and localhost NodePort packets
+    # (#125015, 1.31) with nfacct objects when it could create them, adding "-m nfacct" matches.
+    nfacct_counters: bool = False

@@ -14,6 +14,11 @@ from lab.model.schema import Outcome
 Axis = str | bool
 
 
+def axis_text(value: Axis) -> str:
+    """A matrix value as the scenario file spells it (YAML booleans are lower case)."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
@@ -155,4 +160,4 @@ class Topology:
 
     @property
     def variant_label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.variant) or "default"
+        return ", ".join(f"{k}={axis_text(v)}" for k, v in self.variant) or "default"
