@@ -6,11 +6,14 @@ into the peer namespace), so nothing ever appears in the host's namespace, even 
 
 from __future__ import annotations
 
+import socket
 from contextlib import ExitStack
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 
-from lab.netns.enter import write_sysctls
+from lab.netns.enter import create_netns, in_netns, write_sysctls
+
+NETLINK_ROUTE = 0
 
 
 class NetBuilder:
@@ -19,23 +22,30 @@ class NetBuilder:
         self.stack = stack
         self.ipr: dict[str, IPRoute] = {}
         self.names: dict[str, str] = {}
+        self._indexes: dict[tuple[str, str], int] = {}
 
     def ns(self, actor: str) -> str:
         return self.names[actor]
 
     def open(self, actor: str) -> IPRoute:
         name = f"{self.prefix}-{actor}"
-        netns.create(name)
+        create_netns(name)
         self.names[actor] = name
         # No IPv6: router solicitations and MLD would only add noise to every capture.
         write_sysctls(name, {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"})
-        ipr = self.stack.enter_context(IPRoute(netns=name))
+        # The netlink socket is made inside the namespace, so every request acts there.
+        sock = in_netns(name, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE))
+        ipr = self.stack.enter_context(IPRoute(fileno=sock.detach()))
         self.ipr[actor] = ipr
-        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        ipr.link("set", index=self.index(actor, "lo"), state="up")
         return ipr
 
     def index(self, actor: str, ifname: str) -> int:
-        return self.ipr[actor].link_lookup(ifname=ifname)[0]
+        # An interface keeps its index for life: ask the kernel once (a single-link get, not a dump).
+        key = (actor, ifname)
+        if key not in self._indexes:
+            self._indexes[key] = self.ipr[actor].link("get", ifname=ifname)[0]["index"]
+        return self._indexes[key]
 
     def up(self, actor: str, ifname: str, address: str | None = None, prefixlen: int = 32, **extra: object) -> int:
         ipr = self.ipr[actor]
