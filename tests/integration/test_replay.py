@@ -1,0 +1,102 @@
+"""lab replay on the real kernel: a ruleset, one packet, what happened."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from lab.install import InstallError
+from lab.model.load import load_scenario
+from lab.replay.env import Setup
+from lab.replay.run import replay
+from lab.runner import node_rules
+
+FIXTURES = REPO / "tests" / "fixtures" / "replay"
+NODE = ("192.168.0.2",)
+POD_CIDR = "10.0.1.0/24"
+
+
+def setup(source: str, dst: str, port: int, protocol: str = "TCP") -> Setup:
+    return Setup(NODE, POD_CIDR, source, dst, port, protocol, ())
+
+
+@pytest.fixture(scope="module")
+def two_endpoints() -> str:
+    return (FIXTURES / "two-endpoints.rules").read_text()
+
+
+@pytest.mark.parametrize(
+    ("source", "dst", "port", "protocol", "output", "masq", "outcome"),
+    [
+        # from a pod: both endpoints found behind -m statistic, source kept (it is inside the cluster CIDR)
+        ("10.0.1.7", "172.30.0.41", 80, "TCP", "10.0.1.5:8080, 10.180.0.1:80", False, "dnat"),
+        # from outside: masqueraded by the ClusterIP's "! -s 10.0.0.0/8 -j KUBE-MARK-MASQ"
+        ("203.0.113.9", "172.30.0.41", 80, "TCP", "10.0.1.5:8080, 10.180.0.1:80", True, "dnat"),
+        # from the node itself: its own address is outside the cluster CIDR, so masqueraded too
+        ("192.168.0.2", "172.30.0.41", 80, "TCP", "10.0.1.5:8080, 10.180.0.1:80", True, "dnat"),
+        # the hairpin endpoint reaching its own Service: KUBE-SEP's -s <ep> masquerade
+        ("10.0.1.5", "172.30.0.41", 80, "TCP", "10.0.1.5:8080, 10.180.0.1:80", True, "dnat"),
+        ("10.0.1.7", "172.30.0.49", 80, "TCP", "REJECT", False, "rejected"),
+        ("10.0.1.7", "192.168.0.2", 22, "TCP", "", False, "local"),
+        ("10.0.1.7", "198.51.100.1", 53, "UDP", "", False, "forwarded"),
+    ],
+)
+def test_replay_two_endpoints(two_endpoints, source, dst, port, protocol, output, masq, outcome):
+    result = replay(two_endpoints, setup(source, dst, port, protocol))
+    assert (result.output, result.masq, result.outcome) == (output, masq, outcome), result.as_json()
+
+
+def test_hairpin_source_seen_is_the_bridge_for_the_local_endpoint(two_endpoints):
+    result = replay(two_endpoints, setup("10.0.1.5", "172.30.0.41", 80))
+    assert "10.0.1.1" in result.source_seen, result.as_json()
+
+
+def test_trace_names_the_reject_rule(two_endpoints):
+    result = replay(two_endpoints, setup("10.0.1.7", "172.30.0.49", 80))
+    assert any("has no endpoints" in line and "REJECT" in line for line in result.trace), result.trace
+
+
+def test_rendered_node_rules_replay_like_the_scenario():
+    """Report 1 through replay: node2's own rules, a pod on node2, the LB IP."""
+    scenario = load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml")
+    for topo in scenario.variants:
+        rules = node_rules(topo, "node2")
+        knows_cidr = dict(topo.variant)["kubeProxyClusterCIDR"]
+        result = replay(rules, Setup(("192.168.56.12",), "10.244.2.0/24", "10.244.2.2", "203.0.113.10", 80, "TCP", ()))
+        expected = ("10.244.1.2:80", "dnat") if knows_cidr else ("DROP", "dropped")
+        assert (result.output, result.outcome) == expected, result.as_json()
+
+
+def test_malformed_dump_names_the_line():
+    rules = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m nosuchmatch -j ACCEPT\nCOMMIT\n"
+    with pytest.raises(InstallError, match=r"line 3 of the rules: -A INPUT -m nosuchmatch"):
+        replay(rules, setup("10.0.1.7", "192.168.0.2", 22))
+
+
+def test_cli_json(tmp_path):
+    argv = [
+        sys.executable,
+        "-m",
+        "lab",
+        "replay",
+        "--rules",
+        str(FIXTURES / "two-endpoints.rules"),
+        "--node-ip",
+        NODE[0],
+        "--pod-cidr",
+        POD_CIDR,
+        "--from",
+        "10.0.1.7",
+        "--to",
+        "172.30.0.49:80",
+        "--json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert {"output", "masq", "outcome", "endpoints", "source_seen", "trace"} <= data.keys()
+    assert (data["output"], data["masq"], data["outcome"]) == ("REJECT", False, "rejected")
