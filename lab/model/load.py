@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
 from lab.model.topology import (
     Axis,
@@ -154,6 +155,8 @@ class _Resolver:
 
     def _cluster(self) -> ClusterSpec:
         c = self.f.cluster
+        if problem := check_version(c.kube_version):
+            raise self.src.error(("cluster", "kubeVersion"), problem)
         nets = {"clusterCIDR": c.cluster_cidr, "serviceCIDR": c.service_cidr, "underlay": c.underlay}
         for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
             if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
