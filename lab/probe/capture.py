@@ -6,15 +6,14 @@ two marks, so the sequence of (interface, direction, packet) is the packet's pat
 
 from __future__ import annotations
 
-import selectors
 import socket
 import struct
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.netns.enter import in_netns
+from lab.probe.loop import SocketLoop
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
@@ -67,15 +66,10 @@ class Frame:
         return f"{src} > {dst} proto {proto}"
 
 
-class Captures:
+class Captures(SocketLoop):
     def __init__(self) -> None:
+        super().__init__("capture")
         self.frames: list[Frame] = []
-        self._lock = threading.Lock()
-        self._selector = selectors.DefaultSelector()
-        self._where: dict[socket.socket, tuple[str, str]] = {}
-        self._stop_r, self._stop_w = socket.socketpair()
-        self._selector.register(self._stop_r, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._read, name="capture", daemon=True)
 
     def add(self, actor: str, netns: str, ifname: str) -> None:
         def make() -> socket.socket:
@@ -83,15 +77,9 @@ class Captures:
             sock.bind((ifname, ETH_P_ALL))
             # Kernel timestamps: frames from different interfaces are read in any order, then sorted.
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            sock.setblocking(False)
             return sock
 
-        sock = in_netns(netns, make)
-        self._where[sock] = (actor, ifname)
-        self._selector.register(sock, selectors.EVENT_READ, (actor, ifname))
-
-    def start(self) -> None:
-        self._thread.start()
+        self.register(in_netns(netns, make), (actor, ifname))
 
     def mark(self) -> int:
         with self._lock:
@@ -100,27 +88,13 @@ class Captures:
     def since(self, mark: int) -> list[Frame]:
         # Whatever still waits in a socket queue belongs to the probe that just ended: drain it here.
         with self._lock:
-            for sock, where in self._where.items():
+            for sock, where in self._sockets.items():
                 self._drain(sock, where)
             return sorted(self.frames[mark:], key=lambda f: f.at)
 
-    def close(self) -> None:
-        self._stop_w.send(b"x")
-        if self._thread.is_alive():
-            self._thread.join(timeout=2)
-        for sock in self._where:
-            sock.close()
-        self._stop_r.close()
-        self._stop_w.close()
-        self._selector.close()
-
-    def _read(self) -> None:
-        while True:
-            for key, _ in self._selector.select():
-                if key.data is None:
-                    return
-                with self._lock:
-                    self._drain(key.fileobj, key.data)  # type: ignore[arg-type]
+    def handle(self, sock: socket.socket, where: tuple[str, str]) -> None:
+        with self._lock:
+            self._drain(sock, where)
 
     def _drain(self, sock: socket.socket, where: tuple[str, str]) -> None:
         while True:

@@ -8,14 +8,13 @@ costs a socket, not a process.
 from __future__ import annotations
 
 import json
-import selectors
 import socket
 import struct
-import threading
 import time
 from dataclasses import dataclass
 
 from lab.netns.enter import in_netns
+from lab.probe.loop import SocketLoop
 
 IP_PKTINFO = 8  # linux/in.h; Python's socket module does not export it
 
@@ -44,15 +43,10 @@ class Listener:
     transparent: bool = False
 
 
-class EchoServers:
+class EchoServers(SocketLoop):
     def __init__(self) -> None:
+        super().__init__("echo")
         self.arrivals: list[Arrival] = []
-        self._selector = selectors.DefaultSelector()
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._stop_r, self._stop_w = socket.socketpair()
-        self._selector.register(self._stop_r, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._serve, name="echo", daemon=True)
 
     def listen(self, listener: Listener) -> None:
         kind = socket.SOCK_STREAM if listener.protocol == "TCP" else socket.SOCK_DGRAM
@@ -69,15 +63,9 @@ class EchoServers:
                 # The datagram's own destination: a wildcard socket cannot tell it otherwise, and the
                 # answer must leave from it so conntrack can reverse the client's NAT.
                 sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
-            sock.setblocking(False)
             return sock
 
-        sock = in_netns(listener.netns, make)
-        self._sockets.append(sock)
-        self._selector.register(sock, selectors.EVENT_READ, listener)
-
-    def start(self) -> None:
-        self._thread.start()
+        self.register(in_netns(listener.netns, make), listener)
 
     def arrivals_since(self, mark: int) -> list[Arrival]:
         with self._lock:
@@ -86,16 +74,6 @@ class EchoServers:
     def mark(self) -> int:
         with self._lock:
             return len(self.arrivals)
-
-    def close(self) -> None:
-        self._stop_w.send(b"x")
-        if self._thread.is_alive():
-            self._thread.join(timeout=2)
-        for sock in self._sockets:
-            sock.close()
-        self._stop_r.close()
-        self._stop_w.close()
-        self._selector.close()
 
     def _record(self, listener: Listener, local: tuple[str, int], peer: tuple[str, int]) -> bytes:
         arrival = Arrival(
@@ -119,21 +97,15 @@ class EchoServers:
         control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
         sock.sendmsg([reply], control, 0, peer)
 
-    def _serve(self) -> None:
-        while True:
-            for key, _ in self._selector.select():
-                listener: Listener | None = key.data
-                if listener is None:
-                    return
-                sock: socket.socket = key.fileobj  # type: ignore[assignment]
-                try:
-                    if listener.protocol == "TCP":
-                        conn, peer = sock.accept()
-                        with conn:
-                            conn.settimeout(1)
-                            conn.sendall(self._record(listener, conn.getsockname(), peer))
-                    else:
-                        self._answer_datagram(listener, sock)
-                except OSError:
-                    # A client that gave up (reset, unreachable reply path) must not stop the other backends.
-                    continue
+    def handle(self, sock: socket.socket, listener: Listener) -> None:
+        try:
+            if listener.protocol == "TCP":
+                conn, peer = sock.accept()
+                with conn:
+                    conn.settimeout(1)
+                    conn.sendall(self._record(listener, conn.getsockname(), peer))
+            else:
+                self._answer_datagram(listener, sock)
+        except OSError:
+            # A client that gave up (reset, unreachable reply path) must not stop the other backends.
+            return
