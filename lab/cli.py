@@ -43,12 +43,19 @@ def _require_root(command: str) -> None:
         sys.exit(2)
 
 
-def _load_all(files: list[str]) -> list[Scenario]:
+def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario]:
     paths = [Path(f) for f in files] or default_scenarios()
     if not paths:
         err.print("no scenario files given and no topologies/*.yaml found")
         sys.exit(2)
-    return [load_scenario(p) for p in paths]
+    axes = {}
+    for item in matrix or []:
+        key, _, values = item.partition("=")
+        if not values:
+            err.print(f"--matrix {item}: expected KEY=VALUE[,VALUE...], e.g. proxyMode=iptables,nftables")
+            sys.exit(2)
+        axes[key] = values.split(",")
+    return [load_scenario(p, axes) for p in paths]
 
 
 def _select(scenario: Scenario, variant_filter: list[str]) -> list:
@@ -69,26 +76,32 @@ def _terminate_cleanly(*_: object) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.netns.runs import remove_leftovers
-    from lab.report.records import summary, to_record
+    from lab.report.compare import compare_markdown, compare_table
+    from lab.report.records import skipped_records, summary, to_record
     from lab.report.terminal import print_scenario
     from lab.runner import run_variant
 
-    scenarios = _load_all(args.files)
+    scenarios = _load_all(args.files, args.matrix)
     _require_root("run")
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     remove_leftovers()
-    all_results = []
+    all_runs = []
     only = set(args.probe) if args.probe else None
     pcap = Path(args.pcap) if args.pcap else None
     for scenario in scenarios:
         runs = [run_variant(t, args.timeout, pcap, only=only) for t in _select(scenario, args.variant)]
-        all_results += [r for run in runs for r in run.results]
-        if not args.json:
+        all_runs += runs
+        if args.compare and args.markdown:
+            print(compare_markdown(scenario.name, runs, args.compare))
+        elif args.compare:
+            console.print(compare_table(scenario.name, runs, args.compare))
+        elif not args.json:
             print_scenario(scenario.name, runs, console, verbose=args.verbose)
-    totals = summary(all_results)
+    totals = summary(all_runs)
     if args.json:
-        print(json.dumps({"results": [to_record(r) for r in all_results], "summary": totals}, indent=2))
-    else:
+        records = [rec for run in all_runs for rec in [*map(to_record, run.results), *skipped_records(run)]]
+        print(json.dumps({"results": records, "summary": totals}, indent=2))
+    elif not args.markdown:
         colour = "green" if totals["failed"] == 0 else "red"
         console.print(f"[{colour}]{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 1 if totals["failed"] else 0
@@ -174,6 +187,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=0.5, help="seconds a probe waits for an answer (0.5)")
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
     run.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE", help="run only matching variants")
+    run.add_argument(
+        "--matrix",
+        action="append",
+        metavar="KEY=V1,V2",
+        help="add or replace a matrix axis, e.g. proxyMode=iptables,nftables",
+    )
+    run.add_argument("--compare", metavar="AXIS", help="one table per scenario with a column per value of AXIS")
+    run.add_argument("--markdown", action="store_true", help="with --compare: print Markdown tables")
     run.add_argument(
         "-v", "--verbose", action="store_true", help="show path and rules of every probe, not only failures"
     )

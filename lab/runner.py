@@ -52,6 +52,28 @@ class VariantRun:
     topology: Topology
     results: list[ProbeResult]
     timing: Timing
+    skipped: str = ""  # why this variant could not run here, naming the missing feature
+
+    @property
+    def skipped_probes(self) -> int:
+        return len(self.topology.probes) if self.skipped else 0
+
+
+IMPLEMENTED_MODES = ("iptables",)
+
+
+def cannot_run(topo: Topology) -> str:
+    """Why this machine cannot run the variant ("" if it can)."""
+    from lab.doctor import kernel_has, skip_reason
+
+    mode = topo.cluster.proxy_mode
+    if mode == "ipvs":
+        for feature in ("ip_vs", "dummy"):
+            if not kernel_has(feature):
+                return skip_reason(feature)
+    if mode not in IMPLEMENTED_MODES:
+        return f"proxyMode {mode} is not implemented in the lab yet"
+    return ""
 
 
 def run_variant(
@@ -61,6 +83,8 @@ def run_variant(
     on_result: Callable[[ProbeResult], None] | None = None,
     only: set[str] | None = None,
 ) -> VariantRun:
+    if reason := cannot_run(topo):
+        return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []
     start = time.perf_counter()
     with realize(topo) as realized:

@@ -50,10 +50,15 @@ class Scenario:
     variants: tuple[Topology, ...]
 
 
-def load_scenario(path: Path | str) -> Scenario:
+def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None) -> Scenario:
+    """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line)."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    if matrix:
+        source = Source(
+            source.file, {**source.data, "matrix": {**source.data.get("matrix", {}), **matrix}}, source.lines
+        )
     base = _validate(source, source.data)
     axes = _matrix_axes(source, base)
     variants = []

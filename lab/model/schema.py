@@ -28,7 +28,7 @@ def _address(value: str) -> str:
 
 
 class Cluster(Strict):
-    proxy_mode: Literal["iptables"] = Field("iptables", alias="proxyMode")
+    proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
     iptables_backend: Literal["nft", "legacy"] = Field("nft", alias="iptablesBackend")
     cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")

@@ -54,6 +54,8 @@ class ProbeItem(pytest.Item):
         key = (self.topology.file, self.topology.variant)
         if key not in _runs:
             _runs[key] = run_variant(self.topology)
+        if _runs[key].skipped:
+            pytest.skip(_runs[key].skipped)
         result = next(r for r in _runs[key].results if r.probe.name == self.probe.name)
         if not result.verdict.ok:
             raise ProbeFailed(result)

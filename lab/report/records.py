@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.runner import ProbeResult
+from lab.runner import ProbeResult, VariantRun
 
 
 def expected_text(result: ProbeResult) -> str:
@@ -70,9 +70,28 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
     }
 
 
-def summary(results: list[ProbeResult], skipped: int = 0) -> dict[str, int]:
+def skipped_records(run: VariantRun) -> list[dict[str, Any]]:
+    return (
+        [
+            {
+                "scenario": run.topology.scenario,
+                "file": run.topology.file,
+                "variant": dict(run.topology.variant),
+                "probe": probe.name,
+                "ok": None,
+                "skipped": run.skipped,
+            }
+            for probe in run.topology.probes
+        ]
+        if run.skipped
+        else []
+    )
+
+
+def summary(runs: list[VariantRun]) -> dict[str, int]:
+    results = [r for run in runs for r in run.results]
     passed = sum(r.verdict.ok for r in results)
-    return {"passed": passed, "failed": len(results) - passed, "skipped": skipped}
+    return {"passed": passed, "failed": len(results) - passed, "skipped": sum(run.skipped_probes for run in runs)}
 
 
 def evidence_lines(result: ProbeResult) -> list[str]:

@@ -14,6 +14,8 @@ def scenario_table(name: str, runs: list[VariantRun]) -> Table:
     for column in ("variant", "probe", "expected", "observed", "result"):
         table.add_column(column, overflow="fold")
     for run in runs:
+        if run.skipped:
+            table.add_row(run.topology.variant_label, "(all)", "", f"[yellow]{run.skipped}[/yellow]", "SKIP")
         for r in run.results:
             mark = "[green]PASS[/green]" if r.verdict.ok else "[red]FAIL[/red]"
             table.add_row(run.topology.variant_label, r.probe.name, expected_text(r), observed_text(r), mark)

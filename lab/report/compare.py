@@ -1,0 +1,55 @@
+"""One table per scenario with a column per value of one matrix axis (e.g. proxyMode): where do they differ?"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from lab.model.topology import axis_text
+from lab.runner import ProbeResult, VariantRun
+
+
+def _cell(result: ProbeResult | None, skipped: str) -> tuple[str, str]:
+    """(text, what is compared across columns) for one probe in one variant."""
+    if result is None:
+        return ("skipped" if skipped else "—", "")
+    o = result.observed
+    seen = f" from {o.source or o.source_ip}" if o.source_ip else ""
+    mark = "PASS" if result.verdict.ok else "FAIL"
+    return f"{o.outcome}{seen} {mark}", f"{o.outcome}{seen}"
+
+
+def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: the other axes and the probe, then one cell per value of `axis`, then `differs`."""
+    values: list[str] = []
+    rows: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    for run in runs:
+        variant = dict(run.topology.variant)
+        value = axis_text(variant.pop(axis, ""))
+        if value not in values:
+            values.append(value)
+        rest = ", ".join(f"{k}={axis_text(v)}" for k, v in variant.items()) or "—"
+        by_probe = {r.probe.name: r for r in run.results}
+        for probe in run.topology.probes:
+            rows.setdefault((rest, probe.name), {})[value] = _cell(by_probe.get(probe.name), run.skipped)
+    body = []
+    for (rest, probe), cells in rows.items():
+        compared = {cells[v][1] for v in values if v in cells and cells[v][1]}
+        body.append([rest, probe, *(cells.get(v, ("—", ""))[0] for v in values), "≠" if len(compared) > 1 else ""])
+    return ["variant", "probe", *values, "differs"], body
+
+
+def compare_table(name: str, runs: list[VariantRun], axis: str) -> Table:
+    header, body = compare_rows(runs, axis)
+    table = Table(title=f"[bold]{name}[/bold] by {axis}", title_justify="left")
+    for column in header:
+        table.add_column(column, overflow="fold")
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
+def compare_markdown(name: str, runs: list[VariantRun], axis: str) -> str:
+    header, body = compare_rows(runs, axis)
+    lines = [f"**{name}** by {axis}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
