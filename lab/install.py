@@ -51,6 +51,10 @@ def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
     _feed(netns, [_tool("restore", backend)], text, "rules")
 
 
+def nft_apply(netns: str, text: str) -> None:
+    _feed(netns, ["nft", "-f", "-"], text, "nftables script")
+
+
 def restore_ipsets(netns: str, text: str) -> None:
     _feed(netns, ["ipset", "restore"], text, "ipsets")
 

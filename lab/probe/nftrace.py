@@ -1,0 +1,116 @@
+"""The kernel's own trace of a probe: `nft monitor trace` inside a node namespace.
+
+A table of our own (`inet lab-trace`, hooked before conntrack) sets nftrace on every packet; the
+kernel then reports each rule a packet meets, in every nftables table (kube-proxy's nftables mode,
+and iptables-nft's rules too). Events travel asynchronously, so after a probe the tracer sends a
+marker datagram through the same hooks and waits for its event: everything before it has arrived.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from lab.install import nft_apply, require
+from lab.netns.enter import in_netns
+
+TRACE_TABLE = """\
+table inet lab-trace {
+    chain prerouting { type filter hook prerouting priority -350; meta nftrace set 1; }
+    chain output { type filter hook output priority -350; meta nftrace set 1; }
+}
+"""
+MARKER_PORT = 9  # discard: the marker is sent to the node's own loopback and dropped unanswered
+_LINE = re.compile(r"^trace id (\w+) (\w+) (\S+) (\S+) (.*)$")
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    trace_id: str
+    family: str
+    table: str
+    chain: str
+    text: str  # "packet: ...", "rule ... (verdict ...)", "policy accept", "verdict ..."
+
+    @property
+    def verdict(self) -> str:
+        match = re.search(r"\(verdict (\w+)", self.text) or re.search(r"^policy (\w+)", self.text)
+        return match.group(1) if match else ""
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.chain}: {self.text}"
+
+
+def parse_trace(lines: list[str]) -> list[TraceEvent]:
+    events = []
+    for line in lines:
+        if match := _LINE.match(line.strip()):
+            events.append(TraceEvent(*match.groups()))
+    return events
+
+
+class NftTracer:
+    """`nft monitor trace` in one namespace, with a barrier so a probe's events are all read."""
+
+    def __init__(self, netns: str) -> None:
+        self.netns = netns
+        nft_apply(netns, TRACE_TABLE)
+        self._lines: list[str] = []
+        self._cond = threading.Condition()
+        argv = [require("ip"), "netns", "exec", netns, require("stdbuf"), "-oL", require("nft"), "monitor", "trace"]
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, name=f"nftrace:{netns}", daemon=True)
+        self._reader.start()
+        self._marker = 0
+        self.barrier()  # the monitor is subscribed once its first marker comes back
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            with self._cond:
+                self._lines.append(line)
+                self._cond.notify_all()
+
+    def mark(self) -> int:
+        with self._cond:
+            return len(self._lines)
+
+    def barrier(self, timeout: float = 2.0) -> None:
+        """Send a marker through the hooks and wait until its trace arrives."""
+        self._marker += 1
+        sport = 40000 + self._marker % 20000
+
+        def send() -> None:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.bind(("127.0.0.1", sport))
+                sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+
+        needle = f"udp sport {sport} udp dport {MARKER_PORT}"
+        deadline = time.monotonic() + timeout
+        next_send = 0.0
+        with self._cond:
+            while not any(needle in line for line in self._lines[-50:]):
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TimeoutError(f"nft monitor trace in {self.netns} did not report the marker")
+                if now >= next_send:  # until the monitor has subscribed, markers go unseen: resend
+                    in_netns(self.netns, send)
+                    next_send = now + 0.05
+                self._cond.wait(timeout=0.01)
+
+    def since(self, mark: int) -> list[TraceEvent]:
+        self.barrier()
+        with self._cond:
+            lines = self._lines[mark:]
+        events = parse_trace(lines)
+        # Markers and the port-unreachable errors they cause are loopback-only traffic.
+        markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
+        return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
+
+    def close(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(timeout=2)
