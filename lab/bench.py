@@ -89,3 +89,35 @@ def run_bench(file: Path | None, repeat: int, console: Console) -> int:
     table.add_row("build / raw ip", f"{med('build') / raw:.2f}×")
     console.print(table)
     return 0
+
+
+REPLAY_CASES = (
+    # (label, source, destination, port): node2 of report 1 (no ingress pod there), its own rendered rules
+    ("pod → LB IP (short-circuit to the endpoint)", "10.244.2.2", "203.0.113.10", 80),
+    ("node → LB IP (LOCAL masquerade)", "192.168.56.12", "203.0.113.10", 80),
+    ("outside → NodePort (no local endpoint: DROP)", "198.51.100.20", "192.168.56.12", 30000),
+    ("pod → cluster IP", "10.244.2.2", "10.96.0.10", 80),
+)
+
+
+def run_replay_bench(repeat: int, console: Console) -> int:
+    from lab.replay.env import Setup
+    from lab.replay.run import replay
+    from lab.runner import node_rules
+
+    scenario = Path(__file__).resolve().parent.parent / "topologies" / "lb-local-from-pods.yaml"
+    rules = node_rules(load_scenario(scenario).variants[0], "node2")
+    table = Table(title=f"lab replay — report 1's node2 rules, median of {repeat}")
+    for column in ("case", "output", "attempts", "seconds"):
+        table.add_column(column, justify="right" if column in ("attempts", "seconds") else "left")
+    for label, source, dst, port in REPLAY_CASES:
+        setup = Setup(("192.168.56.12",), "10.244.2.0/24", source, dst, port, "TCP", ())
+        seconds, result = [], None
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = replay(rules, setup)
+            seconds.append(time.perf_counter() - start)
+        assert result is not None
+        table.add_row(label, result.output or "''", str(result.attempts), f"{statistics.median(seconds):.3f}")
+    console.print(table)
+    return 0

@@ -6,6 +6,7 @@ lab validate FILE...       check scenario files without building anything
 lab down [--all]           remove namespaces left by killed runs (--all: every lab namespace)
 lab doctor                 which kernel features and tools are present, and how to get the rest
 lab bench [FILE]           time build / install / probes / teardown of one scenario
+lab vm run/matrix -- CMD   run CMD as root under a stock Debian kernel in QEMU (one kernel / several)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
 from lab.model.topology import axis_text
 from lab.netns.enter import NamespaceError
+from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
@@ -170,9 +172,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from lab.bench import run_bench
+    from lab.bench import run_bench, run_replay_bench
 
     _require_root("bench")
+    if args.replay:
+        return run_replay_bench(args.repeat, console)
     return run_bench(Path(args.file) if args.file else None, args.repeat, console)
 
 
@@ -237,7 +241,10 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time one scenario's stages against raw ip commands")
     bench.add_argument("file", nargs="?")
     bench.add_argument("--repeat", type=int, default=5)
+    bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
     bench.set_defaults(func=cmd_bench)
+
+    add_commands(sub)
     return p
 
 

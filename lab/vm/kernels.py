@@ -1,0 +1,216 @@
+"""kernels: what a kernel SPEC names, and a cached copy of that kernel and its modules on this machine.
+
+SPEC is `debian-12` / `debian-13` (the stock amd64 kernel of that Debian release, fetched with a private apt
+configuration and cached), or a path to a vmlinuz together with its modules directory (/lib/modules/<release>).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
+from lab.vm.errors import VmError, missing_tool
+
+DEFAULT = "debian-12"
+RELEASES = {"debian-11": "bullseye", "debian-12": "bookworm", "debian-13": "trixie"}
+META_PACKAGE = "linux-image-amd64"
+
+# Root's tools live in sbin, which a non-root PATH may lack.
+_SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A parsed SPEC: a Debian release (suite set) or a vmlinuz path with its modules dir."""
+
+    name: str
+    suite: str | None = None
+    vmlinuz: Path | None = None
+    modules: Path | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel ready to boot: its image, its modules dir (named for its release) and its build config."""
+
+    name: str
+    release: str
+    vmlinuz: Path
+    modules: Path
+    config: Path | None
+    cache: Path  # where the initramfs built for this kernel is kept
+
+
+def parse_spec(spec: str, modules: str | Path | None = None) -> KernelSpec:
+    spec = spec.strip()
+    by_codename = {suite: name for name, suite in RELEASES.items()}
+    if spec in RELEASES or spec in by_codename:
+        if modules is not None:
+            raise VmError(f"--modules goes with a vmlinuz path, not with {spec} (its package brings its modules)")
+        name = by_codename.get(spec, spec)
+        return KernelSpec(name=name, suite=RELEASES[name])
+    if "/" not in spec and not spec.startswith("vmlinuz"):
+        known = ", ".join(RELEASES)
+        raise VmError(f"unknown kernel {spec!r}: use one of {known}, or a path to a vmlinuz with --modules DIR")
+    if modules is None:
+        raise VmError(f"kernel {spec} is a path: name its modules with --modules DIR (its /lib/modules/<release>)")
+    return KernelSpec(name=spec, vmlinuz=Path(spec), modules=Path(modules))
+
+
+def cache_root() -> Path:
+    """$LAB_CACHE, else ~/.cache/lab."""
+    if env := os.environ.get("LAB_CACHE"):
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lab"
+
+
+def resolve(spec: KernelSpec, cache: Path | None = None) -> Kernel:
+    """The kernel SPEC names, downloading and unpacking a Debian kernel the first time only."""
+    cache = cache or cache_root()
+    if spec.suite is not None:
+        return _debian_kernel(spec, cache / "kernels" / spec.name)
+    return _local_kernel(spec, cache)
+
+
+def _local_kernel(spec: KernelSpec, cache: Path) -> Kernel:
+    assert spec.vmlinuz is not None and spec.modules is not None
+    vmlinuz, moddir = spec.vmlinuz.resolve(), spec.modules.resolve()
+    if not vmlinuz.is_file():
+        raise VmError(f"no kernel image at {spec.vmlinuz}")
+    if not (moddir / "modules.dep").is_file():
+        raise VmError(f"{spec.modules} has no modules.dep: give its /lib/modules/<release> (depmod -b run on it)")
+    release = moddir.name
+    config = next(
+        (c for c in (vmlinuz.parent / f"config-{release}", moddir / "build" / ".config") if c.is_file()), None
+    )
+    return Kernel(spec.name, release, vmlinuz, moddir, config, cache / "kernels" / "local" / release)
+
+
+# ---------------------------------------------------------------- Debian's stock kernel, cached
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One process at a time fetches a given kernel; the others wait and then find it cached."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _kernel_from_record(name: str, kdir: Path) -> Kernel | None:
+    try:
+        record = json.loads((kdir / "kernel.json").read_text())
+    except (OSError, ValueError):
+        return None
+    release = record["release"]
+    tree = kdir / "tree"
+    kernel = Kernel(
+        name=name,
+        release=release,
+        vmlinuz=tree / "boot" / f"vmlinuz-{release}",
+        modules=tree / "lib" / "modules" / release,
+        config=tree / "boot" / f"config-{release}",
+        cache=kdir,
+    )
+    if not (kernel.vmlinuz.is_file() and (kernel.modules / "modules.dep").is_file()):
+        return None
+    return kernel
+
+
+def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
+    assert spec.suite is not None
+    with _locked(kdir.parent / f"{spec.name}.lock"):
+        if kernel := _kernel_from_record(spec.name, kdir):
+            return kernel  # cached: no network
+        package, version = _fetch_and_unpack(spec.suite, kdir)
+        release = package.removeprefix("linux-image-")
+        record = {"package": package, "version": version, "release": release, "suite": spec.suite}
+        (kdir / "kernel.json").write_text(json.dumps(record, indent=2) + "\n")
+        kernel = _kernel_from_record(spec.name, kdir)
+    if kernel is None:
+        raise VmError(f"{package} unpacked into {kdir / 'tree'} but has no boot/vmlinuz-{release} or modules")
+    return kernel
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=_SEARCH_PATH)
+    if path is None:
+        raise missing_tool(name)
+    return path
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise VmError(f"{what} took longer than 15 minutes") from None
+    if proc.returncode != 0:
+        said = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise VmError(f"{what} failed (exit {proc.returncode}):\n{said}")
+    return proc.stdout
+
+
+def _fetch_and_unpack(suite: str, kdir: Path) -> tuple[str, str]:
+    """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; (package, version)."""
+    mirror = machine_mirror()
+    if mirror is None:
+        raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
+    apt = PrivateApt(kdir / "apt", mirror, suite)
+    apt.prepare()
+    apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
+    _update(apt_get, apt, suite, mirror)
+    shown = _run([apt_cache, *apt.options(), "show", "--no-all-versions", META_PACKAGE], f"apt-cache show ({suite})")
+    package = meta_dependency(shown)
+    if package is None:
+        raise VmError(f"{META_PACKAGE} in {suite} names no linux-image-<version>-amd64 package")
+    version = _field(_run([apt_cache, *apt.options(), "show", "--no-all-versions", package], "apt-cache show"))
+    with tempfile.TemporaryDirectory(dir=kdir, prefix="download-") as tmp:
+        _run([apt_get, *apt.options(), "-q", "download", package], f"apt-get download {package} ({suite})", Path(tmp))
+        debs = sorted(Path(tmp).glob("*.deb"))
+        if not debs:
+            raise VmError(f"apt-get download {package} left no .deb")
+        _unpack(debs[0], kdir, package.removeprefix("linux-image-"))
+    return package, version
+
+
+def _update(apt_get: str, apt: PrivateApt, suite: str, mirror: str) -> None:
+    """Fetch the suite's package lists; apt-get update may exit 0 having fetched nothing, so look."""
+    what = f"apt-get update for {suite} from {mirror}"
+    try:
+        proc = subprocess.run([apt_get, *apt.options(), "-q", "update"], capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise VmError(f"{what} took longer than 15 minutes") from None
+    if proc.returncode != 0 or not any((apt.root / "lists").glob("*_Packages*")):
+        said = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(("E:", "W:", "Err"))]
+        raise VmError(f"{what} fetched no package list:\n" + "\n".join(said[-5:] or ["(apt said nothing)"]))
+
+
+def _field(show_output: str, name: str = "Version") -> str:
+    for line in show_output.splitlines():
+        if line.startswith(f"{name}:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def _unpack(deb: Path, kdir: Path, release: str) -> None:
+    """Extract the package beside the final tree, run depmod there, then move it into place in one rename."""
+    staging = kdir / "tree.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    _run([_tool("dpkg-deb"), "-x", str(deb), str(staging)], f"dpkg-deb -x {deb.name}")
+    if not (staging / "lib" / "modules" / release).is_dir() and (staging / "usr" / "lib" / "modules").is_dir():
+        # Newer packages ship /usr/lib/modules; depmod -b and this cache look under lib/modules.
+        (staging / "lib").mkdir(exist_ok=True)
+        (staging / "lib" / "modules").symlink_to("../usr/lib/modules")
+    _run([_tool("depmod"), "-b", str(staging), release], f"depmod -b {staging} {release}")
+    shutil.rmtree(kdir / "tree", ignore_errors=True)
+    staging.rename(kdir / "tree")

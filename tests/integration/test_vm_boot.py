@@ -1,0 +1,48 @@
+"""lab vm boots Debian's stock kernel under QEMU and runs commands in it (seconds per boot: keep these few).
+
+The first run downloads the kernel package into the cache (~/.cache/lab or $LAB_CACHE); later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.vm import run_in_vm
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.vm,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the guest runs commands as root in the host's files"),
+    pytest.mark.skipif(
+        shutil.which("qemu-system-x86_64") is None,
+        reason="needs qemu-system-x86_64: apt-get install qemu-system-x86 busybox-static cpio",
+    ),
+]
+
+
+def test_dummy_link_works_under_the_stock_kernel_and_the_host_is_untouched(host_unchanged):
+    result = run_in_vm(["sh", "-c", "ip link add d0 type dummy && echo ok"], cwd=REPO, timeout=300)
+    assert result.exit_status == 0, result.output
+    assert result.output == "ok\n"
+    assert result.kernel_release.endswith("-amd64")
+    assert 0 < result.boot_seconds < 120 and result.command_seconds >= 0
+
+
+def test_lab_vm_run_exits_with_the_commands_status():
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab", "vm", "run", "--timeout", "300", "--", "sh", "-c", "echo bye; exit 3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "bye\n"
+    assert "exit 3" in proc.stderr
