@@ -77,3 +77,5 @@ class ProxyConfig:
     # kube-proxy counts dropped INVALID packets (#122812, 1.30) and localhost NodePort packets
     # (#125015, 1.31) with nfacct objects when it could create them, adding "-m nfacct" matches.
     nfacct_counters: bool = False
+    # ipvs mode: --ipvs-strict-arp (arp_ignore=1, arp_announce=2 on all interfaces).
+    ipvs_strict_arp: bool = False
