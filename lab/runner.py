@@ -38,7 +38,9 @@ class Timing:
 
 def node_rules(topo: Topology, node: str) -> str:
     node_ips = [n.ip for n in topo.nodes if n.name == node]
-    return render_iptables(service_ports(topo, node), proxy_config(topo), node_ips).restore_text()
+    return render_iptables(
+        service_ports(topo, node), proxy_config(topo), node_ips, topo.cluster.kube_version
+    ).restore_text()
 
 
 def install(realized: Realized) -> None:

@@ -40,7 +40,8 @@ def host_state() -> dict[str, str]:
         "routes": _read("ip", "route", "show", "table", "all"),
         "rules": _read("ip", "rule", "show"),
         "iptables-nft": _read("iptables-nft-save"),
-        "legacy-tables": Path("/proc/net/ip_tables_names").read_text(),
+        # Absent until legacy iptables is first used (module-based kernels, e.g. under lab vm).
+        "legacy-tables": _read("cat", "/proc/net/ip_tables_names"),
         "nft": _read("nft", "list", "ruleset"),
         "ipset": _read("ipset", "list", "-n"),
         "sysctls": "\n".join(f"{k}={Path('/proc/sys', k).read_text().strip()}" for k in sysctls),
