@@ -101,12 +101,12 @@ REPLAY_CASES = (
 
 
 def run_replay_bench(repeat: int, console: Console) -> int:
+    from lab.dataplane import node_dataplane
     from lab.replay.env import Setup
     from lab.replay.run import replay
-    from lab.runner import node_rules
 
     scenario = Path(__file__).resolve().parent.parent / "topologies" / "lb-local-from-pods.yaml"
-    rules = node_rules(load_scenario(scenario).variants[0], "node2")
+    rules = node_dataplane(load_scenario(scenario).variants[0], "node2").iptables
     table = Table(title=f"lab replay — report 1's node2 rules, median of {repeat}")
     for column in ("case", "output", "attempts", "seconds"):
         table.add_column(column, justify="right" if column in ("attempts", "seconds") else "left")

@@ -110,9 +110,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from lab.runner import node_rules
+    from lab.dataplane import node_dataplane
 
-    scenario = load_scenario(args.file)
+    scenario = _load_all([args.file], args.matrix)[0]
     variants = _select(scenario, args.variant)
     if not variants:
         err.print(f"no variant of {scenario.name} matches {args.variant}")
@@ -123,7 +123,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     if len(variants) > 1:
         err.print(f"# variant {topo.variant_label} (choose with --variant KEY=VALUE)")
-    print(node_rules(topo, args.node), end="")
+    print(node_dataplane(topo, args.node).text(), end="")
     return 0
 
 
@@ -208,6 +208,7 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("file")
     render.add_argument("--node", required=True)
     render.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=ipvs")
     render.set_defaults(func=cmd_render)
 
     validate = sub.add_parser("validate", help="check scenario files")

@@ -59,6 +59,19 @@ def restore_ipsets(netns: str, text: str) -> None:
     _feed(netns, ["ipset", "restore"], text, "ipsets")
 
 
+def ipset_restore_all(netns: str, text: str) -> None:
+    """kube-proxy's set list, with its comment lines (ipset restore knows no comments) left out."""
+    restore_ipsets(netns, "".join(line + "\n" for line in text.splitlines() if not line.startswith("#")))
+
+
+def ipvsadm_restore(netns: str, text: str) -> None:
+    _feed(netns, ["ipvsadm-restore"], text, "virtual servers")
+
+
+def ip_batch(netns: str, commands: list[str]) -> None:
+    _feed(netns, ["ip", "-batch", "-"], "".join(c + "\n" for c in commands), "ip commands")
+
+
 def _explain_restore_error(tool: str, stderr: str, text: str, what: str) -> str:
     match = re.search(r"line:? (\d+)", stderr)
     if not match:

@@ -7,11 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.install import iptables_restore
-from lab.kubeproxy.adapter import proxy_config, service_ports
-from lab.kubeproxy.iptables import render_iptables
+from lab.dataplane import install
 from lab.model.topology import ProbeSpec, Topology
-from lab.netns.build import Realized, realize
+from lab.netns.build import realize
 from lab.probe.session import Observation, ProbeSession
 from lab.verdict import Verdict, judge
 
@@ -36,19 +34,6 @@ class Timing:
         return self.build + self.install + self.probes + self.teardown
 
 
-def node_rules(topo: Topology, node: str) -> str:
-    node_ips = [n.ip for n in topo.nodes if n.name == node]
-    return render_iptables(
-        service_ports(topo, node), proxy_config(topo), node_ips, topo.cluster.kube_version
-    ).restore_text()
-
-
-def install(realized: Realized) -> None:
-    topo = realized.topology
-    for node in topo.nodes:
-        iptables_restore(realized.namespaces[node.name], node_rules(topo, node.name), topo.cluster.iptables_backend)
-
-
 @dataclass
 class VariantRun:
     topology: Topology
@@ -61,7 +46,7 @@ class VariantRun:
         return len(self.topology.probes) if self.skipped else 0
 
 
-IMPLEMENTED_MODES = ("iptables",)
+IMPLEMENTED_MODES = ("iptables", "ipvs")
 
 
 def cannot_run(topo: Topology) -> str:

@@ -9,11 +9,11 @@ import sys
 import pytest
 from conftest import REPO
 
+from lab.dataplane import node_dataplane
 from lab.install import InstallError
 from lab.model.load import load_scenario
 from lab.replay.env import Setup
 from lab.replay.run import replay
-from lab.runner import node_rules
 
 FIXTURES = REPO / "tests" / "fixtures" / "replay"
 NODE = ("192.168.0.2",)
@@ -64,7 +64,7 @@ def test_rendered_node_rules_replay_like_the_scenario():
     """Report 1 through replay: node2's own rules, a pod on node2, the LB IP."""
     scenario = load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml")
     for topo in scenario.variants:
-        rules = node_rules(topo, "node2")
+        rules = node_dataplane(topo, "node2").iptables
         knows_cidr = dict(topo.variant)["kubeProxyClusterCIDR"]
         result = replay(rules, Setup(("192.168.56.12",), "10.244.2.0/24", "10.244.2.2", "203.0.113.10", 80, "TCP", ()))
         expected = ("10.244.1.2:80", "dnat") if knows_cidr else ("DROP", "dropped")

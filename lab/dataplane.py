@@ -1,0 +1,87 @@
+"""What kube-proxy leaves on each node, per proxy mode: rendered text, and loading it into a node namespace."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore
+from lab.kubeproxy.adapter import proxy_config, service_ports
+from lab.kubeproxy.iptables import render_iptables
+from lab.kubeproxy.ipvs import render_ipvs
+from lab.model.topology import Topology
+from lab.netns.build import Realized
+from lab.netns.enter import write_sysctls
+
+IPVS_DEVICE = "kube-ipvs0"
+
+
+@dataclass(frozen=True)
+class NodeDataplane:
+    """Everything to load into one node, as the texts each tool reads."""
+
+    mode: str
+    iptables: str
+    ipsets: str = ""
+    ipvs: str = ""
+    dummy_addresses: tuple[str, ...] = ()
+    sysctls: tuple[tuple[str, str], ...] = ()
+
+    def text(self) -> str:
+        """What `lab render` prints: each part under a heading naming the tool that loads it."""
+        if self.mode == "iptables":
+            return self.iptables
+        parts = [
+            (f"ip addr add <each>/32 dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
+            ("ipset restore", self.ipsets),
+            ("iptables-restore", self.iptables),
+            ("ipvsadm-restore", self.ipvs),
+            ("sysctl", "\n".join(f"{k} = {v}" for k, v in self.sysctls)),
+        ]
+        return "".join(f"# ---- {tool}\n{body.rstrip()}\n" for tool, body in parts)
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor, *_ = (int(p) for p in platform.release().split("-")[0].split(".")[:2] + ["0"])
+    return major, minor
+
+
+def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
+    node = topo.node(node_name)
+    services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+    if topo.cluster.proxy_mode == "ipvs":
+        # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
+        rules = render_ipvs(services, config, (node.ip, node.bridge_ip, "127.0.0.1"), version, kernel=_kernel())
+        sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
+        return NodeDataplane(
+            "ipvs",
+            rules.iptables_restore(),
+            rules.ipset_restore(),
+            rules.ipvsadm_restore(),
+            tuple(rules.dummy_addresses),
+            sysctls,
+        )
+    return NodeDataplane("iptables", render_iptables(services, config, [node.ip], version).restore_text())
+
+
+def install_node(realized: Realized, node_name: str) -> None:
+    topo = realized.topology
+    ns = realized.namespaces[node_name]
+    plane = node_dataplane(topo, node_name)
+    if plane.mode == "ipvs":
+        ip_batch(
+            ns,
+            [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+            + [f"addr add {a}/32 dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
+        )
+        ipset_restore_all(ns, plane.ipsets)
+    iptables_restore(ns, plane.iptables, topo.cluster.iptables_backend)
+    if plane.mode == "ipvs":
+        ipvsadm_restore(ns, plane.ipvs)
+        # The ip_vs sysctls exist once ipvsadm has loaded the module.
+        write_sysctls(ns, dict(plane.sysctls))
+
+
+def install(realized: Realized) -> None:
+    for node in realized.topology.nodes:
+        install_node(realized, node.name)
