@@ -13,16 +13,13 @@ Interfaces are created straight into their namespaces (veth with a peer namespac
 from __future__ import annotations
 
 import ipaddress
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lab.model.topology import NodeSpec, PodSpec, Topology
-from lab.netns.enter import NamespaceError, write_sysctls
+from lab.netns.enter import ensure_br_netfilter, write_sysctls
 from lab.netns.links import NetBuilder
 from lab.netns.runs import new_prefix, release, remove_namespaces
 
@@ -111,23 +108,10 @@ class _Builder(NetBuilder):
             self.ipr[FABRIC].route("add", dst=f"{vip}/32", gateway=via)
 
 
-def _ensure_br_netfilter() -> None:
-    """Every node needs net.bridge.bridge-nf-call-iptables; in a `lab vm` guest, load the module for it."""
-    if Path("/proc/sys/net/bridge").exists():
-        return
-    if os.environ.get("LAB_VM") == "1":
-        subprocess.run(["modprobe", "br_netfilter"], check=True)
-        return
-    raise NamespaceError(
-        "br_netfilter is not loaded: modprobe br_netfilter (this also sends the host's own "
-        "bridged traffic through iptables), or run under `lab vm run`"
-    )
-
-
 @contextmanager
 def realize(topo: Topology, prefix: str | None = None) -> Iterator[Realized]:
     """Build the topology; on any failure, or on leaving the block, remove everything built."""
-    _ensure_br_netfilter()
+    ensure_br_netfilter()
     prefix = prefix or new_prefix()
     start = time.perf_counter()
     realized = Realized(prefix, topo, {})

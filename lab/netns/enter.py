@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -124,3 +125,16 @@ def write_sysctls(name: str, values: dict[str, str]) -> None:
                 raise NamespaceError(f"sysctl {key} does not exist in this kernel{hint}") from None
 
     in_netns(name, write)
+
+
+def ensure_br_netfilter() -> None:
+    """Nodes need net.bridge.bridge-nf-call-iptables; inside a `lab vm` guest, load the module for it."""
+    if Path("/proc/sys/net/bridge").exists():
+        return
+    if os.environ.get("LAB_VM") == "1":
+        subprocess.run(["modprobe", "br_netfilter"], check=True)
+        return
+    raise NamespaceError(
+        "br_netfilter is not loaded: modprobe br_netfilter (this also sends the host's own bridged traffic "
+        "through iptables), or run under `lab vm run`"
+    )

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from lab.netns.enter import write_sysctls
+from lab.netns.enter import ensure_br_netfilter, write_sysctls
 from lab.netns.links import NetBuilder
 from lab.netns.runs import new_prefix, release, remove_namespaces
 from lab.replay.dump import Target
@@ -88,6 +88,7 @@ def _onlink_peer(b: NetBuilder, actor: str, world_if: str, addresses: list[str])
 
 @contextmanager
 def build(setup: Setup) -> Iterator[Env]:
+    ensure_br_netfilter()
     prefix = new_prefix()
     env = Env(prefix, setup)
     try:

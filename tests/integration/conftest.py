@@ -44,7 +44,7 @@ def host_state() -> dict[str, str]:
         "legacy-tables": _read("cat", "/proc/net/ip_tables_names"),
         "nft": _read("nft", "list", "ruleset"),
         "ipset": _read("ipset", "list", "-n"),
-        "sysctls": "\n".join(f"{k}={Path('/proc/sys', k).read_text().strip()}" for k in sysctls),
+        "sysctls": "\n".join(f"{k}={_read('cat', str(Path('/proc/sys', k))).strip()}" for k in sysctls),
     }
 
 

@@ -48,6 +48,12 @@ CONFIG_VXLAN=m
 TOOLS = {"ip": "/usr/sbin/ip", "nft": "/usr/sbin/nft", "conntrack": None}
 
 
+@pytest.fixture(autouse=True)
+def _not_in_a_vm(monkeypatch):
+    # Inside `lab vm` doctor may try every module; these tests are about a real host.
+    monkeypatch.delenv("LAB_VM", raising=False)
+
+
 def kernel(config: str | None = CONFIG, release: str = "6.1.0-18-amd64", **modules: frozenset[str]) -> Kernel:
     parsed = parse_kernel_config(config) if config is not None else None
     return Kernel(release=release, config=parsed, config_source="fake", **modules)

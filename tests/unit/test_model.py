@@ -141,7 +141,7 @@ def test_unquoted_version_is_refused(tmp_path):
 
 def test_unsupported_version_lists_the_supported_ones(tmp_path):
     error = error_for(tmp_path, BASE.replace("cluster: {", 'cluster: {kubeVersion: "1.12", '))
-    assert error.field == "cluster.kubeVersion" and "supported: 1.28" in error.message
+    assert error.field == "cluster.kubeVersion" and "supported: " in error.message and "1.31" in error.message
 
 
 def test_invalid_yaml_names_the_line(tmp_path):
