@@ -32,7 +32,7 @@ class NodeDataplane:
         if self.mode == "iptables":
             return self.iptables
         parts = [
-            (f"ip addr add <each>/32 dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
+            (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
             ("ipset restore", self.ipsets),
             ("iptables-restore", self.iptables),
             ("ipvsadm-restore", self.ipvs),
@@ -72,7 +72,7 @@ def install_node(realized: Realized, node_name: str) -> None:
         ip_batch(
             ns,
             [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
-            + [f"addr add {a}/32 dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
+            + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
         )
         ipset_restore_all(ns, plane.ipsets)
     iptables_restore(ns, plane.iptables, topo.cluster.iptables_backend)

@@ -229,7 +229,7 @@ class IptablesRules:
         localhost NodePorts are off, KUBE-MARK-DROP ensured by kube-proxy 1.20-1.24) are declared
         empty. Left out: the empty KUBE-PROXY-CANARY / KUBE-KUBELET-CANARY chains and kubelet's
         KUBE-IPTABLES-HINT, which nothing jumps to, so the mangle table is not written at all.
-        With ProxyConfig.nfacct_counters (1.30+) the nfacct objects must exist first (kube-proxy
+        With ProxyConfig.nfacct_counters (1.31+) the nfacct objects must exist first (kube-proxy
         creates them over netlink), or the "-m nfacct" rules are refused.
         """
         kubelet = self.kubelet
@@ -384,11 +384,13 @@ class _Layout:
 
     @property
     def nfacct_invalid(self) -> bool:
-        return self.minor >= 30  # #122812
+        """INVALID drops counted with nfacct (#122812): not yet in S1.30 (1.30.3), so 1.31."""
+        return self.minor >= 31
 
     @property
     def nfacct_localhost(self) -> bool:
-        return self.minor >= 31  # #125015
+        """Localhost NodePort packets counted with nfacct (#125015), 1.31 (inferred)."""
+        return self.minor >= 31
 
     @property
     def fw_trailing_comment(self) -> bool:

@@ -55,17 +55,21 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    # `when` may name any value the file or the command line lists, whichever variants run.
+    declared = {axis: list(values) for axis, values in _validate(source, source.data).matrix.items()}
     if matrix:
         source = Source(
             source.file, {**source.data, "matrix": {**source.data.get("matrix", {}), **matrix}}, source.lines
         )
     base = _validate(source, source.data)
     axes = _matrix_axes(source, base)
+    for axis, values in axes.items():
+        declared[axis] = declared.get(axis, []) + [v for v in values if v not in declared.get(axis, [])]
     variants = []
     for values in itertools.product(*axes.values()) if axes else [()]:
         variant = tuple(zip(axes, values, strict=True))
         parsed = _validate(source, _apply_variant(source.data, variant)) if variant else base
-        variants.append(_Resolver(source, parsed, variant).topology())
+        variants.append(_Resolver(source, parsed, variant, declared).topology())
     return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
@@ -132,10 +136,17 @@ def _inside(address: str, cidr: str) -> bool:
 class _Resolver:
     """Binds every name to an address, reporting the first inconsistency with its line."""
 
-    def __init__(self, source: Source, parsed: schema.ScenarioFile, variant: tuple[tuple[str, Axis], ...]) -> None:
+    def __init__(
+        self,
+        source: Source,
+        parsed: schema.ScenarioFile,
+        variant: tuple[tuple[str, Axis], ...],
+        declared: dict[str, list[Axis]],
+    ) -> None:
         self.src = source
         self.f = parsed
         self.variant = variant
+        self.declared = declared
 
     def topology(self) -> Topology:
         cluster = self._cluster()
@@ -459,7 +470,7 @@ class _Resolver:
 
     def _expected(self, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
         options = probe.expect if isinstance(probe.expect, list) else [probe.expect]
-        axes = dict(self.f.matrix)
+        axes = self.declared
         variant = dict(self.variant)
         for k, e in enumerate(options):
             epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")

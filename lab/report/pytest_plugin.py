@@ -47,6 +47,8 @@ class ProbeItem(pytest.Item):
         self.probe = probe
         self.add_marker(pytest.mark.scenario)
         self.add_marker(pytest.mark.root)
+        if topology.cluster.proxy_mode == "ipvs":
+            self.add_marker(pytest.mark.ipvs)
 
     def runtest(self) -> None:
         if os.geteuid() != 0:

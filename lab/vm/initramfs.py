@@ -82,11 +82,17 @@ fail "switch_root"
 """
 
 
+GUEST_MODULES = ("br_netfilter", "ip_vs", "ip_vs_rr", "ip_vs_sh", "ip_vs_wrr", "xt_ipvs", "dummy", "ipip", "vxlan")
+
+
 def stage2_script() -> str:
     """PID 1 after switch_root: run the command, hand its status out, power off."""
     bb = f"{GUEST_INIT_DIR}/busybox"
     return f"""# lab vm stage 2 (busybox sh, PID 1 in the host's root): $1 is this run's token.
 echo 1 >/proc/sys/kernel/printk  # from here on only emergencies reach the console: it carries the output
+# A lab host, as a node would be: the modules kube-proxy and the CNI use are loaded before the command, so
+# nothing the command does (doctor's checks included) changes the guest's own namespace half-way through.
+modprobe -a {" ".join(GUEST_MODULES)} 2>/dev/null
 echo "{START} $1"
 /bin/sh {GUEST_JOB_DIR}/cmd.sh </dev/null
 status=$?

@@ -4,6 +4,9 @@ Each case loads restore_text() with iptables-restore inside `unshare -n` (a fres
 that disappears with the process) and reads it back with iptables-save there. iptables-save
 prints options in its own order, so the check is per chain: the same chains, the same number of
 rules and the same jump targets in the same order. The host's own netns is never touched.
+One case per kube-proxy layout era (lab/kubeproxy/versions.py) loads that version's restore_text(),
+which up to 1.26 includes kubelet's KUBE-MARK-DROP / KUBE-FIREWALL rules, and 1.19-1.20's
+"-m physdev" externalIP rules (needs the kernel's xt_physdev).
 """
 
 from __future__ import annotations
@@ -83,6 +86,16 @@ def _shape(dump: str) -> dict[tuple[str, str], list[str | None]]:
     return shape
 
 
+# One version per era, at the era's edge where the shapes differ most from the next one.
+ERA_CASES = {
+    "A 1.19": ("1.19", None),
+    "B 1.22": ("1.22", None),
+    "C 1.24": ("1.24", None),
+    "D 1.25": ("1.25", None),
+    "E 1.27, kubelet IPTablesOwnershipCleanup off": ("1.27", False),
+}
+
+
 @pytest.fixture(autouse=True)
 def _tools():
     missing = [tool for tool in ("unshare", "iptables-restore", "iptables-save") if shutil.which(tool) is None]
@@ -93,5 +106,12 @@ def _tools():
 @pytest.mark.parametrize("config", CASES.values(), ids=CASES.keys())
 def test_restore_text_loads_into_a_fresh_netns(config, host_unchanged):
     rules: IptablesRules = render_iptables(_services(), config, NODE_IPS)
+    text = rules.restore_text()
+    assert _shape(_load_in_fresh_netns(text)) == _shape(text)
+
+
+@pytest.mark.parametrize(("version", "kubelet_cleanup"), ERA_CASES.values(), ids=ERA_CASES.keys())
+def test_each_era_loads_into_a_fresh_netns(version, kubelet_cleanup, host_unchanged):
+    rules = render_iptables(_services(), CONFIG, NODE_IPS, version, kubelet_iptables_cleanup=kubelet_cleanup)
     text = rules.restore_text()
     assert _shape(_load_in_fresh_netns(text)) == _shape(text)

@@ -62,7 +62,7 @@ def test_trace_names_the_reject_rule(two_endpoints):
 
 def test_rendered_node_rules_replay_like_the_scenario():
     """Report 1 through replay: node2's own rules, a pod on node2, the LB IP."""
-    scenario = load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml")
+    scenario = load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml", {"proxyMode": ["iptables"]})
     for topo in scenario.variants:
         rules = node_dataplane(topo, "node2").iptables
         knows_cidr = dict(topo.variant)["kubeProxyClusterCIDR"]

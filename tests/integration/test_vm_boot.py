@@ -46,3 +46,17 @@ def test_lab_vm_run_exits_with_the_commands_status():
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == "bye\n"
     assert "exit 3" in proc.stderr
+
+
+@pytest.mark.skipif(os.environ.get("LAB_VM") == "1", reason="already inside a lab vm guest")
+def test_every_ipvs_test_passes_under_the_stock_kernel():
+    """What this kernel skips for lack of ip_vs (`-m ipvs`: ipvs scenario variants and load tests) runs here."""
+    from lab.doctor import kernel_has
+
+    if kernel_has("ip_vs") and kernel_has("dummy"):
+        pytest.skip("this kernel has ip_vs and dummy: the ipvs tests run natively")
+    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "-m", "ipvs"]
+    result = run_in_vm(argv, cwd=REPO, timeout=900)
+    summary = result.output.strip().splitlines()[-1] if result.output.strip() else ""
+    assert result.exit_status == 0, result.output[-5000:]
+    assert " passed" in summary and "skipped" not in summary and "failed" not in summary, summary
