@@ -163,6 +163,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         ipsets=read(args.ipsets),
         backend=args.backend,
         timeout=args.timeout,
+        ipvs=read(args.ipvs),
     )
     if args.json:
         print(json.dumps(result.as_json(), indent=2))
@@ -218,6 +219,7 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="replay one packet through a real node's iptables-save dump")
     replay.add_argument("--rules", required=True, metavar="FILE", help="iptables-save output of the node")
     replay.add_argument("--ipsets", metavar="FILE", help="ipset save output of the node")
+    replay.add_argument("--ipvs", metavar="FILE", help="ipvsadm -Sn output of the node (needs ip_vs: lab vm run)")
     replay.add_argument("--node-ip", action="append", required=True, metavar="IP", help="the node's addresses")
     replay.add_argument(
         "--pod-cidr",

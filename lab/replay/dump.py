@@ -40,3 +40,21 @@ def chain_candidates(dump: str, chain: str) -> list[str]:
         if line.startswith(f"-A {chain} ") and (match := re.search(r"-j (KUBE-SEP-\S+)", line)):
             targets.append(match.group(1))
     return targets
+
+
+_IPVS = re.compile(r"^-([Aa]) -([tu]) (\S+):(\d+)(?: .*?-r (\S+):(\d+))?")
+
+
+def ipvs_table(dump: str) -> dict[tuple[str, str, int], list[Target]]:
+    """`ipvsadm -Sn` → {(proto, VIP, port): real servers}."""
+    table: dict[tuple[str, str, int], list[Target]] = {}
+    for line in dump.splitlines():
+        match = _IPVS.match(line.strip())
+        if not match:
+            continue
+        kind, proto_flag, vip, port, rip, rport = match.groups()
+        proto = "tcp" if proto_flag == "t" else "udp"
+        servers = table.setdefault((proto, vip, int(port)), [])
+        if kind == "a" and rip:
+            servers.append(Target(rip, int(rport), proto))
+    return table

@@ -11,14 +11,16 @@ from lab.install import (
     InstallError,
     RuleHit,
     counter_hits,
+    ip_batch,
     iptables_restore,
     iptables_save,
+    ipvsadm_restore,
     parse_counters,
     restore_ipsets,
 )
 from lab.probe.client import send
 from lab.probe.echo import EchoServers, Listener
-from lab.replay.dump import chain_candidates, dnat_targets
+from lab.replay.dump import Target, chain_candidates, dnat_targets, ipvs_table
 from lab.replay.env import Env, Setup, build
 
 
@@ -93,19 +95,42 @@ def _load_balanced_over(dump: str, hits: list[RuleHit]) -> int:
     return 1
 
 
+def _install_ipvs(
+    node_ns: str, table: dict[tuple[str, str, int], list[Target]], dump: str, node_ips: tuple[str, ...]
+) -> None:
+    """kube-proxy's ipvs side: every virtual address on kube-ipvs0 (the node's own stay where they are)."""
+    from lab.doctor import kernel_has, skip_reason
+
+    for feature in ("ip_vs", "dummy"):
+        if not kernel_has(feature):
+            raise InstallError(f"--ipvs {skip_reason(feature)}; e.g. lab vm run -- .venv/bin/lab replay ...")
+    vips = sorted({vip for _, vip, _ in table if vip not in node_ips})
+    ip_batch(
+        node_ns,
+        ["link add kube-ipvs0 type dummy", "link set kube-ipvs0 up"]
+        + [f"addr add {vip}/32 dev kube-ipvs0" for vip in vips],
+    )
+    ipvsadm_restore(node_ns, dump)
+
+
 def replay(
     rules: str,
     setup_without_targets: Setup,
     ipsets: str | None = None,
     backend: str = "nft",
     timeout: float = 0.5,
+    ipvs: str | None = None,
 ) -> ReplayResult:
-    setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dnat_targets(rules))})
+    table = ipvs_table(ipvs) if ipvs else {}
+    real_servers = [t for servers in table.values() for t in servers]
+    setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dnat_targets(rules) + real_servers)})
     with build(setup) as env:
         node_ns = env.namespaces["node"]
         if ipsets:
             restore_ipsets(node_ns, ipsets)
         iptables_restore(node_ns, rules, backend)
+        if ipvs:
+            _install_ipvs(node_ns, table, ipvs, setup.node_ips)
         echo = EchoServers()
         try:
             for listener in _listeners(env):
@@ -121,7 +146,8 @@ def replay(
                 counters = after
                 attempts.append(_classify(env, result.reply, result.outcome, hits))
                 if len(attempts) == 1:
-                    wanted = _load_balanced_over(rules, hits)
+                    virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
+                    wanted = len(virtual) if virtual else _load_balanced_over(rules, hits)
                 if attempts[-1].outcome != "dnat" or len({a.endpoint for a in attempts}) >= wanted:
                     break
         finally:
