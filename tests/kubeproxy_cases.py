@@ -111,19 +111,20 @@ NODE_PORTS_VARIANTS: dict[str, tuple[bool, tuple[str, ...]]] = {
 }
 
 
-def node_ports_rules(variant: str) -> IptablesRules:
+def node_ports_inputs(variant: str) -> tuple[list[ServicePort], ProxyConfig]:
     localhost_nodeports, nodeport_addresses = NODE_PORTS_VARIANTS[variant]
     config = replace(FAKE, localhost_nodeports=localhost_nodeports, node_port_addresses=nodeport_addresses)
     s = svc("ns1", "svc1", "172.30.0.41", node_port=3001, endpoints=(ep("10.180.0.1"), ep("10.180.2.1", local=True)))
-    return render([s], config)
+    return [s], config
 
 
-def health_check_rules(with_service: bool = True) -> IptablesRules:
-    """TestHealthCheckNodePort (with --nodeport-addresses 127.0.0.0/8); then with the Service gone."""
+def health_check_inputs(with_service: bool = True) -> tuple[list[ServicePort], ProxyConfig]:
+    """TestHealthCheckNodePort (with --nodeport-addresses 127.0.0.0/8); then with the Service gone
+    (and the fake proxier's default flags)."""
     if not with_service:
-        return render([])
+        return [], FAKE
     s = svc("ns1", "svc1", "172.30.0.42", node_port=3001, health_check_node_port=30000, external_policy="Local")
-    return render([s], replace(FAKE, node_port_addresses=("127.0.0.0/8",)))
+    return [s], replace(FAKE, node_port_addresses=("127.0.0.0/8",))
 
 
 def external_policy_service(policy: str) -> ServicePort:

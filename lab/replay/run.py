@@ -12,11 +12,11 @@ from lab.install import (
     RuleHit,
     counter_hits,
     ip_batch,
+    ipset_restore_all,
     iptables_restore,
     iptables_save,
     ipvsadm_restore,
     parse_counters,
-    restore_ipsets,
 )
 from lab.probe.client import send
 from lab.probe.echo import EchoServers, Listener
@@ -127,7 +127,7 @@ def replay(
     with build(setup) as env:
         node_ns = env.namespaces["node"]
         if ipsets:
-            restore_ipsets(node_ns, ipsets)
+            ipset_restore_all(node_ns, ipsets)
         iptables_restore(node_ns, rules, backend)
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)

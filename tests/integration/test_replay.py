@@ -105,3 +105,20 @@ def test_cli_json(tmp_path):
     data = json.loads(done.stdout)
     assert {"output", "masq", "outcome", "endpoints", "source_seen", "trace"} <= data.keys()
     assert (data["output"], data["masq"], data["outcome"]) == ("REJECT", False, "rejected")
+
+
+@pytest.mark.ipvs
+def test_replay_ipvs_dumps_of_a_rendered_node():
+    """node2 of report 1 in ipvs mode (1.31): its ipsets, iptables and virtual servers, replayed."""
+    from lab.doctor import kernel_has, skip_reason
+
+    for feature in ("ip_vs", "dummy"):
+        if not kernel_has(feature):
+            pytest.skip(skip_reason(feature))
+    scenario = load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml", {"proxyMode": ["ipvs"]})
+    topo = next(t for t in scenario.variants if t.cluster.kube_version == "1.31")
+    plane = node_dataplane(topo, "node2")
+    setup = Setup(("192.168.56.12",), "10.244.2.0/24", "10.244.2.2", "203.0.113.10", 80, "TCP", ())
+    result = replay(plane.iptables, setup, ipsets=plane.ipsets, ipvs=plane.ipvs)
+    # 1.24+: no local endpoint, so the LB IP's virtual server falls back to every endpoint.
+    assert (result.output, result.outcome) == ("10.244.1.2:80", "dnat"), result.as_json()
