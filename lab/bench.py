@@ -17,7 +17,7 @@ from rich.table import Table
 from lab.model.load import load_scenario
 from lab.model.topology import Topology
 from lab.netns.runs import new_prefix, release, remove_namespaces
-from lab.runner import Timing, run_variant
+from lab.runner import Timing, cannot_run, run_variant
 
 DEFAULT = Path(__file__).resolve().parent.parent / "topologies" / "nodeport-source-ip.yaml"
 
@@ -63,7 +63,7 @@ def raw_ip_seconds(namespaces: int, links: int) -> float:
 
 
 def run_bench(file: Path | None, repeat: int, console: Console) -> int:
-    topo = load_scenario(file or DEFAULT).variants[0]
+    topo = next(t for t in load_scenario(file or DEFAULT).variants if not cannot_run(t))
     timings: list[Timing] = []
     for _ in range(repeat):
         run = run_variant(topo)
