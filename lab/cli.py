@@ -1,12 +1,15 @@
 """`lab`: reproduce Kubernetes Service networking on a real kernel.
 
-lab run [FILE...]          build each scenario, install kube-proxy's rules, send the probes, judge
-lab render FILE --node N   print the iptables-restore input kube-proxy would leave on node N
-lab validate FILE...       check scenario files without building anything
-lab down [--all]           remove namespaces left by killed runs (--all: every lab namespace)
-lab doctor                 which kernel features and tools are present, and how to get the rest
-lab bench [FILE]           time build / install / probes / teardown of one scenario
-lab vm run/matrix -- CMD   run CMD as root under a stock Debian kernel in QEMU (one kernel / several)
+  lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
+  lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
+                               the same probes in several modes, one column each
+  lab render FILE --node N     print what kube-proxy would leave on node N (iptables, or ipvs's parts)
+  lab validate [FILE...]       check scenario files without building anything
+  lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
+  lab down [--all]             remove namespaces left by killed runs (--all: every lab namespace)
+  lab doctor                   which kernel features and tools are present, and how to get the rest
+  lab bench [FILE|--replay]    time a scenario's stages against raw ip commands (or replay cases)
+  lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
 from __future__ import annotations
