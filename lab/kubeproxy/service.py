@@ -66,7 +66,9 @@ class ProxyConfig:
 
     cluster_cidr: str | None = None  # local-traffic detector (ClusterCIDR mode); None = no-op detector
     masquerade_all: bool = False
-    node_port_addresses: tuple[str, ...] = ()  # empty = every local address
+    # empty = every local address (iptables, ipvs); in nftables mode empty means the node's primary IP
+    # (kube-proxy's "primary" default for that mode), and ("0.0.0.0/0",) means every local address.
+    node_port_addresses: tuple[str, ...] = ()
     localhost_nodeports: bool = True
     random_fully: bool = True
     masquerade_bit: int = 14
@@ -79,3 +81,6 @@ class ProxyConfig:
     nfacct_counters: bool = False
     # ipvs mode: --ipvs-strict-arp (arp_ignore=1, arp_announce=2 on all interfaces).
     ipvs_strict_arp: bool = False
+    # nftables mode: the ServiceCIDRs kube-proxy learns from ServiceCIDR objects (MultiCIDRServiceAllocator,
+    # on by default from 1.33); traffic to unallocated IPs in them is dropped. Empty = no such rule.
+    service_cidrs: tuple[str, ...] = ()
