@@ -5,10 +5,11 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore
+from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.kubeproxy.adapter import proxy_config, service_ports
 from lab.kubeproxy.iptables import render_iptables
 from lab.kubeproxy.ipvs import render_ipvs
+from lab.kubeproxy.nftables import render_nftables
 from lab.model.topology import Topology
 from lab.netns.build import Realized
 from lab.netns.enter import write_sysctls
@@ -21,7 +22,8 @@ class NodeDataplane:
     """Everything to load into one node, as the texts each tool reads."""
 
     mode: str
-    iptables: str
+    iptables: str = ""
+    nft: str = ""
     ipsets: str = ""
     ipvs: str = ""
     dummy_addresses: tuple[str, ...] = ()
@@ -31,6 +33,8 @@ class NodeDataplane:
         """What `lab render` prints: each part under a heading naming the tool that loads it."""
         if self.mode == "iptables":
             return self.iptables
+        if self.mode == "nftables":
+            return self.nft
         parts = [
             (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
             ("ipset restore", self.ipsets),
@@ -51,16 +55,20 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     if topo.cluster.proxy_mode == "ipvs":
         # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
-        rules = render_ipvs(services, config, (node.ip, node.bridge_ip, "127.0.0.1"), version, kernel=_kernel())
+        rules = render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
         sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
+        # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
+        unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.load_balancer_ips}
         return NodeDataplane(
             "ipvs",
             rules.iptables_restore(),
             rules.ipset_restore(),
             rules.ipvsadm_restore(),
-            tuple(rules.dummy_addresses),
+            tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
             sysctls,
         )
+    if topo.cluster.proxy_mode == "nftables":
+        return NodeDataplane("nftables", nft=render_nftables(services, config, [node.ip], version).script())
     return NodeDataplane("iptables", render_iptables(services, config, [node.ip], version).restore_text())
 
 
@@ -75,6 +83,9 @@ def install_node(realized: Realized, node_name: str) -> None:
             + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
         )
         ipset_restore_all(ns, plane.ipsets)
+    if plane.mode == "nftables":
+        nft_apply(ns, plane.nft)
+        return
     iptables_restore(ns, plane.iptables, topo.cluster.iptables_backend)
     if plane.mode == "ipvs":
         ipvsadm_restore(ns, plane.ipvs)

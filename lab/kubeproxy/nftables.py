@@ -213,7 +213,10 @@ def check_nftables_version(version: str) -> str | None:
     """None when supported, else what to tell the user."""
     if version in NFTABLES_VERSIONS:
         return None
-    return f"kube-proxy nftables mode {version} is not reproduced; supported: {', '.join(NFTABLES_VERSIONS)}"
+    return (
+        f"kube-proxy {version}'s nftables mode is not reproduced (alpha in 1.29, beta in 1.31); "
+        f"supported: {', '.join(NFTABLES_VERSIONS)}"
+    )
 
 
 def render_nftables(
