@@ -1,15 +1,15 @@
 """`lab`: reproduce Kubernetes Service networking on a real kernel.
 
-  lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
-  lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
-                               the same probes in several modes, one column each
-  lab render FILE --node N     print what kube-proxy would leave on node N (iptables, or ipvs's parts)
-  lab validate [FILE...]       check scenario files without building anything
-  lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
-  lab down [--all]             remove namespaces left by killed runs (--all: every lab namespace)
-  lab doctor                   which kernel features and tools are present, and how to get the rest
-  lab bench [FILE|--replay]    time a scenario's stages against raw ip commands (or replay cases)
-  lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
+lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
+lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
+                             the same probes in several modes, one column each
+lab render FILE --node N     print what kube-proxy would leave on node N (iptables, or ipvs's parts)
+lab validate [FILE...]       check scenario files without building anything
+lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
+lab down [--all]             remove namespaces left by killed runs (--all: every lab namespace)
+lab doctor                   which kernel features and tools are present, and how to get the rest
+lab bench [FILE|--replay|--scale N,..]  time a scenario's stages, replay cases, or N Services per mode
+lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
 from __future__ import annotations
@@ -181,6 +181,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
+    if args.scale:
+        from lab.doctor import kernel_has
+        from lab.scalebench import run_scale_bench
+
+        modes = ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else [])
+        return run_scale_bench([int(n) for n in args.scale.split(",")], modes, console)
     return run_bench(Path(args.file) if args.file else None, args.repeat, console)
 
 
@@ -248,6 +254,12 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("file", nargs="?")
     bench.add_argument("--repeat", type=int, default=5)
     bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
+    bench.add_argument(
+        "--scale",
+        metavar="N,N,...",
+        help="install time and first-packet latency for N Services "
+        "per mode (iptables, nftables, and ipvs where the kernel has it), e.g. 10,100,1000,10000",
+    )
     bench.set_defaults(func=cmd_bench)
 
     add_commands(sub)
