@@ -47,7 +47,8 @@ class Setup:
 
     @property
     def source_role(self) -> str:
-        if self.source in self.node_ips:
+        # A loopback source (127.0.0.1 to a localhost NodePort) can only be the node talking to itself.
+        if self.source in self.node_ips or ipaddress.IPv4Address(self.source).is_loopback:
             return "node"
         return "pod" if self.in_pods(self.source) else "outside"
 
@@ -116,6 +117,9 @@ def _build(b: NetBuilder, setup: Setup) -> None:
             "net.ipv4.ip_forward": "1",
             "net.ipv4.conf.all.route_localnet": "1",
             "net.bridge.bridge-nf-call-iptables": "1",
+            # Every address is on-link here; ICMP redirects would only eat the ICMP rate limit that the
+            # REJECT rules' port-unreachable answers need.
+            "net.ipv4.conf.all.send_redirects": "0",
         },
     )
     # The sink accepts any destination arriving from outside (AnyIP in a table of its own), while

@@ -4,58 +4,33 @@ The cases are ported from pkg/proxy/iptables/proxier_test.go at kubernetes/kuber
 531be81208e2274ef42e72525a26610a9622bcdf:
 - golden payloads (tests/golden/iptables/*.txt) compared the way assertIPTablesRulesEqual does:
   kube-proxy's output is reordered by sortIPTablesRules and must then equal the expected text;
-- single-chain expectations compared as assertIPTablesChainEqual does;
-- packet-flow tests, which trace a packet through the rules as kube-proxy's iptablesTracer does
-  (here through restore_text(), so the built-in chain jumps are exercised too).
-The inputs mirror NewFakeProxier: node "test-node" with IP 192.168.0.2, pod CIDR 10.0.0.0/8
-(the local-traffic detector), masquerade mark "0x4000", no --random-fully, localhost NodePorts
-on, nfacct counters available, nf_conntrack_tcp_be_liberal off.
+- single-chain expectations compared as assertIPTablesChainEqual does.
+Its packet-flow tests (runPacketFlowTests) are not simulated here: they run on the real kernel in
+tests/integration/test_kubeproxy_agreement.py, from the same inputs (tests/kubeproxy_cases.py,
+which describes the fake proxier they mirror).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import ipaddress
 import re
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from lab.kubeproxy import hashing
-from lab.kubeproxy.iptables import JUMP_RULES, render_iptables
+from lab.kubeproxy.iptables import JUMP_RULES
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kubeproxy_cases import FAKE, NODE_IPS, NODE_PORTS_VARIANTS, ep, node_ports_inputs, render, svc  # noqa: E402
+
+__all__ = ["NODE_IPS", "golden", "sort_iptables_rules"]  # tests/unit/test_iptables_versions.py imports them
+
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "iptables"
-
-TEST_NODE_IP = "192.168.0.2"
-TEST_NODE_IP_ALT = "192.168.1.2"
-TEST_EXTERNAL_IP = "192.168.99.11"
-TEST_EXTERNAL_CLIENT = "203.0.113.2"
-TEST_EXTERNAL_CLIENT_BLOCKED = "203.0.113.130"
-# The fake proxier's interfaces (lo and eth0); the node IP comes first.
-NODE_IPS = (TEST_NODE_IP, "127.0.0.1", TEST_NODE_IP_ALT, TEST_EXTERNAL_IP, "::1", "2001:db8::1", "2001:db8:1::2")
-# What the tracer treats as local addresses (newIPTablesTracer: 127.0.0.1, ::1 and testNodeIPs).
-TRACER_LOCAL_IPS = set(NODE_IPS)
-
-FAKE = ProxyConfig(cluster_cidr="10.0.0.0/8", masquerade_mark="0x4000", random_fully=False, nfacct_counters=True)
-
-
-def svc(
-    namespace: str, name: str, cluster_ip: str | None, port: int = 80, port_name: str = "p80", protocol="TCP", **kw
-) -> ServicePort:
-    return ServicePort(namespace, name, port_name, protocol, port, cluster_ip, **kw)
-
-
-def ep(ip: str, port: int = 80, local: bool = False, ready: bool = True, **conditions) -> Endpoint:
-    # EndpointConditions: serving defaults to ready when unset.
-    serving = conditions.pop("serving", ready)
-    return Endpoint(ip=ip, port=port, is_local=local, ready=ready, serving=serving, **conditions)
-
-
-def render(services, config: ProxyConfig = FAKE, node_ips=NODE_IPS):
-    return render_iptables(services, config, node_ips)
 
 
 # --- assertIPTablesRulesEqual: parse, sort, print (pkg/util/iptables/testing/parse.go) -----------
@@ -340,246 +315,7 @@ def test_masquerade_mark_defaults_to_what_new_proxier_formats():
     assert "-j MASQUERADE --random-fully" in rules.kube_proxy_payload
 
 
-# --- packet flows (iptablesTracer) -------------------------------------------------------------
-
-# Parameters kube-proxy's test parser knows (ParseRule); False = takes no value.
-PARAMS = {
-    "-A": True,
-    "--comment": True,
-    "-p": True,
-    "-s": True,
-    "--src-type": True,
-    "--sport": True,
-    "-d": True,
-    "--dst-type": True,
-    "--dport": True,
-    "--match-set": True,
-    "-j": True,
-    "--random-fully": False,
-    "--probability": True,
-    "--to-destination": True,
-    "--rcheck": False,
-    "--mark": True,
-    "--ctstate": True,
-    "--name": True,
-    "--seconds": True,
-    "--set": False,
-    "--reap": False,
-    "--mode": True,
-}
-
-
-def parse_rule(rule: str) -> dict[str, tuple[bool, str]]:
-    """ParseRule, non-strict: parameter -> (negated, value); "-m MODULE" and unknown words skipped."""
-    parsed: dict[str, tuple[bool, str]] = {}
-    ws, i, negated = words(rule), 0, False
-    while i < len(ws):
-        word = ws[i]
-        if word == "-m" and i < len(ws) - 1:
-            i += 2
-            continue
-        if word == "!":
-            negated, i = True, i + 1
-            continue
-        if word in PARAMS:
-            takes_value = PARAMS[word]
-            parsed[word] = (negated, ws[i + 1] if takes_value else "")
-            i += 2 if takes_value else 1
-        else:
-            i += 1
-        negated = False
-    return parsed
-
-
-def address_matches(value: tuple[bool, str], ip: str) -> bool:
-    negated, text = value
-    address = ipaddress.ip_address(ip)
-    if "/" in text:
-        net = ipaddress.ip_network(text, strict=False)
-        matches = address.version == net.version and address in net
-    else:
-        matches = address == ipaddress.ip_address(text)
-    return matches != negated
-
-
-def value_matches(value: tuple[bool, str], text: str) -> bool:
-    negated, wanted = value
-    return (wanted == text) != negated
-
-
-@dataclass
-class Tracer:
-    tables: dict[str, dict[str, list[dict[str, tuple[bool, str]]]]]
-    outputs: list[str] = field(default_factory=list)
-    masq: bool = False
-
-    def rule_matches(self, rule, src: str, proto: str, dst: str, dport: str) -> bool:
-        if "-s" in rule and not address_matches(rule["-s"], src):
-            return False
-        if "--src-type" in rule and not value_matches(rule["--src-type"], self._addrtype(src)):
-            return False
-        if "-p" in rule and not value_matches(rule["-p"], proto):
-            return False
-        if "-d" in rule and not address_matches(rule["-d"], dst):
-            return False
-        if "--dst-type" in rule and not value_matches(rule["--dst-type"], self._addrtype(dst)):
-            return False
-        if "--dport" in rule and not value_matches(rule["--dport"], dport):
-            return False
-        # Anything that depends on history (affinity, marks, conntrack) does not match.
-        return not ({"--rcheck", "--mark", "--ctstate"} & rule.keys())
-
-    @staticmethod
-    def _addrtype(ip: str) -> str:
-        return "LOCAL" if ip in TRACER_LOCAL_IPS else "not-matched"
-
-    def run_chain(self, table: str, chain: str, src: str, proto: str, dst: str, dport: str) -> bool:
-        for rule in self.tables[table].get(chain, []):
-            if "-j" not in rule or not self.rule_matches(rule, src, proto, dst, dport):
-                continue
-            target = rule["-j"][1]
-            if target == "KUBE-MARK-MASQ":
-                self.masq = True
-            elif target in ("ACCEPT", "REJECT", "DROP"):
-                self.outputs.append(target)
-                return True
-            elif target == "DNAT":
-                self.outputs.append(rule["--to-destination"][1])
-                return True
-            elif self.run_chain(table, target, src, proto, dst, dport) and "--probability" not in rule:
-                # A probabilistic jump keeps collecting the other endpoints.
-                return True
-        return False
-
-
-def trace(restore_text: str, src: str, dst: str, dport: int, proto: str = "tcp") -> tuple[str, bool]:
-    """tracePacket: nat PREROUTING, pending DNAT, then kube-proxy's filter chains."""
-    tables = {t.name: {c.name: [parse_rule(r) for r in c.rules] for c in t.chains} for t in parse_dump(restore_text)}
-    tracer = Tracer(tables)
-    port = str(dport)
-    tracer.run_chain("nat", "PREROUTING", src, proto, dst, port)
-    if tracer.outputs:
-        dst = tracer.outputs[0].split(":")[0]
-    for chain in ("KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL"):
-        tracer.run_chain("filter", chain, src, proto, dst, port)
-    return ", ".join(tracer.outputs), tracer.masq
-
-
-@dataclass(frozen=True)
-class Flow:
-    name: str
-    src: str
-    dst: str
-    dport: int
-    output: str
-    masq: bool = False
-    proto: str = "tcp"
-
-
-def run_flows(rules, flows: list[Flow]) -> None:
-    text = rules.restore_text()
-    failures = []
-    for flow in flows:
-        output, masq = trace(text, flow.src, flow.dst, flow.dport, flow.proto)
-        if (output, masq) != (flow.output, flow.masq):
-            failures.append(f"{flow.name}: expected {flow.output!r} masq={flow.masq}, got {output!r} masq={masq}")
-    assert not failures, "\n".join(failures) + "\n\n" + text
-
-
-def test_no_endpoints_reject():
-    """TestNoEndpointsReject."""
-    s = svc(
-        "ns1", "svc1", "172.30.0.41", node_port=3001, external_ips=("192.168.99.11",), load_balancer_ips=("1.2.3.4",)
-    )
-    run_flows(
-        render([s]),
-        [
-            Flow("pod to cluster IP with no endpoints", "10.0.0.2", "172.30.0.41", 80, "REJECT"),
-            Flow("external to external IP with no endpoints", TEST_EXTERNAL_CLIENT, "192.168.99.11", 80, "REJECT"),
-            Flow("pod to NodePort with no endpoints", "10.0.0.2", TEST_NODE_IP, 3001, "REJECT"),
-            Flow("external to NodePort with no endpoints", TEST_EXTERNAL_CLIENT, TEST_NODE_IP, 3001, "REJECT"),
-            Flow("pod to LoadBalancer IP with no endpoints", "10.0.0.2", "1.2.3.4", 80, "REJECT"),
-            Flow("external to LoadBalancer IP with no endpoints", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, "REJECT"),
-        ],
-    )
-
-
-def test_cluster_ip_general():
-    """TestClusterIPGeneral: several ports and protocols on one ClusterIP."""
-    both = (ep("10.180.0.1", local=True), ep("10.180.2.1"))
-    services = [
-        svc("ns1", "svc1", "172.30.0.41", port_name="http", endpoints=(ep("10.180.0.1", local=True),)),
-        svc("ns2", "svc2", "172.30.0.42", port_name="http", endpoints=both),
-        svc("ns2", "svc2", "172.30.0.42", 443, "https", endpoints=tuple(replace(e, port=8443) for e in both)),
-        svc(
-            "ns2",
-            "svc2",
-            "172.30.0.42",
-            53,
-            "dns-udp",
-            protocol="UDP",
-            endpoints=tuple(replace(e, port=53) for e in both),
-        ),
-        svc("ns2", "svc2", "172.30.0.42", 53, "dns-tcp", endpoints=tuple(replace(e, port=5353) for e in both)),
-        svc(
-            "ns2",
-            "svc2",
-            "172.30.0.42",
-            53,
-            "dns-sctp",
-            protocol="SCTP",
-            endpoints=tuple(replace(e, port=53) for e in both),
-        ),
-    ]
-    run_flows(
-        render(services),
-        [
-            Flow("simple clusterIP", "10.180.0.2", "172.30.0.41", 80, "10.180.0.1:80"),
-            Flow("hairpin to cluster IP", "10.180.0.1", "172.30.0.41", 80, "10.180.0.1:80", masq=True),
-            Flow("clusterIP with multiple endpoints", "10.180.0.2", "172.30.0.42", 80, "10.180.0.1:80, 10.180.2.1:80"),
-            Flow("clusterIP with TargetPort", "10.180.0.2", "172.30.0.42", 443, "10.180.0.1:8443, 10.180.2.1:8443"),
-            Flow("same port (TCP)", "10.180.0.2", "172.30.0.42", 53, "10.180.0.1:5353, 10.180.2.1:5353"),
-            Flow("same port (UDP)", "10.180.0.2", "172.30.0.42", 53, "10.180.0.1:53, 10.180.2.1:53", proto="udp"),
-            Flow("same port (SCTP)", "10.180.0.2", "172.30.0.42", 53, "10.180.0.1:53, 10.180.2.1:53", proto="sctp"),
-            Flow("TCP-only port does not match UDP traffic", "10.180.0.2", "172.30.0.42", 80, "", proto="udp"),
-            Flow("svc1 does not accept svc2's ports", "10.180.0.2", "172.30.0.41", 443, ""),
-        ],
-    )
-
-
-def test_load_balancer_source_ranges():
-    """TestLoadBalancer: loadBalancerSourceRanges, KUBE-FW and KUBE-PROXY-FIREWALL."""
-    s = svc(
-        "ns1",
-        "svc1",
-        "172.30.0.41",
-        node_port=3001,
-        load_balancer_ips=("1.2.3.4", "5.6.7.8"),
-        load_balancer_source_ranges=("192.168.0.0/24", " 203.0.113.0/25"),
-        endpoints=(ep("10.180.0.1"),),
-    )
-    ok = "10.180.0.1:80"
-    run_flows(
-        render([s]),
-        [
-            Flow("pod to cluster IP", "10.0.0.2", "172.30.0.41", 80, ok),
-            Flow("external to nodePort", TEST_EXTERNAL_CLIENT, TEST_NODE_IP, 3001, ok, masq=True),
-            Flow(
-                "nodePort bypasses LoadBalancerSourceRanges", TEST_EXTERNAL_CLIENT_BLOCKED, TEST_NODE_IP, 3001, ok, True
-            ),
-            Flow("accepted external to LB1", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, ok, masq=True),
-            Flow("accepted external to LB2", TEST_EXTERNAL_CLIENT, "5.6.7.8", 80, ok, masq=True),
-            Flow("blocked external to LB1", TEST_EXTERNAL_CLIENT_BLOCKED, "1.2.3.4", 80, "DROP"),
-            Flow("blocked external to LB2", TEST_EXTERNAL_CLIENT_BLOCKED, "5.6.7.8", 80, "DROP"),
-            Flow("pod to LB1 (blocked by LoadBalancerSourceRanges)", "10.0.0.2", "1.2.3.4", 80, "DROP"),
-            Flow("pod to LB2 (blocked by LoadBalancerSourceRanges)", "10.0.0.2", "5.6.7.8", 80, "DROP"),
-            Flow("node to LB1 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "1.2.3.4", 80, ok, masq=True),
-            Flow("node to LB2 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "5.6.7.8", 80, ok, masq=True),
-            Flow("same node to LB1, SNATted to LB1 (implicitly allowed)", "1.2.3.4", "1.2.3.4", 80, ok, masq=True),
-            Flow("same node to LB2, SNATted to LB2 (implicitly allowed)", "5.6.7.8", "5.6.7.8", 80, ok, masq=True),
-        ],
-    )
-
+# --- TestNodePorts: the rules besides its packet flows -------------------------------------------
 
 LOCALNET_RULE = (
     '-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections"'
@@ -588,310 +324,22 @@ LOCALNET_RULE = (
 
 
 @pytest.mark.parametrize(
-    ("localhost_nodeports", "nodeport_addresses", "allow_alt_node_ip", "expect_firewall"),
+    ("variant", "expect_firewall"),
     [
-        pytest.param(True, (), True, True, id="localhost-nodeports enabled"),
-        pytest.param(False, (), True, False, id="localhost-nodeports disabled"),
-        pytest.param(False, ("192.168.0.0/24", "127.0.0.1/32"), False, False, id="localhost in nodeport-addresses"),
-        pytest.param(False, ("192.168.0.0/24", "192.168.1.0/24", "2001:db8::/64"), True, False, id="multiple"),
+        ("localhost-nodeports enabled", True),
+        ("localhost-nodeports disabled", False),
+        ("localhost in nodeport-addresses", False),
+        ("multiple", False),
     ],
 )
-def test_node_ports(localhost_nodeports, nodeport_addresses, allow_alt_node_ip, expect_firewall):
-    """TestNodePorts (its IPv4 cases): --nodeport-addresses and --iptables-localhost-nodeports."""
-    config = replace(FAKE, localhost_nodeports=localhost_nodeports, node_port_addresses=nodeport_addresses)
-    s = svc("ns1", "svc1", "172.30.0.41", node_port=3001, endpoints=(ep("10.180.0.1"), ep("10.180.2.1", local=True)))
-    rules = render([s], config)
-    both = "10.180.0.1:80, 10.180.2.1:80"
-    run_flows(
-        rules,
-        [
-            Flow("pod to cluster IP", "10.0.0.2", "172.30.0.41", 80, both),
-            Flow("external to nodePort", TEST_EXTERNAL_CLIENT, TEST_NODE_IP, 3001, both, masq=True),
-            Flow("node to nodePort", TEST_NODE_IP, TEST_NODE_IP, 3001, both, masq=True),
-            Flow(
-                "localhost to nodePort",
-                "127.0.0.1",
-                "127.0.0.1",
-                3001,
-                *((both, True) if localhost_nodeports else ("", False)),
-            ),
-            Flow(
-                "nodePort on secondary IP",
-                TEST_EXTERNAL_CLIENT,
-                TEST_NODE_IP_ALT,
-                3001,
-                *((both, True) if allow_alt_node_ip else ("", False)),
-            ),
-        ],
-    )
+def test_node_ports_localnet_firewall_and_route_localnet(variant, expect_firewall):
+    """TestNodePorts (its IPv4 cases): --nodeport-addresses and --iptables-localhost-nodeports decide
+    KUBE-FIREWALL's localnet rule and route_localnet."""
+    services, config = node_ports_inputs(variant)
+    rules = render(services, config)
     assert_chain_equal("filter", "KUBE-FIREWALL", LOCALNET_RULE if expect_firewall else "", rules.kube_proxy_payload)
+    localhost_nodeports, _ = NODE_PORTS_VARIANTS[variant]
     assert rules.route_localnet == localhost_nodeports
-
-
-def test_health_check_node_port():
-    """TestHealthCheckNodePort (with --nodeport-addresses 127.0.0.0/8)."""
-    s = svc("ns1", "svc1", "172.30.0.42", node_port=3001, health_check_node_port=30000, external_policy="Local")
-    rules = render([s], replace(FAKE, node_port_addresses=("127.0.0.0/8",)))
-    run_flows(rules, [Flow("firewall accepts HealthCheckNodePort", "1.2.3.4", TEST_NODE_IP, 30000, "ACCEPT")])
-    run_flows(render([]), [Flow("HealthCheckNodePort no longer has any rule", "1.2.3.4", TEST_NODE_IP, 30000, "")])
-
-
-def external_policy_service(policy: str) -> ServicePort:
-    return svc(
-        "ns1",
-        "svc1",
-        "172.30.0.41",
-        node_port=3001,
-        external_ips=("192.168.99.11",),
-        load_balancer_ips=("1.2.3.4",),
-        health_check_node_port=30000,
-        external_policy=policy,
-        endpoints=(ep("10.180.0.1"), ep("10.180.2.1", local=True)),
-    )
-
-
-def test_external_traffic_policy_local():
-    """TestExternalTrafficPolicyLocal: only local endpoints from outside, no masquerade; pods and
-    the node short-circuit to all endpoints."""
-    both, local = "10.180.0.1:80, 10.180.2.1:80", "10.180.2.1:80"
-    run_flows(
-        render([external_policy_service("Local")]),
-        [
-            Flow("pod to cluster IP hits both endpoints, unmasqueraded", "10.0.0.2", "172.30.0.41", 80, both),
-            Flow("pod to external IP hits both endpoints, unmasqueraded", "10.0.0.2", "192.168.99.11", 80, both),
-            Flow("external to external IP hits only local endpoint", TEST_EXTERNAL_CLIENT, "192.168.99.11", 80, local),
-            Flow("pod to LB IP hits only both endpoints, unmasqueraded", "10.0.0.2", "1.2.3.4", 80, both),
-            Flow(
-                "external to LB IP hits only local endpoint, unmasqueraded", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, local
-            ),
-            Flow("pod to NodePort hits both endpoints, unmasqueraded", "10.0.0.2", TEST_NODE_IP, 3001, both),
-            Flow("external to NodePort hits only local endpoint", TEST_EXTERNAL_CLIENT, TEST_NODE_IP, 3001, local),
-        ],
-    )
-
-
-def test_external_traffic_policy_cluster():
-    """TestExternalTrafficPolicyCluster: everything external is masqueraded."""
-    both = "10.180.0.1:80, 10.180.2.1:80"
-    run_flows(
-        render([external_policy_service("Cluster")]),
-        [
-            Flow("pod to cluster IP hits both endpoints, unmasqueraded", "10.0.0.2", "172.30.0.41", 80, both),
-            Flow("pod to external IP hits both endpoints, masqueraded", "10.0.0.2", "192.168.99.11", 80, both, True),
-            Flow("external to external IP, masqueraded", TEST_EXTERNAL_CLIENT, "192.168.99.11", 80, both, True),
-            Flow("pod to LB IP hits both endpoints, masqueraded", "10.0.0.2", "1.2.3.4", 80, both, True),
-            Flow("external to LB IP hits both endpoints, masqueraded", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, both, True),
-            Flow("pod to NodePort hits both endpoints, masqueraded", "10.0.0.2", TEST_NODE_IP, 3001, both, True),
-            Flow(
-                "external to NodePort hits both endpoints, masqueraded",
-                TEST_EXTERNAL_CLIENT,
-                TEST_NODE_IP,
-                3001,
-                both,
-                True,
-            ),
-        ],
-    )
-
-
-@pytest.mark.parametrize(
-    ("policy", "nodes", "output"),
-    [
-        pytest.param("Cluster", ("test-node", "node1", "node2"), "10.0.1.1:80, 10.0.1.2:80, 10.0.1.3:80", id="cluster"),
-        pytest.param("Local", ("test-node", "node1", "node2"), "10.0.1.1:80", id="local, one local endpoint"),
-        pytest.param("Local", ("test-node", "test-node", "node2"), "10.0.1.1:80, 10.0.1.2:80", id="local, two local"),
-        pytest.param("Local", ("node0", "node1", "node2"), "DROP", id="local, no local endpoints"),
-    ],
-)
-def test_internal_traffic_policy(policy, nodes, output):
-    """TestInternalTrafficPolicy."""
-    endpoints = tuple(ep(f"10.0.1.{i}", local=node == "test-node") for i, node in enumerate(nodes, 1))
-    s = svc("ns1", "svc1", "172.30.1.1", port_name="", internal_policy=policy, endpoints=endpoints)
-    run_flows(render([s]), [Flow("pod to ClusterIP", "10.0.0.2", "172.30.1.1", 80, output)])
-    run_flows(render([replace(s, endpoints=())]), [Flow("endpoints deleted", "10.0.0.2", "172.30.1.1", 80, "REJECT")])
-
-
-def terminating(ip: str, local: bool, serving: bool = True) -> Endpoint:
-    return ep(ip, local=local, ready=False, serving=serving, terminating=True)
-
-
-@pytest.mark.parametrize(
-    ("endpoints", "to_cluster_ip", "to_lb"),
-    [
-        pytest.param(
-            (
-                ep("10.0.1.1", local=True),
-                ep("10.0.1.2", local=True),
-                terminating("10.0.1.3", True),
-                terminating("10.0.1.4", True, serving=False),
-                ep("10.0.1.5"),
-            ),
-            "10.0.1.1:80, 10.0.1.2:80, 10.0.1.5:80",
-            "10.0.1.1:80, 10.0.1.2:80",
-            id="ready endpoints exist",
-        ),
-        pytest.param(
-            (
-                terminating("10.0.1.2", True),
-                terminating("10.0.1.3", True),
-                terminating("10.0.1.4", True, serving=False),
-                ep("10.0.1.5"),
-            ),
-            "10.0.1.5:80",
-            "10.0.1.2:80, 10.0.1.3:80",
-            id="only terminating endpoints exist",
-        ),
-        pytest.param(
-            (terminating("10.0.1.5", False),), "10.0.1.5:80", "DROP", id="terminating endpoints on remote node"
-        ),
-        pytest.param(
-            (terminating("10.0.1.5", True, serving=False), terminating("10.0.1.5", False, serving=False)),
-            "REJECT",
-            "REJECT",
-            id="no usable endpoints on any node",
-        ),
-    ],
-)
-def test_terminating_endpoints_traffic_policy_local(endpoints, to_cluster_ip, to_lb):
-    """TestTerminatingEndpointsTrafficPolicyLocal: ready endpoints, else serving+terminating ones,
-    chosen separately for the cluster-wide and the node-local list."""
-    s = svc(
-        "ns1",
-        "svc1",
-        "172.30.1.1",
-        port_name="",
-        load_balancer_ips=("1.2.3.4",),
-        health_check_node_port=30000,
-        external_policy="Local",
-        endpoints=endpoints,
-    )
-    run_flows(
-        render([s]),
-        [
-            Flow("pod to clusterIP", "10.0.0.2", "172.30.1.1", 80, to_cluster_ip),
-            Flow("external to LB", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, to_lb),
-        ],
-    )
-    run_flows(
-        render([replace(s, endpoints=())]),
-        [
-            Flow("pod to clusterIP after endpoints deleted", "10.0.0.2", "172.30.1.1", 80, "REJECT"),
-            Flow("external to LB after endpoints deleted", TEST_EXTERNAL_CLIENT, "1.2.3.4", 80, "REJECT"),
-        ],
-    )
-
-
-def masquerade_services() -> list[ServicePort]:
-    def endpoints(n: int) -> tuple[Endpoint, ...]:
-        return ep(f"10.180.0.{n}", local=True), ep(f"10.180.1.{n}")
-
-    return [
-        svc(
-            "ns1",
-            "svc1",
-            "172.30.0.41",
-            node_port=3001,
-            health_check_node_port=30001,
-            load_balancer_ips=("1.2.3.4",),
-            endpoints=endpoints(1),
-        ),
-        svc(
-            "ns2",
-            "svc2",
-            "172.30.0.42",
-            node_port=3002,
-            health_check_node_port=30002,
-            external_policy="Local",
-            load_balancer_ips=("5.6.7.8",),
-            endpoints=endpoints(2),
-        ),
-        svc(
-            "ns3",
-            "svc3",
-            "172.30.0.43",
-            node_port=3003,
-            health_check_node_port=30003,
-            internal_policy="Local",
-            load_balancer_ips=("9.10.11.12",),
-            endpoints=endpoints(3),
-        ),
-    ]
-
-
-POD, NODE, EXT = "10.0.0.2", TEST_NODE_IP, TEST_EXTERNAL_CLIENT
-ALL1, ALL2, ALL3 = "10.180.0.1:80, 10.180.1.1:80", "10.180.0.2:80, 10.180.1.2:80", "10.180.0.3:80, 10.180.1.3:80"
-MASQUERADE_FLOWS = [
-    Flow("pod to ClusterIP", POD, "172.30.0.41", 80, ALL1, False),
-    Flow("pod to NodePort", POD, NODE, 3001, ALL1, True),
-    Flow("pod to LB", POD, "1.2.3.4", 80, ALL1, True),
-    Flow("node to ClusterIP", NODE, "172.30.0.41", 80, ALL1, True),
-    Flow("node to NodePort", NODE, NODE, 3001, ALL1, True),
-    Flow("localhost to NodePort", "127.0.0.1", "127.0.0.1", 3001, ALL1, True),
-    Flow("node to LB", NODE, "1.2.3.4", 80, ALL1, True),
-    Flow("external to ClusterIP", EXT, "172.30.0.41", 80, ALL1, True),
-    Flow("external to NodePort", EXT, NODE, 3001, ALL1, True),
-    Flow("external to LB", EXT, "1.2.3.4", 80, ALL1, True),
-    Flow("pod to ClusterIP with eTP:Local", POD, "172.30.0.42", 80, ALL2, False),
-    Flow("pod to NodePort with eTP:Local", POD, NODE, 3002, ALL2, False),
-    Flow("pod to LB with eTP:Local", POD, "5.6.7.8", 80, ALL2, False),
-    Flow("node to ClusterIP with eTP:Local", NODE, "172.30.0.42", 80, ALL2, True),
-    Flow("node to NodePort with eTP:Local", NODE, NODE, 3001, ALL1, True),
-    Flow("localhost to NodePort with eTP:Local", "127.0.0.1", "127.0.0.1", 3002, ALL2, True),
-    Flow("node to LB with eTP:Local", NODE, "5.6.7.8", 80, ALL2, True),
-    Flow("external to ClusterIP with eTP:Local", EXT, "172.30.0.42", 80, ALL2, True),
-    Flow("external to NodePort with eTP:Local", EXT, NODE, 3002, "10.180.0.2:80", False),
-    Flow("external to LB with eTP:Local", EXT, "5.6.7.8", 80, "10.180.0.2:80", False),
-    Flow("pod to ClusterIP with iTP:Local", POD, "172.30.0.43", 80, "10.180.0.3:80", False),
-    Flow("pod to NodePort with iTP:Local", POD, NODE, 3003, ALL3, True),
-    Flow("pod to LB with iTP:Local", POD, "9.10.11.12", 80, ALL3, True),
-    Flow("node to ClusterIP with iTP:Local", NODE, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("node to NodePort with iTP:Local", NODE, NODE, 3003, ALL3, True),
-    Flow("localhost to NodePort with iTP:Local", "127.0.0.1", "127.0.0.1", 3003, ALL3, True),
-    Flow("node to LB with iTP:Local", NODE, "9.10.11.12", 80, ALL3, True),
-    Flow("external to ClusterIP with iTP:Local", EXT, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("external to NodePort with iTP:Local", EXT, NODE, 3003, ALL3, True),
-    Flow("external to LB with iTP:Local", EXT, "9.10.11.12", 80, ALL3, True),
-]
-# Without a local-traffic detector pods get no eTP:Local short-circuit, so only the local endpoint...
-NO_SHORT_CIRCUIT = {
-    "pod to NodePort with eTP:Local": {"output": "10.180.0.2:80"},
-    "pod to LB with eTP:Local": {"output": "10.180.0.2:80"},
-}
-# ...and all ClusterIP traffic is taken for pod traffic.
-NO_DETECTOR = {
-    **{
-        name: {"masq": False}
-        for name in (
-            "node to ClusterIP",
-            "node to ClusterIP with eTP:Local",
-            "node to ClusterIP with iTP:Local",
-            "external to ClusterIP",
-            "external to ClusterIP with eTP:Local",
-            "external to ClusterIP with iTP:Local",
-        )
-    },
-    **NO_SHORT_CIRCUIT,
-}
-MASQUERADE_ALL = {
-    name: {"masq": True}
-    for name in ("pod to ClusterIP", "pod to ClusterIP with eTP:Local", "pod to ClusterIP with iTP:Local")
-}
-
-
-@pytest.mark.parametrize(
-    ("masquerade_all", "detector", "overrides"),
-    [
-        pytest.param(False, True, {}, id="base"),
-        pytest.param(False, False, NO_DETECTOR, id="no LocalTrafficDetector"),
-        pytest.param(True, True, MASQUERADE_ALL, id="masqueradeAll"),
-        pytest.param(True, False, {**NO_SHORT_CIRCUIT, **MASQUERADE_ALL}, id="masqueradeAll, no LocalTrafficDetector"),
-    ],
-)
-def test_internal_external_masquerade(masquerade_all, detector, overrides):
-    """TestInternalExternalMasquerade."""
-    config = replace(FAKE, masquerade_all=masquerade_all, cluster_cidr="10.0.0.0/8" if detector else None)
-    flows = [replace(flow, **overrides.get(flow.name, {})) for flow in MASQUERADE_FLOWS]
-    run_flows(render(masquerade_services(), config), flows)
 
 
 # --- other kube-proxy behaviour ------------------------------------------------------------------
