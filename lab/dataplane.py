@@ -61,11 +61,11 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
         unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.load_balancer_ips}
         return NodeDataplane(
             "ipvs",
-            rules.iptables_restore(),
-            rules.ipset_restore(),
-            rules.ipvsadm_restore(),
-            tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
-            sysctls,
+            iptables=rules.iptables_restore(),
+            ipsets=rules.ipset_restore(),
+            ipvs=rules.ipvsadm_restore(),
+            dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
+            sysctls=sysctls,
         )
     if topo.cluster.proxy_mode == "nftables":
         return NodeDataplane("nftables", nft=render_nftables(services, config, [node.ip], version).script())

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.actors import install_actors
+from lab.attempts import run_probe
 from lab.dataplane import install
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import realize
 from lab.probe.session import Observation, ProbeSession
-from lab.verdict import Verdict, judge
+from lab.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -46,20 +48,25 @@ class VariantRun:
         return len(self.topology.probes) if self.skipped else 0
 
 
-IMPLEMENTED_MODES = ("iptables", "ipvs")
+IMPLEMENTED_MODES = ("iptables", "ipvs", "nftables")
 
 
 def cannot_run(topo: Topology) -> str:
     """Why this machine cannot run the variant ("" if it can)."""
     from lab.doctor import kernel_has, skip_reason
+    from lab.kubeproxy.nftables import check_nftables_version
 
     mode = topo.cluster.proxy_mode
+    if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
+        return problem
     if mode == "ipvs":
         for feature in ("ip_vs", "dummy"):
             if not kernel_has(feature):
                 return skip_reason(feature)
     if mode not in IMPLEMENTED_MODES:
         return f"proxyMode {mode} is not implemented in the lab yet"
+    if topo.cluster.cni == "routed-tunnel" and topo.cluster.tunnel != "auto" and not kernel_has(topo.cluster.tunnel):
+        return skip_reason(topo.cluster.tunnel)
     return ""
 
 
@@ -77,13 +84,14 @@ def run_variant(
     with realize(topo) as realized:
         built = time.perf_counter()
         install(realized)
+        install_actors(realized)
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:
             for probe in topo.probes:
                 if only is not None and probe.name not in only:
                     continue
-                observed = session.run(probe)
-                result = ProbeResult(topo, probe, observed, judge(probe.expected, observed))
+                observed, verdict = run_probe(session, probe, topo)
+                result = ProbeResult(topo, probe, observed, verdict)
                 results.append(result)
                 if on_result:
                     on_result(result)

@@ -15,15 +15,22 @@ from pydantic import ValidationError
 from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
 from lab.model.topology import (
+    ENTRY,
+    TUNNEL_NAME,
     Axis,
     ClusterSpec,
+    EgressSpec,
     EndpointSpec,
     Expected,
     ExternalSpec,
+    FrontendSpec,
+    LoadBalancerSpec,
+    MasqAgentSpec,
     NodeSpec,
     PodSpec,
     PortSpec,
     ProbeSpec,
+    RouteSpec,
     ServicePortSpec,
     ServiceSpec,
     Topology,
@@ -37,9 +44,14 @@ CLUSTER_AXES = {
     "kubeProxyClusterCIDR",
     "hairpinMode",
     "brNetfilter",
+    "cni",
+    "ipvsBindLoadBalancerIPs",
 }
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
 NODE_PORT_RANGE = range(30000, 32768)
+# kube-proxy honours status.loadBalancer.ingress[].ipMode from 1.30 (LoadBalancerIPMode beta, on by default;
+# alpha and off by default in 1.29). Before, an ipMode: Proxy address is programmed like any other.
+IP_MODE_SINCE = 30
 
 
 @dataclass(frozen=True)
@@ -152,8 +164,11 @@ class _Resolver:
         cluster = self._cluster()
         nodes = self._nodes(cluster)
         externals = self._externals(cluster, nodes)
-        pods = self._pods(nodes)
+        pods = self._pods(cluster, nodes)
         services = self._services(cluster, nodes, pods)
+        egress = self._egress(cluster, nodes)
+        balancers = self._load_balancers(cluster, nodes, externals, services, egress)
+        claimed = {f.vip for lb in balancers for f in lb.frontends}
         topo = Topology(
             scenario=self.f.name,
             file=self.src.file,
@@ -165,7 +180,10 @@ class _Resolver:
             services=services,
             probes=(),
             description=self.f.description,
-            lb_routes=self._lb_routes(nodes, services),
+            lb_routes=tuple(r for r in self._lb_routes(nodes, services) if r[0] not in claimed),
+            load_balancers=balancers,
+            egress=egress,
+            masq_agent=self._masq_agent(nodes),
         )
         return Topology(**{**topo.__dict__, "probes": self._probes(topo)})
 
@@ -188,6 +206,9 @@ class _Resolver:
             underlay=c.underlay,
             gateway_ip=next(_hosts(c.underlay)),
             br_netfilter=c.br_netfilter,
+            cni=c.cni,
+            tunnel=c.tunnel,
+            ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
         )
 
     def _unique(self, kind: str, items: list[tuple[FieldPath, str]]) -> None:
@@ -220,16 +241,89 @@ class _Resolver:
                         ("nodes", i, "podCIDR"),
                         f"{n.pod_cidr} overlaps {self.f.nodes[j].name}'s {self.f.nodes[j].pod_cidr}",
                     )
-            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(_hosts(n.pod_cidr)), tuple(sorted(n.labels.items()))))
+            labels = tuple(sorted(n.labels.items()))
+            if cluster.cni == "routed-tunnel":
+                # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
+                block = ipaddress.IPv4Network(n.pod_cidr)
+                nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, "", labels, str(block.network_address)))
+            else:
+                nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(_hosts(n.pod_cidr)), labels))
         self._unique("node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
         self._unique("address", [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)])
         return tuple(nodes)
 
+    def _disjoint(self, path: FieldPath, cidr: str, cluster: ClusterSpec, what: str) -> None:
+        nets = {"underlay": cluster.underlay, "clusterCIDR": cluster.cluster_cidr, "serviceCIDR": cluster.service_cidr}
+        for name, net in nets.items():
+            if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(net)):
+                raise self.src.error(path, f"{what} {cidr} overlaps {name} {net}")
+
     def _externals(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[ExternalSpec, ...]:
+        declared = self.f.external_hosts
+        routers = {h.name: (i, h) for i, h in enumerate(declared) if h.network}
+        lans: list[tuple[FieldPath, str]] = []
+        for i, h in routers.values():
+            assert h.network is not None
+            path: FieldPath = ("externalHosts", i, "network")
+            self._disjoint(path, h.network, cluster, "network")
+            for other_path, other in lans:
+                if ipaddress.IPv4Network(h.network).overlaps(ipaddress.IPv4Network(other)):
+                    raise self.src.error(path, f"{h.network} overlaps {other} (line {self.src.line_of(other_path)})")
+            if ipaddress.IPv4Network(h.network).num_addresses < 4:
+                raise self.src.error(path, f"{h.network} is too small for a router and a host; use /30 or larger")
+            lans.append((path, h.network))
+        underlay_names = {n.name: n.ip for n in nodes} | {h.name: h.ip for h in declared if not h.behind}
         hosts = []
-        for i, h in enumerate(self.f.external_hosts):
-            self._underlay_address(("externalHosts", i, "ip"), h.ip, cluster)
-            hosts.append(ExternalSpec(h.name, h.ip))
+        for i, h in enumerate(declared):
+            path = ("externalHosts", i)
+            if h.behind:
+                if h.behind not in routers:
+                    known = ", ".join(sorted(routers)) or "none: give a host a `network`"
+                    raise self.src.error((*path, "behind"), f"{h.behind!r} is not a router; routers: {known}")
+                if h.network or h.routes:
+                    raise self.src.error((*path, "behind"), "a host behind a router cannot route itself")
+                lan = routers[h.behind][1].network
+                assert lan is not None
+                net = ipaddress.IPv4Network(lan)
+                if not _inside(h.ip, lan):
+                    raise self.src.error((*path, "ip"), f"{h.ip} is outside {h.behind}'s network {lan}")
+                if h.ip in (str(net.network_address), str(net.broadcast_address), next(_hosts(lan))):
+                    raise self.src.error(
+                        (*path, "ip"), f"{h.ip} is reserved in {lan} (network, broadcast or the router's address)"
+                    )
+            else:
+                self._underlay_address((*path, "ip"), h.ip, cluster)
+            routes = []
+            for j, r in enumerate(h.routes):
+                if h.behind:
+                    raise self.src.error((*path, "routes"), "only a host on the underlay can route")
+                hops = []
+                for k, hop in enumerate(r.via):
+                    hpath: FieldPath = (*path, "routes", j, "via", k)
+                    if hop == h.name:
+                        raise self.src.error(hpath, "a route cannot point at its own router")
+                    if hop in underlay_names:
+                        hops.append(underlay_names[hop])
+                        continue
+                    try:
+                        ipaddress.IPv4Address(hop)
+                    except ValueError:
+                        known = ", ".join(sorted(underlay_names))
+                        raise self.src.error(
+                            hpath, f"unknown next hop {hop!r}: a node, a host on the underlay ({known}) or an address"
+                        ) from None
+                    if not _inside(hop, cluster.underlay):
+                        raise self.src.error(hpath, f"{hop} is not on the underlay {cluster.underlay}: not a next hop")
+                    hops.append(hop)
+                if len(set(hops)) != len(hops):
+                    raise self.src.error((*path, "routes", j, "via"), "a next hop is listed twice")
+                routes.append(RouteSpec(r.to, tuple(hops)))
+            if h.masquerade and not h.network:
+                raise self.src.error((*path, "masquerade"), "only a router with a `network` can masquerade its hosts")
+            lan_ip = next(_hosts(h.network)) if h.network else ""
+            hosts.append(
+                ExternalSpec(h.name, h.ip, h.network or "", lan_ip, tuple(routes), h.masquerade, h.behind or "")
+            )
         named = [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)]
         self._unique("name", named + [(("externalHosts", i, "name"), h.name) for i, h in enumerate(hosts)])
         addressed = [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)]
@@ -248,8 +342,10 @@ class _Resolver:
             raise self.src.error((*path, "nodeSelector"), f"{spec.node_selector} matches no node's labels")
         return match
 
-    def _pods(self, nodes: tuple[NodeSpec, ...]) -> tuple[PodSpec, ...]:
-        free = {n.name: list(_hosts(n.pod_cidr))[1:] for n in nodes}
+    def _pods(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[PodSpec, ...]:
+        # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
+        skip = 0 if cluster.cni == "routed-tunnel" else 1
+        free = {n.name: list(_hosts(n.pod_cidr))[skip:] for n in nodes}
         wanted: list[tuple[FieldPath, str, str, NodeSpec, dict[str, str], k8s.PodSpec, str | None, bool]] = []
         for i, m in enumerate(self.f.workload):
             path: FieldPath = ("workload", i)
@@ -338,12 +434,14 @@ class _Resolver:
                 node_port = (p.node_port or next(free_ports)) if external else 0
                 eps = self._endpoints((*path, "ports", j), p, selected)
                 ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
-            lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP"]
-            if spec.load_balancer_ip and not lb_ips:
-                lb_ips = [spec.load_balancer_ip]
-            if lb_ips and spec.type != "LoadBalancer":
+            ingress = [ing.ip for ing in m.status.load_balancer.ingress]
+            honours_ip_mode = int(cluster.kube_version.split(".")[1]) >= IP_MODE_SINCE
+            lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honours_ip_mode]
+            if spec.load_balancer_ip and not ingress:
+                lb_ips = ingress = [spec.load_balancer_ip]
+            if ingress and spec.type != "LoadBalancer":
                 raise self.src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
-            for k, ip in enumerate(spec.external_ips + lb_ips):
+            for k, ip in enumerate(spec.external_ips + ingress):
                 ipaddress.IPv4Address(ip)
                 if _inside(ip, cluster.service_cidr) or _inside(ip, cluster.cluster_cidr):
                     raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
@@ -365,6 +463,7 @@ class _Resolver:
                     affinity_timeout=spec.session_affinity_config.client_ip.timeout_seconds
                     if spec.session_affinity == "ClientIP"
                     else 0,
+                    ingress_ips=tuple(ingress),
                 )
             )
         self._unique(
@@ -411,6 +510,152 @@ class _Resolver:
                     routes.setdefault(vip, target.ip)
         return tuple(routes.items())
 
+    def _node_names(self, path: FieldPath, names: list[str], nodes: tuple[NodeSpec, ...]) -> tuple[str, ...]:
+        known = [n.name for n in nodes]
+        for k, name in enumerate(names):
+            if name not in known:
+                raise self.src.error((*path, k), f"unknown node {name!r}; expected one of {', '.join(known)}")
+        if len(set(names)) != len(names):
+            raise self.src.error(path, "a node is listed twice")
+        return tuple(names)
+
+    def _egress(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> EgressSpec | None:
+        g = self.f.egress_gateway
+        if g is None:
+            return None
+        path: FieldPath = ("egressGateway",)
+        for k, cidr in enumerate(g.destinations):
+            self._disjoint((*path, "destinations", k), cidr, cluster, "destination")
+        known = {n.name for n in nodes}
+        for node, address in g.node_addresses.items():
+            if node not in known:
+                raise self.src.error(
+                    (*path, "nodeAddresses", node), f"unknown node {node!r}; expected one of {', '.join(sorted(known))}"
+                )
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                raise self.src.error((*path, "nodeAddresses", node), f"{address!r} is not an IPv4 address") from None
+        public = [((*path, "address"), g.address)] if g.address else []
+        public += [((*path, "nodeAddresses", n), a) for n, a in g.node_addresses.items()]
+        for where, address in public:
+            for net in (cluster.underlay, cluster.cluster_cidr, cluster.service_cidr):
+                if _inside(address, net):
+                    raise self.src.error(where, f"{address} is inside {net}: a public address is outside the cluster")
+        self._unique("public address", [(where, a) for where, a in public])
+        if not public:
+            raise self.src.error(path, "give `address` (every node's) or `nodeAddresses` (an elastic IP per node)")
+        return EgressSpec(tuple(g.destinations), g.address or "", tuple(g.node_addresses.items()))
+
+    def _masq_agent(self, nodes: tuple[NodeSpec, ...]) -> MasqAgentSpec | None:
+        a = self.f.ip_masq_agent
+        if a is None:
+            return None
+        chosen = self._node_names(("ipMasqAgent", "nodes"), a.nodes, nodes) if a.nodes is not None else None
+        return MasqAgentSpec(tuple(a.non_masquerade_cidrs), chosen or tuple(n.name for n in nodes))
+
+    def _load_balancers(
+        self,
+        cluster: ClusterSpec,
+        nodes: tuple[NodeSpec, ...],
+        externals: tuple[ExternalSpec, ...],
+        services: tuple[ServiceSpec, ...],
+        egress: EgressSpec | None,
+    ) -> tuple[LoadBalancerSpec, ...]:
+        lb_services = [s for s in services if s.type == "LoadBalancer" and s.ingress_ips]
+        claimed: dict[str, FieldPath] = {}
+        wanted: list[tuple[int, schema.LoadBalancer, list[ServiceSpec]]] = []
+        for i, lb in enumerate(self.f.load_balancers):
+            path: FieldPath = ("loadBalancers", i)
+            if lb.services is None:
+                wanted.append((i, lb, []))
+                continue
+            chosen = []
+            for k, ref in enumerate(lb.services):
+                ns, _, name = ref.rpartition("/")
+                svc = next((s for s in services if s.name == name and s.namespace == (ns or "default")), None)
+                spath: FieldPath = (*path, "services", k)
+                if svc is None:
+                    raise self.src.error(spath, f"no Service {ns or 'default'}/{name} in the workload")
+                if svc.type != "LoadBalancer" or not svc.ingress_ips:
+                    raise self.src.error(
+                        spath,
+                        f"Service {svc.namespace}/{svc.name} has no load balancer IP (type LoadBalancer, "
+                        "status.loadBalancer.ingress or loadBalancerIP)",
+                    )
+                key = f"{svc.namespace}/{svc.name}"
+                if key in claimed:
+                    raise self.src.error(
+                        spath, f"{key} is already served by the load balancer at line {self.src.line_of(claimed[key])}"
+                    )
+                claimed[key] = spath
+                chosen.append(svc)
+            wanted.append((i, lb, chosen))
+        defaults = [i for i, lb, _ in wanted if lb.services is None]
+        if len(defaults) > 1:
+            raise self.src.error(("loadBalancers", defaults[1]), "only one load balancer may leave out `services`")
+        balancers = []
+        for i, lb, chosen in wanted:
+            path = ("loadBalancers", i)
+            if lb.services is None:
+                chosen = [s for s in lb_services if f"{s.namespace}/{s.name}" not in claimed]
+            pool = self._node_names((*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
+            if lb.forward == "vip" and lb.avoid_source_backend:
+                raise self.src.error(
+                    (*path, "avoidSourceBackend"), "needs `forward: nodePort` (a routed VIP has one next hop)"
+                )
+            address = lb.address or cluster.gateway_ip
+            taken = {n.ip: n.name for n in nodes} | {e.ip: e.name for e in externals}
+            if address in taken:
+                raise self.src.error((*path, "address"), f"{address} is already {taken[address]}'s address")
+            for net in (cluster.cluster_cidr, cluster.service_cidr):
+                if _inside(address, net):
+                    raise self.src.error((*path, "address"), f"{address} is inside {net}")
+            frontends = []
+            for svc in chosen:
+                for vip in svc.ingress_ips:
+                    if _inside(vip, cluster.underlay):
+                        raise self.src.error(
+                            (*path, "services"),
+                            f"{svc.name}'s load balancer IP {vip} is inside the underlay {cluster.underlay}: nodes "
+                            "would look for it on their own link instead of routing it to the load balancer",
+                        )
+                    behind = bool(egress) and any(_inside(vip, d) for d in egress.destinations)  # type: ignore[union-attr]
+                    for port in svc.ports:
+                        if lb.forward == "nodePort" and not port.node_port:
+                            raise self.src.error((*path, "services"), f"{svc.name} has no NodePort to forward to")
+                        frontends.append(
+                            FrontendSpec(
+                                f"{svc.namespace}/{svc.name}",
+                                vip,
+                                port.port,
+                                port.protocol,
+                                port.node_port,
+                                svc.health_check_node_port if svc.external_policy == "Local" else 0,
+                                behind,
+                            )
+                        )
+            balancers.append(
+                LoadBalancerSpec(
+                    name=lb.name,
+                    address=address,
+                    source=lb.source,
+                    forward=lb.forward,
+                    pool=pool or tuple(n.name for n in nodes),
+                    health_check=lb.health_check,
+                    avoid_source_backend=lb.avoid_source_backend,
+                    frontends=tuple(frontends),
+                )
+            )
+        self._unique("load balancer name", [(("loadBalancers", i, "name"), lb.name) for i, lb, _ in wanted])
+        vips = [
+            (("loadBalancers", i), f.vip + f":{f.port}/{f.protocol}")
+            for (i, _, _), b in zip(wanted, balancers, strict=True)
+            for f in b.frontends
+        ]
+        self._unique("load balancer frontend", vips)
+        return tuple(balancers)
+
     def _probes(self, topo: Topology) -> tuple[ProbeSpec, ...]:
         actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
         probes = []
@@ -432,6 +677,7 @@ class _Resolver:
                     protocol=p.protocol or protocol,
                     expected=self._expected(path, p, topo),
                     why=p.why,
+                    attempts=p.attempts,
                 )
             )
         self._unique("probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
@@ -463,7 +709,7 @@ class _Resolver:
                 raise self.src.error((*path, "via"), f"Service {svc.name} is {svc.type}: it has no NodePort")
             assert node is not None
             return node.ip, port.node_port, port.protocol, f"{label} on {node.name}"
-        vips = svc.external_ips if to.via == "externalIP" else svc.load_balancer_ips
+        vips = svc.external_ips if to.via == "externalIP" else svc.ingress_ips
         if not vips:
             raise self.src.error((*path, "via"), f"Service {svc.name} has no {to.via} address")
         return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
@@ -487,6 +733,28 @@ class _Resolver:
             (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
         )
 
+    def _source_name(self, path: FieldPath, name: str, topo: Topology) -> str | None:
+        """The address of a source name; None for a name relative to the entry node (checked here)."""
+        if name == ENTRY or name.startswith(ENTRY + "/"):
+            suffix = name[len(ENTRY) :]
+            allowed = {"", "/eth0", "/cni0" if topo.cluster.cni == "bridge" else f"/{TUNNEL_NAME}"}
+            if suffix not in allowed:
+                raise self.src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
+            return None
+        by_name = {n: ip for ip, n in topo.address_names().items()}
+        by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
+        if name in by_name:
+            return by_name[name]
+        try:
+            return str(ipaddress.IPv4Address(name))
+        except ValueError:
+            tunnel = f", node/{TUNNEL_NAME}" if topo.cluster.cni == "routed-tunnel" else ""
+            raise self.src.error(
+                path,
+                f"{name!r} is neither an address nor a known name (a pod, node, node/cni0, node/eth0{tunnel}, "
+                f"external host, or {ENTRY}, {ENTRY}/...: the node the connection entered through)",
+            ) from None
+
     def _expectation(self, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
         pods = {p.name for p in topo.pods}
         backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
@@ -495,22 +763,18 @@ class _Resolver:
                 raise self.src.error(
                     (*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(pods))}"
                 )
-        if e.node and e.node not in {n.name for n in topo.nodes}:
+        nodes = [n.name for n in topo.nodes]
+        if e.node and e.node not in nodes and e.node != ENTRY:
             raise self.src.error((*path, "node"), f"unknown node {e.node!r}")
-        source_ip = None
-        if e.source:
-            by_name = {name: ip for ip, name in topo.address_names().items()}
-            by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
-            source_ip = by_name.get(e.source)
-            if source_ip is None:
-                try:
-                    source_ip = str(ipaddress.IPv4Address(e.source))
-                except ValueError:
-                    raise self.src.error(
-                        (*path, "source"),
-                        f"{e.source!r} is neither an address nor a known name "
-                        "(a pod, node, node/cni0, node/eth0 or external host)",
-                    ) from None
+        entries = self._node_names((*path, "entries"), e.entries, topo.nodes)
+        source = source_ip = local = remote = None
+        if isinstance(e.source, schema.SourceByPlacement):
+            self._source_name((*path, "source", "local"), e.source.local, topo)
+            self._source_name((*path, "source", "remote"), e.source.remote, topo)
+            local, remote = e.source.local, e.source.remote
+            source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
+        elif e.source:
+            source, source_ip = e.source, self._source_name((*path, "source"), e.source, topo)
         if e.outcome != "delivered" and (backends or e.node or e.source):
             raise self.src.error((*path, "outcome"), "backend, node and source only make sense when delivered")
-        return Expected(e.outcome, backends, e.node, e.source, source_ip)
+        return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries)

@@ -34,7 +34,9 @@ class Cluster(Strict):
     cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
     kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
     service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
-    cni: Literal["bridge"] = "bridge"
+    cni: Literal["bridge", "routed-tunnel"] = "bridge"
+    tunnel: Literal["auto", "ipip", "vxlan"] = "auto"
+    ipvs_bind_load_balancer_ips: bool = Field(True, alias="ipvsBindLoadBalancerIPs")
     hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
     underlay: str = "192.168.56.0/24"
     br_netfilter: bool = Field(True, alias="brNetfilter")
@@ -60,11 +62,69 @@ class Node(Strict):
     _cidr = field_validator("pod_cidr")(_network)
 
 
+class Route(Strict):
+    to: str
+    via: list[str] = Field(min_length=1)
+
+    _to = field_validator("to")(_network)
+
+
 class ExternalHost(Strict):
     name: Name
     ip: str
+    network: str | None = None  # a router's own LAN: it takes the first address, `behind` hosts live there
+    routes: list[Route] = []
+    masquerade: bool = False
+    behind: str | None = None
 
     _ip = field_validator("ip")(_address)
+
+    @field_validator("network")
+    @classmethod
+    def _lan(cls, value: str | None) -> str | None:
+        return _network(value) if value is not None else None
+
+
+class LoadBalancer(Strict):
+    name: Name = "lb"
+    services: list[str] | None = None  # "name" or "namespace/name"; None: every LoadBalancer Service left over
+    address: str | None = None
+    source: Literal["preserve", "snat"] = "preserve"
+    forward: Literal["nodePort", "vip"] = "nodePort"
+    nodes: list[str] | None = None
+    health_check: bool = Field(True, alias="healthCheck")
+    avoid_source_backend: bool = Field(False, alias="avoidSourceBackend")
+
+    @field_validator("address")
+    @classmethod
+    def _own(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
+
+
+class EgressGateway(Strict):
+    destinations: list[str] = Field(min_length=1)
+    address: str | None = None
+    node_addresses: dict[str, str] = Field({}, alias="nodeAddresses")
+
+    @field_validator("destinations")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [_network(v) for v in value]
+
+    @field_validator("address")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
+
+
+class IpMasqAgent(Strict):
+    non_masquerade_cidrs: list[str] = Field(alias="nonMasqueradeCIDRs")
+    nodes: list[str] | None = None
+
+    @field_validator("non_masquerade_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [_network(v) for v in value]
 
 
 class Target(Strict):
@@ -93,12 +153,20 @@ class Target(Strict):
         return self
 
 
+class SourceByPlacement(Strict):
+    """The source a backend sees, depending on whether it runs on the node the connection entered through."""
+
+    local: str
+    remote: str
+
+
 class Expectation(Strict):
     when: dict[str, str | bool] = {}
     outcome: Outcome = "delivered"
     backend: str | list[str] | None = None
     node: str | None = None
-    source: str | None = None
+    source: str | SourceByPlacement | None = None
+    entries: list[str] = []
 
     @field_validator("when", mode="before")
     @classmethod
@@ -113,6 +181,7 @@ class Probe(Strict):
     protocol: Literal["TCP", "UDP"] | None = None
     expect: Expectation | list[Expectation]
     why: str = ""
+    attempts: int = Field(1, ge=1, le=64)
 
 
 MatrixValue = str | bool
@@ -124,6 +193,9 @@ class ScenarioFile(Strict):
     cluster: Cluster = Cluster()
     nodes: list[Node] = Field(min_length=1)
     external_hosts: list[ExternalHost] = Field([], alias="externalHosts")
+    load_balancers: list[LoadBalancer] = Field([], alias="loadBalancers")
+    egress_gateway: EgressGateway | None = Field(None, alias="egressGateway")
+    ip_masq_agent: IpMasqAgent | None = Field(None, alias="ipMasqAgent")
     workload: list[Manifest] = []
     probes: list[Probe] = Field(min_length=1)
     matrix: dict[str, list[MatrixValue]] = {}

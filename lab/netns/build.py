@@ -2,11 +2,23 @@
 
 Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's namespace):
   fabric   bridge br0 = the shared L2 underlay; its address is the underlay gateway, which also
-           routes external/LB VIPs to a node (a pass-through load balancer)
-  node     eth0 on the underlay, bridge cni0 holding the pod CIDR's first address, routes to the
-           other nodes' pod CIDRs, forwarding and br_netfilter as kubelet/CNI leave them
-  pod      eth0 (veth into the node's cni0), default route via cni0
-  external eth0 on the underlay, default route via the gateway
+           routes external/LB VIPs to a node (a pass-through load balancer), and routes each
+           router's LAN to that router. With load balancers or an egress gateway (lab/actors.py)
+           it sends no ICMP redirects and tracks bridged traffic too (bridge-nf-call-iptables), so
+           a load balancer's NAT is undone on answers that go from node to node over the underlay,
+           as a cloud network does wherever the answer travels.
+  node     eth0 on the underlay, forwarding and br_netfilter as kubelet/CNI leave them, and per cni:
+           bridge         cni0 holding the pod CIDR's first address, routes to the other nodes' pod CIDRs
+                          via their underlay addresses
+           routed-tunnel  no bridge: a /32 route per pod to its veth (proxy ARP answers the pods' gateway
+                          169.254.1.1, as Calico does); a tunnel device with the pod block's first (network)
+                          address, the other nodes' pod CIDRs routed through it: ipip `tunl0` where the kernel
+                          has ipip, else VXLAN `vxlan.calico` with static neighbour and FDB entries
+  pod      eth0 (veth into the node's cni0), default route via cni0; routed-tunnel: eth0 with the pod's
+           /32, default route via 169.254.1.1
+  external eth0 on the underlay, default route via the gateway; a router (a host with `network` or
+           `routes`) forwards, hashes multipath routes on L4 (fib_multipath_hash_policy=1) and holds
+           bridge lan0 with its network's first address; a host `behind` it hangs off lan0
 Interfaces are created straight into their namespaces (veth with a peer namespace), never in the host.
 """
 
@@ -14,16 +26,37 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from lab.model.topology import NodeSpec, PodSpec, Topology
+from lab.model.topology import ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.netns.enter import ensure_br_netfilter, write_sysctls
 from lab.netns.links import NetBuilder
 from lab.netns.runs import new_prefix, release, remove_namespaces
 
 FABRIC = "fabric"
+LAN_BRIDGE = "lan0"
+POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local address, answered by proxy ARP
+VXLAN_DEVICE = "vxlan.calico"
+VXLAN_ID, VXLAN_PORT = 4096, 4789
+RTNH_F_ONLINK = 4
+SCOPE_LINK = 253
+
+
+def tunnel_kind(topo: Topology) -> str:
+    """Which device carries cni routed-tunnel here: ipip where the kernel has it, else VXLAN ("" for bridge)."""
+    if topo.cluster.cni != "routed-tunnel":
+        return ""
+    if topo.cluster.tunnel != "auto":
+        return topo.cluster.tunnel
+    from lab.doctor import kernel_has
+
+    return "ipip" if kernel_has("ipip") else "vxlan"
+
+
+def _vtep_mac(index: int) -> str:
+    return f"66:ee:00:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
 @dataclass
@@ -35,6 +68,9 @@ class Realized:
     namespaces: dict[str, str]
     seconds: float = 0.0
     pod_ports: dict[str, str] = field(default_factory=dict)  # pod → its veth on the node's cni0
+    tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
+    closers: list[Callable[[], None]] = field(default_factory=list)  # things to stop before the namespaces go
+    lb_decisions: list[object] = field(default_factory=list)  # lab.actors.Decision: what each LB chose, and why
 
     def ns_of(self, actor: str) -> str:
         pod = next((p for p in self.topology.pods if p.name == actor), None)
@@ -43,8 +79,12 @@ class Realized:
         return self.namespaces[actor]
 
     def teardown(self) -> None:
-        remove_namespaces(list(self.namespaces.values()))
-        release(self.prefix)
+        try:
+            while self.closers:
+                self.closers.pop()()
+        finally:
+            remove_namespaces(list(self.namespaces.values()))
+            release(self.prefix)
 
 
 def _prefixlen(cidr: str) -> int:
@@ -60,27 +100,54 @@ class _Builder(NetBuilder):
     def __init__(self, topo: Topology, prefix: str, stack: ExitStack) -> None:
         super().__init__(prefix, stack)
         self.topo = topo
+        self.tunnel = tunnel_kind(topo)
+        self.tunnel_device = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}.get(self.tunnel, "")
 
     def fabric(self) -> None:
         self.open(FABRIC)
         underlay = self.topo.cluster.underlay
         self.bridge(FABRIC, "br0", self.topo.cluster.gateway_ip, _prefixlen(underlay))
-        write_sysctls(self.ns(FABRIC), {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "0"})
+        sysctls = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "0"}
+        if self.topo.has_actors:
+            sysctls |= {f"net.ipv4.conf.{d}.send_redirects": "0" for d in ("all", "default", "br0")}
+            if self.topo.load_balancers or self.topo.egress:
+                sysctls["net.bridge.bridge-nf-call-iptables"] = "1"
+        write_sysctls(self.ns(FABRIC), sysctls)
+        owned = {self.topo.cluster.gateway_ip}
+        for lb in self.topo.load_balancers:
+            if lb.address not in owned:
+                owned.add(lb.address)
+                inside = ipaddress.IPv4Address(lb.address) in ipaddress.IPv4Network(underlay)
+                self.ipr[FABRIC].addr(
+                    "add",
+                    index=self.index(FABRIC, "br0"),
+                    address=lb.address,
+                    prefixlen=_prefixlen(underlay) if inside else 32,
+                )
 
     def attach_to_underlay(self, actor: str, ip: str) -> None:
         self.veth(actor, "eth0", FABRIC, actor[:15])
         self.up(FABRIC, actor[:15], master=self.index(FABRIC, "br0"))
+        if (self.topo.load_balancers or self.topo.egress) and actor in {n.name for n in self.topo.nodes}:
+            # br_netfilter DNATs a load balancer's frame at the bridge: sent back to the node it came from,
+            # the bridge would need hairpin mode on that port (a cloud network delivers it, so allow it).
+            self.ipr[FABRIC].brport("set", index=self.index(FABRIC, actor[:15]), mode=1)
         self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay))
         self.ipr[actor].route("add", dst="0.0.0.0/0", gateway=self.topo.cluster.gateway_ip)
 
     def node(self, node: NodeSpec) -> None:
         self.open(node.name)
         self.attach_to_underlay(node.name, node.ip)
-        promisc = {"flags": 0x100, "change": 0x100} if self.topo.cluster.hairpin_mode == "promiscuous-bridge" else {}
-        self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr), **promisc)
-        for other in self.topo.nodes:
-            if other.name != node.name:
-                self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)
+        if self.topo.cluster.cni == "routed-tunnel":
+            self.tunnel_to_other_nodes(node)
+        else:
+            promisc = (
+                {"flags": 0x100, "change": 0x100} if self.topo.cluster.hairpin_mode == "promiscuous-bridge" else {}
+            )
+            self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr), **promisc)
+            for other in self.topo.nodes:
+                if other.name != node.name:
+                    self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)
         write_sysctls(
             self.ns(node.name),
             {
@@ -91,11 +158,64 @@ class _Builder(NetBuilder):
             },
         )
 
+    def tunnel_to_other_nodes(self, node: NodeSpec) -> None:
+        """Calico's node: the tunnel device with an address from the pod block, other blocks through it."""
+        ipr, others = self.ipr[node.name], [n for n in self.topo.nodes if n.name != node.name]
+        eth0 = self.index(node.name, "eth0")
+        if self.tunnel == "ipip":
+            # Loading ipip gives every namespace a fallback tunl0 (remote any): Calico configures exactly that
+            # one. Where the fallback is off (fb_tunnels_only_for_init_net), make a device like it.
+            if not ipr.link_lookup(ifname="tunl0"):
+                ipr.link("add", ifname="tunl0", kind="ipip")
+            dev = self.up(node.name, "tunl0", node.tunnel_ip, 32)
+            if dev < eth0:
+                # The fallback tunl0 is born with the namespace, before eth0; on a real node the NIC comes
+                # first. Masquerade through an interface without an address (a pod's veth) takes the first
+                # address in device order (lo first, by design), so put the node's address on lo to keep
+                # the real order's answer (the node's IP) rather than tunl0's.
+                ipr.addr("add", index=self.index(node.name, "lo"), address=node.ip, prefixlen=32)
+            for other in others:
+                ipr.route("add", dst=other.pod_cidr, gateway=other.ip, oif=dev, flags=RTNH_F_ONLINK)
+        else:
+            mine = self.topo.nodes.index(node) + 1
+            ipr.link(
+                "add",
+                ifname=VXLAN_DEVICE,
+                kind="vxlan",
+                vxlan_id=VXLAN_ID,
+                vxlan_local=node.ip,
+                vxlan_link=eth0,
+                vxlan_port=VXLAN_PORT,
+                vxlan_learning=0,
+                address=_vtep_mac(mine),
+            )
+            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32)
+            for other in others:
+                mac = _vtep_mac(self.topo.nodes.index(other) + 1)
+                ipr.neigh("add", dst=other.tunnel_ip, lladdr=mac, ifindex=dev, state=0x80)  # NUD_PERMANENT
+                ipr.fdb("append", ifindex=dev, lladdr=mac, dst=other.ip)
+                ipr.route("add", dst=other.pod_cidr, gateway=other.tunnel_ip, oif=dev, flags=RTNH_F_ONLINK)
+        # Calico's own block: anything in it without a pod route goes nowhere.
+        ipr.route("add", dst=node.pod_cidr, type="blackhole")
+
+    def routed_pod(self, node: NodeSpec, pod: PodSpec, port: str) -> None:
+        host = self.up(node.name, port)
+        write_sysctls(
+            self.ns(node.name), {f"net.ipv4.conf.{port}.proxy_arp": "1", f"net.ipv4.neigh.{port}.proxy_delay": "0"}
+        )
+        self.ipr[node.name].route("add", dst=f"{pod.ip}/32", oif=host, scope=SCOPE_LINK)
+        eth0 = self.up(pod.name, "eth0", pod.ip, 32)
+        self.ipr[pod.name].route("add", dst=f"{POD_GATEWAY}/32", oif=eth0, scope=SCOPE_LINK)
+        self.ipr[pod.name].route("add", dst="0.0.0.0/0", gateway=POD_GATEWAY, oif=eth0)
+
     def pod(self, pod: PodSpec, index: int) -> str:
         node = self.topo.node(pod.node)
         self.open(pod.name)
         port = _veth_name(pod, index)
         self.veth(node.name, port, pod.name, "eth0")
+        if self.topo.cluster.cni == "routed-tunnel":
+            self.routed_pod(node, pod, port)
+            return port
         self.up(node.name, port, master=self.index(node.name, "cni0"))
         if self.topo.cluster.hairpin_mode == "hairpin-veth":
             self.ipr[node.name].brport("set", index=self.index(node.name, port), mode=1)
@@ -106,6 +226,35 @@ class _Builder(NetBuilder):
     def routes_to_vips(self) -> None:
         for vip, via in self.topo.lb_routes:
             self.ipr[FABRIC].route("add", dst=f"{vip}/32", gateway=via)
+        if (self.topo.load_balancers or self.topo.egress) and self.topo.cluster.cni == "bridge":
+            # A cloud network routes each node's pod CIDR to it (VPC routes, TKE's GlobalRouter): answers a load
+            # balancer or the egress gateway un-NATs back to a pod address find their way.
+            for node in self.topo.nodes:
+                self.ipr[FABRIC].route("add", dst=node.pod_cidr, gateway=node.ip)
+
+    def external(self, ext: ExternalSpec) -> None:
+        self.open(ext.name)
+        if ext.behind:
+            router = next(e for e in self.topo.externals if e.name == ext.behind)
+            self.veth(ext.name, "eth0", router.name, ext.name[:15])
+            self.up(router.name, ext.name[:15], master=self.index(router.name, LAN_BRIDGE))
+            self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))
+            self.ipr[ext.name].route("add", dst="0.0.0.0/0", gateway=router.lan_ip)
+            return
+        self.attach_to_underlay(ext.name, ext.ip)
+        if not ext.is_router:
+            return
+        write_sysctls(self.ns(ext.name), {"net.ipv4.ip_forward": "1", "net.ipv4.fib_multipath_hash_policy": "1"})
+        if ext.network:
+            self.bridge(ext.name, LAN_BRIDGE, ext.lan_ip, _prefixlen(ext.network))
+            # The underlay's gateway knows the way back to this router's hosts.
+            self.ipr[FABRIC].route("add", dst=ext.network, gateway=ext.ip)
+        for route in ext.routes:
+            if len(route.via) == 1:
+                self.ipr[ext.name].route("add", dst=route.to, gateway=route.via[0])
+            else:
+                hops = [{"gateway": hop} for hop in route.via]
+                self.ipr[ext.name].route("add", dst=route.to, multipath=hops)
 
 
 @contextmanager
@@ -122,15 +271,16 @@ def realize(topo: Topology, prefix: str | None = None) -> Iterator[Realized]:
                 builder.fabric()
                 for node in topo.nodes:
                     builder.node(node)
-                for ext in topo.externals:
-                    builder.open(ext.name)
-                    builder.attach_to_underlay(ext.name, ext.ip)
+                # Routers before the hosts behind them.
+                for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
+                    builder.external(ext)
                 for i, pod in enumerate(topo.pods):
                     if not pod.host_network:
                         realized.pod_ports[pod.name] = builder.pod(pod, i)
                 builder.routes_to_vips()
             finally:
                 realized.namespaces = dict(builder.names)
+                realized.tunnel_device = builder.tunnel_device
         realized.seconds = time.perf_counter() - start
         yield realized
     finally:

@@ -18,6 +18,8 @@ from lab.probe.loop import SocketLoop
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
 PACKET_OUTGOING = 4
+ARPHRD_ETHER = 1
+VXLAN_PORT = 4789
 SO_TIMESTAMPNS = 35
 _TCP_FLAGS = [(0x02, "S"), (0x10, "."), (0x01, "F"), (0x04, "R"), (0x08, "P")]
 
@@ -40,9 +42,11 @@ class Frame:
         if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
             return False
         proto = self.data[23]
+        l4 = 14 + (self.data[14] & 0x0F) * 4
+        if proto == 17 and len(self.data) >= l4 + 4 and struct.unpack_from("!H", self.data, l4 + 2)[0] == VXLAN_PORT:
+            return False  # an encapsulation: the packet inside is seen on the VXLAN device
         if proto != 6:
             return proto in (1, 17)
-        l4 = 14 + (self.data[14] & 0x0F) * 4
         return len(self.data) >= l4 + 14 and bool(self.data[l4 + 13] & 0x06)
 
     def summary(self) -> str | None:
@@ -104,6 +108,9 @@ class Captures(SocketLoop):
                 return
             except OSError:
                 return
+            if addr[3] != ARPHRD_ETHER:
+                # A link without a MAC header (an ipip tunnel): give the frame an empty one.
+                data = bytes(12) + struct.pack("!H", addr[1]) + data
             self.frames.append(Frame(where[0], where[1], addr[2] == PACKET_OUTGOING, _stamp(ancillary), data))
 
 

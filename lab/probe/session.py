@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.install import RuleHit, counter_hits, iptables_save, parse_counters
-from lab.model.topology import NodeSpec, ProbeSpec, Topology
+from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import send
@@ -31,6 +31,7 @@ class Observation:
     explanation: str = ""
     seconds: float = 0.0
     pcaps: tuple[str, ...] = field(default=())
+    entry: str | None = None  # the node the connection entered the cluster through (first node it was seen on)
 
 
 def listeners(realized: Realized) -> list[Listener]:
@@ -58,6 +59,8 @@ class ProbeSession:
         self.captures = Captures()
         self.names = self.topo.address_names()
         self.counters: dict[str, dict] = {}
+        # Actors whose rule counters are read: the nodes, and the fabric or routers when they hold rules.
+        self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
 
     def __enter__(self) -> ProbeSession:
         try:
@@ -69,9 +72,11 @@ class ProbeSession:
                 for pod in self.topo.pods_on(node.name):
                     if pod.name in self.realized.pod_ports:
                         self.captures.add(node.name, ns, self.realized.pod_ports[pod.name])
+                if self.realized.tunnel_device:
+                    self.captures.add(node.name, ns, self.realized.tunnel_device)
             self.echo.start()
             self.captures.start()
-            self.counters = {n.name: self._counters(n.name) for n in self.topo.nodes}
+            self.counters = {actor: self._counters(actor) for actor in self.rule_actors}
         except BaseException:
             self.__exit__()
             raise
@@ -92,10 +97,10 @@ class ProbeSession:
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         hits = []
-        for node in _by_first_sight(self.topo.nodes, frames):
-            after = self._counters(node.name)
-            hits += [(node.name, hit) for hit in counter_hits(self.counters[node.name], after)]
-            self.counters[node.name] = after
+        for actor in _by_first_sight(self.rule_actors, frames):
+            after = self._counters(actor)
+            hits += [(actor, hit) for hit in counter_hits(self.counters[actor], after)]
+            self.counters[actor] = after
         backend = node_name = source_ip = None
         if result.reply:
             backend, node_name = result.reply.get("backend"), result.reply.get("node")
@@ -116,18 +121,25 @@ class ProbeSession:
             error=result.error,
             path=_path(frames),
             rules=tuple(hits),
-            explanation=_explain(outcome, hits, frames, arrivals != [] and not result.reply),
+            explanation=_stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
+            or _explain(outcome, hits, frames, arrivals != [] and not result.reply),
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
+            entry=next((f.actor for f in frames if f.summary()), None),
         )
 
 
-def _by_first_sight(nodes: tuple[NodeSpec, ...], frames: list[Frame]) -> list[NodeSpec]:
-    """Nodes in the order the packet met them, so rule hits read in path order."""
+def _actors_with_rules(topo: Topology) -> list[str]:
+    fabric = ["fabric"] if topo.load_balancers or topo.egress else []
+    return fabric + [e.name for e in topo.externals if e.masquerade]
+
+
+def _by_first_sight(actors: list[str], frames: list[Frame]) -> list[str]:
+    """Actors in the order the packet met them, so rule hits read in path order."""
     order = {}
     for frame in frames:
         order.setdefault(frame.actor, len(order))
-    return sorted(nodes, key=lambda n: order.get(n.name, len(order)))
+    return sorted(actors, key=lambda a: order.get(a, len(order)))
 
 
 def _slug(text: str) -> str:
@@ -148,6 +160,24 @@ def _path(frames: list[Frame]) -> tuple[str, ...]:
 def _flags(frame: Frame) -> str:
     summary = frame.summary() or ""
     return summary.rsplit("[", 1)[-1] if summary.endswith("]") else ""
+
+
+def _stray_answer(outcome: str, frames: list[Frame], target: str) -> str:
+    """A SYN-ACK the client got from another address than it called, and reset: a NAT on the way was bypassed."""
+    if outcome == "delivered":
+        return ""
+    syn = next((f.summary() for f in frames if (f.summary() or "").endswith("tcp [S]")), None)
+    client = syn.split(" > ")[0] if syn else None
+    for frame in reversed(frames):  # the answer nearest the client: what it got
+        src, _, rest = (frame.summary() or "").partition(" > ")
+        stray = client and rest.startswith(f"{client} tcp [S.]") and src != target
+        # Only the client's reset proves the answer reached it as it was.
+        if stray and any((f.summary() or "").startswith(f"{client} > {src} tcp [R") for f in frames):
+            return (
+                f"the answer reached the client from {src}, not {target} which it called ({frame.where}): it "
+                "came back without passing the NAT that had sent the connection there, and the client reset it"
+            )
+    return ""
 
 
 def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame], reply_lost: bool) -> str:

@@ -1,0 +1,49 @@
+"""The actors around the cluster on a real kernel: routers, load balancers, egress gateway, ip-masq-agent, and
+cni routed-tunnel leave the host's own network namespace as it was, and no namespaces or sockets behind."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, lab_namespaces
+
+from lab.model.load import load_scenario
+from lab.netns.runs import new_prefix
+from lab.runner import run_variant
+
+SCENARIOS = ["lb-loopback-internal-lb.yaml", "metallb-bgp-ipip.yaml"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name):
+    from lab.netns import build
+
+    prefixes: list[str] = []
+
+    def recorded() -> str:
+        prefixes.append(new_prefix())
+        return prefixes[-1]
+
+    monkeypatch.setattr(build, "new_prefix", recorded)
+    for topo in load_scenario(REPO / "topologies" / name, {"proxyMode": ["iptables"]}).variants:
+        run = run_variant(topo)
+        assert run.results and all(r.verdict.ok for r in run.results), [r.verdict for r in run.results]
+    assert prefixes, "no variant was built"
+    # Other runs may come and go meanwhile; none of ours may stay.
+    assert not [ns for ns in lab_namespaces() if ns.startswith(tuple(f"{p}-" for p in prefixes))]
+
+
+def test_load_balancer_health_checks_decide_the_backends():
+    from lab.actors import install_actors
+    from lab.dataplane import install
+    from lab.netns.build import realize
+
+    topo = load_scenario(REPO / "topologies" / "lb-loopback-internal-lb.yaml", {"proxyMode": ["iptables"]}).variants[0]
+    with realize(topo) as realized:
+        install(realized)
+        decisions = {(d.lb.name, d.frontend.service): d for d in install_actors(realized)}
+        local = decisions[("clb-internal", "default/ingress-local")]
+        assert [(c.node, c.status) for c in local.checks] == [("node1", 200), ("node2", 503), ("node3", 503)]
+        assert '"localEndpoints": 1' in local.checks[0].body and local.backends == ("node1",)
+        cluster = decisions[("clb-internal", "default/ingress-cluster")]
+        assert [c.status for c in cluster.checks] == [200, 200, 200] and cluster.backends == ("node1", "node2", "node3")
+        assert '"lastUpdated"' in cluster.checks[0].body
