@@ -27,10 +27,11 @@ must already be left out, as kube-proxy leaves them out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network, ip_network
 
 from lab.kubeproxy import hashing
+from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 from lab.kubeproxy.versions import era_of, minor_of
 
@@ -417,8 +418,8 @@ class _Node:
 
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str], lay: _Layout) -> _Node:
-        own = [ip for ip in map(_parse_ip, node_ips) if isinstance(ip, IPv4Address)]
-        cidrs = [cidr for cidr in map(_parse_cidr, config.node_port_addresses) if isinstance(cidr, IPv4Network)]
+        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
+        cidrs = [cidr for cidr in map(parse_ipv4_cidr, config.node_port_addresses) if cidr is not None]
         # No IPv4 CIDR, or 0.0.0.0/0 among them, means "all addresses" (GetNodeAddresses).
         match_all = not cidrs or any(cidr.prefixlen == 0 for cidr in cidrs)
         has_loopback = match_all or any(cidr.overlaps(_LOOPBACK_NET) for cidr in cidrs)
@@ -464,25 +465,16 @@ class _ServiceView:
 
     @classmethod
     def build(cls, port: ServicePort) -> _ServiceView | None:
-        if port.cluster_ip is None or not isinstance(_parse_ip(port.cluster_ip), IPv4Address):
+        if port.cluster_ip is None or parse_ipv4(port.cluster_ip) is None:
             return None
-        endpoints: dict[str, Endpoint] = {}
-        for given in port.endpoints:
-            ip = _parse_ip(given.ip)
-            if not isinstance(ip, IPv4Address):
-                continue
-            ep = replace(given, ip=str(ip))
-            # The same "IP:port" from two slices counts once; a local copy wins.
-            if ep.address not in endpoints or ep.is_local:
-                endpoints[ep.address] = ep
-        ranges = [(text.strip(), _parse_cidr(text)) for text in port.load_balancer_source_ranges]
+        ranges = [(text.strip(), parse_ipv4_cidr(text)) for text in port.load_balancer_source_ranges]
         return cls(
             port=port,
-            cluster_ip=str(_parse_ip(port.cluster_ip)),
-            external_ips=_ipv4_strings(port.external_ips),
-            lb_ips=_ipv4_strings(port.load_balancer_ips),
-            source_ranges=tuple((text, cidr) for text, cidr in ranges if isinstance(cidr, IPv4Network)),
-            endpoints=tuple(sorted(endpoints.values(), key=lambda ep: ep.address)),
+            cluster_ip=str(parse_ipv4(port.cluster_ip)),
+            external_ips=ipv4_strings(port.external_ips),
+            lb_ips=ipv4_strings(port.load_balancer_ips),
+            source_ranges=tuple((text, cidr) for text, cidr in ranges if cidr is not None),
+            endpoints=ipv4_endpoints(port),
         )
 
     @property
@@ -1095,20 +1087,3 @@ def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
 
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def _parse_ip(text: str) -> IPv4Address | IPv6Address:
-    """Like Go's netutils.ParseIPSloppy: IPv4 octets may have leading zeros ("172.30.0.041")."""
-    if ":" not in text:
-        text = ".".join(str(int(octet)) for octet in text.split("."))
-    return ip_address(text)
-
-
-def _parse_cidr(text: str) -> IPv4Network | IPv6Network:
-    """Like ParseCIDRSloppy after TrimSpace; the result is the network ("1.2.3.4/24" -> 1.2.3.0/24)."""
-    address, _, prefix = text.strip().partition("/")
-    return ip_network(f"{_parse_ip(address)}/{int(prefix)}", strict=False)
-
-
-def _ipv4_strings(ips: Iterable[str]) -> tuple[str, ...]:
-    return tuple(str(ip) for ip in map(_parse_ip, ips) if isinstance(ip, IPv4Address))

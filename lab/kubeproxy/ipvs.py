@@ -58,8 +58,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from ipaddress import IPv4Address, IPv4Network
 
+from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
@@ -567,8 +568,8 @@ class _Node:
 
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
-        own = [ip for ip in map(_parse_ip, node_ips) if isinstance(ip, IPv4Address)]
-        cidrs = [c for c in map(_parse_cidr, config.node_port_addresses) if isinstance(c, IPv4Network)]
+        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
+        cidrs = [c for c in map(parse_ipv4_cidr, config.node_port_addresses) if c is not None]
         match_all = not cidrs or any(c.prefixlen == 0 for c in cidrs)
         mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
         return cls(config, mark, own[0] if own else None, tuple(_unique(own)), None if match_all else tuple(cidrs))
@@ -592,24 +593,15 @@ class _ServiceView:
 
     @classmethod
     def build(cls, port: ServicePort) -> _ServiceView | None:
-        if port.cluster_ip is None or not isinstance(_parse_ip(port.cluster_ip), IPv4Address):
+        if port.cluster_ip is None or parse_ipv4(port.cluster_ip) is None:
             return None
-        endpoints: dict[str, Endpoint] = {}
-        for given in port.endpoints:
-            ip = _parse_ip(given.ip)
-            if not isinstance(ip, IPv4Address):
-                continue
-            ep = Endpoint(str(ip), given.port, given.is_local, given.ready, given.serving, given.terminating)
-            # The same "IP:port" from two slices counts once; a local copy wins.
-            if ep.address not in endpoints or ep.is_local:
-                endpoints[ep.address] = ep
         return cls(
             port=port,
-            cluster_ip=str(_parse_ip(port.cluster_ip)),
-            external_ips=_ipv4_strings(port.external_ips),
-            lb_ips=_ipv4_strings(port.load_balancer_ips),
-            source_ranges=tuple(c for c in map(_parse_cidr, port.load_balancer_source_ranges) if c.version == 4),
-            endpoints=tuple(sorted(endpoints.values(), key=lambda ep: ep.address)),
+            cluster_ip=str(parse_ipv4(port.cluster_ip)),
+            external_ips=tuple(_unique(ipv4_strings(port.external_ips))),
+            lb_ips=tuple(_unique(ipv4_strings(port.load_balancer_ips))),
+            source_ranges=tuple(cidr for cidr in map(parse_ipv4_cidr, port.load_balancer_source_ranges) if cidr),
+            endpoints=ipv4_endpoints(port),
         )
 
     @property
@@ -896,20 +888,3 @@ def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
 
 def _unique(items: Iterable) -> list:
     return list(dict.fromkeys(items))
-
-
-def _parse_ip(text: str) -> IPv4Address | IPv6Address:
-    """Like Go's netutils.ParseIPSloppy: IPv4 octets may have leading zeros."""
-    text = text.strip()
-    if ":" not in text:
-        text = ".".join(str(int(octet)) for octet in text.split("."))
-    return ip_address(text)
-
-
-def _parse_cidr(text: str) -> IPv4Network | IPv6Network:
-    address, _, prefix = text.strip().partition("/")
-    return ip_network(f"{_parse_ip(address)}/{int(prefix)}", strict=False)
-
-
-def _ipv4_strings(ips: Iterable[str]) -> tuple[str, ...]:
-    return tuple(_unique(str(ip) for ip in map(_parse_ip, ips) if isinstance(ip, IPv4Address)))

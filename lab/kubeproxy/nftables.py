@@ -47,9 +47,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from ipaddress import IPv4Address, IPv4Network, ip_address, ip_network
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network
 
+from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 OLDEST_MINOR = 30
@@ -258,7 +259,7 @@ class _Node:
 
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
-        own = [ip for ip in map(_parse_ip, node_ips) if ip is not None]
+        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
         primary = own[0] if own else None
         mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
         return cls(config, mark, primary, _nodeport_ips(config.node_port_addresses, own, primary))
@@ -282,7 +283,7 @@ def _nodeport_ips(
     if not addresses or list(addresses) == ["primary"]:
         chosen = [primary] if primary is not None else []
     else:
-        cidrs = [cidr for cidr in map(_parse_cidr, addresses) if cidr is not None]
+        cidrs = [cidr for cidr in map(parse_ipv4_cidr, addresses) if cidr is not None]
         if not cidrs or any(cidr.prefixlen == 0 for cidr in cidrs):
             return None
         chosen = [ip for ip in own if any(ip in cidr for cidr in cidrs)]
@@ -302,25 +303,16 @@ class _ServiceView:
 
     @classmethod
     def build(cls, port: ServicePort) -> _ServiceView | None:
-        cluster_ip = _parse_ip(port.cluster_ip) if port.cluster_ip else None
+        cluster_ip = parse_ipv4(port.cluster_ip) if port.cluster_ip else None
         if cluster_ip is None:
             return None
-        endpoints: dict[str, Endpoint] = {}
-        for given in port.endpoints:
-            ip = _parse_ip(given.ip)
-            if ip is None:
-                continue
-            ep = replace(given, ip=str(ip))
-            # The same "IP:port" from two slices counts once; a local copy wins.
-            if ep.address not in endpoints or ep.is_local:
-                endpoints[ep.address] = ep
         return cls(
             port=port,
             cluster_ip=str(cluster_ip),
-            external_ips=_ipv4_strings(port.external_ips),
-            lb_ips=_ipv4_strings(port.load_balancer_ips),
-            source_ranges=tuple(cidr for cidr in map(_parse_cidr, port.load_balancer_source_ranges) if cidr),
-            endpoints=tuple(sorted(endpoints.values(), key=lambda ep: ep.address)),
+            external_ips=ipv4_strings(port.external_ips),
+            lb_ips=ipv4_strings(port.load_balancer_ips),
+            source_ranges=tuple(cidr for cidr in map(parse_ipv4_cidr, port.load_balancer_source_ranges) if cidr),
+            endpoints=ipv4_endpoints(port),
         )
 
     @property
@@ -795,29 +787,3 @@ def _concat(parts: Iterable[str | Iterable[str]]) -> str:
 def _q(text: str) -> str:
     """Go's %q for the plain ASCII comments kube-proxy writes."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _parse_ip(text: str) -> IPv4Address | None:
-    """Like netutils.ParseIPSloppy, IPv4 only: octets may have leading zeros ("172.30.0.041")."""
-    text = text.strip()
-    if ":" in text:
-        return None
-    try:
-        address = ip_address(".".join(str(int(octet)) for octet in text.split(".")))
-    except ValueError:
-        return None
-    return address if isinstance(address, IPv4Address) else None
-
-
-def _parse_cidr(text: str) -> IPv4Network | None:
-    """Like ParseCIDRSloppy after TrimSpace, IPv4 only; the result is the network."""
-    address, _, prefix = text.strip().partition("/")
-    ip = _parse_ip(address)
-    if ip is None or not prefix.isdigit():
-        return None
-    network = ip_network(f"{ip}/{int(prefix)}", strict=False)
-    return network if isinstance(network, IPv4Network) else None
-
-
-def _ipv4_strings(ips: Iterable[str]) -> tuple[str, ...]:
-    return tuple(str(ip) for ip in map(_parse_ip, ips) if ip is not None)
