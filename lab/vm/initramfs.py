@@ -1,7 +1,7 @@
 """initramfs: a small busybox initramfs whose /init mounts the host's root over 9p and runs the job in it.
 
 The guest sees the host's whole filesystem read-only (9p tag `root`), made writable in RAM by an overlay so
-tools and tests may write where they like (nothing reaches the host). /tmp, /var/tmp and /run are fresh tmpfs.
+tools and tests may write where they like (nothing reaches the host). /run is a fresh tmpfs; /tmp shows the host's through the overlay.
 The kernel's own modules (cached on the host) appear at /lib/modules/<release> and its build config at
 /boot/config-<release>, so modprobe and `lab doctor` inside see the guest kernel, not the host's.
 A second, writable 9p share (tag `job`, at /run/lab-vm) brings the command in (cmd.sh, token) and takes its
@@ -61,8 +61,9 @@ token=$(cat /job/token)
 mount -t tmpfs -o mode=0755 scratch /scratch && mkdir /scratch/upper /scratch/work || fail "tmpfs for the overlay"
 mount -t overlay -o lowerdir=/lower,upperdir=/scratch/upper,workdir=/scratch/work overlay /newroot \\
     || fail "overlay over the host root"
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp && mount -t tmpfs -o mode=1777 tmpfs /newroot/var/tmp \\
-    && mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs on /tmp, /var/tmp, /run"
+# /tmp stays the host's, seen through the RAM overlay (a checkout there must stay visible); /run is fresh:
+# the host's namespaces and lab pid files there mean nothing to the guest.
+mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs on /run"
 mount -t proc proc /newroot/proc && mount -t sysfs sysfs /newroot/sys && mount -t devtmpfs devtmpfs /newroot/dev \\
     || fail "proc/sys/dev in the new root"
 mkdir -p /newroot/dev/pts /newroot/dev/shm

@@ -20,7 +20,7 @@ from lab.vm.initramfs import GUEST_JOB_DIR
 # Environment the command keeps from the caller; everything else starts clean, as under sudo.
 PASSED = ("PATH", "HOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "PYTEST_ADDOPTS", "CI")
 # Host directories the guest covers with its own tmpfs: a cwd under them would not be there.
-_HIDDEN = ("/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev")
+_HIDDEN = ("/run", "/proc", "/sys", "/dev")
 
 
 @dataclass(frozen=True)
