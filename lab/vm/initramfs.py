@@ -1,7 +1,8 @@
 """initramfs: a small busybox initramfs whose /init mounts the host's root over 9p and runs the job in it.
 
 The guest sees the host's whole filesystem read-only (9p tag `root`), made writable in RAM by an overlay so
-tools and tests may write where they like (nothing reaches the host). /run is a fresh tmpfs; /tmp shows the host's through the overlay.
+tools and tests may write where they like (nothing reaches the host). /run is a fresh tmpfs; /tmp shows
+the host's through the overlay.
 The kernel's own modules (cached on the host) appear at /lib/modules/<release> and its build config at
 /boot/config-<release>, so modprobe and `lab doctor` inside see the guest kernel, not the host's.
 A second, writable 9p share (tag `job`, at /run/lab-vm) brings the command in (cmd.sh, token) and takes its
