@@ -6,6 +6,7 @@ lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, or ipvs's parts)
 lab validate [FILE...]       check scenario files without building anything
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
+lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab down [--all]             remove namespaces left by killed runs (--all: every lab namespace)
 lab doctor                   which kernel features and tools are present, and how to get the rest
 lab bench [FILE|--replay|--scale N,..]  time a scenario's stages, replay cases, or N Services per mode
@@ -156,18 +157,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lab.replay.report import print_replay
-    from lab.replay.run import read, replay, setup_from_args
+    from lab.replay.run import replay_from_args
 
     _require_root("replay")
     signal.signal(signal.SIGTERM, _terminate_cleanly)
-    result = replay(
-        read(args.rules) or "",
-        setup_from_args(args),
-        ipsets=read(args.ipsets),
-        backend=args.backend,
-        timeout=args.timeout,
-        ipvs=read(args.ipvs),
-    )
+    result = replay_from_args(args)
     if args.json:
         print(json.dumps(result.as_json(), indent=2))
     else:
@@ -225,10 +219,16 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="*")
     validate.set_defaults(func=cmd_validate)
 
-    replay = sub.add_parser("replay", help="replay one packet through a real node's iptables-save dump")
-    replay.add_argument("--rules", required=True, metavar="FILE", help="iptables-save output of the node")
-    replay.add_argument("--ipsets", metavar="FILE", help="ipset save output of the node")
-    replay.add_argument("--ipvs", metavar="FILE", help="ipvsadm -Sn output of the node (needs ip_vs: lab vm run)")
+    replay = sub.add_parser("replay", help="replay one packet through a real node's iptables or nftables dump")
+    dump = replay.add_mutually_exclusive_group(required=True)
+    dump.add_argument("--rules", metavar="FILE", help="iptables-save output of the node")
+    dump.add_argument(
+        "--nft", metavar="FILE", help="nft list ruleset output of the node (or kube-proxy's nft -f transaction)"
+    )
+    replay.add_argument("--ipsets", metavar="FILE", help="with --rules: ipset save output of the node")
+    replay.add_argument(
+        "--ipvs", metavar="FILE", help="with --rules: ipvsadm -Sn output of the node (needs ip_vs: lab vm run)"
+    )
     replay.add_argument("--node-ip", action="append", required=True, metavar="IP", help="the node's addresses")
     replay.add_argument(
         "--pod-cidr",
@@ -238,7 +238,9 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--from", dest="source", required=True, metavar="SRC_IP")
     replay.add_argument("--to", dest="dest", required=True, metavar="DST_IP:PORT")
     replay.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
-    replay.add_argument("--backend", choices=["nft", "legacy"], default="nft", help="iptables backend (nft)")
+    replay.add_argument(
+        "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
+    )
     replay.add_argument("--timeout", type=float, default=0.5)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)

@@ -1,4 +1,5 @@
-"""Reading a real node's `iptables-save` dump: which endpoints its rules can DNAT to."""
+"""Reading a real node's dumps (`iptables-save`, `nft list ruleset`, `ipvsadm -Sn`): which
+endpoints its rules can DNAT to."""
 
 from __future__ import annotations
 
@@ -30,6 +31,24 @@ def dnat_targets(dump: str) -> list[Target]:
             proto = _PROTO.search(line)
             port = int(match.group(2)) if match.group(2) else None
             found[Target(match.group(1).strip("[]"), port, proto.group(1) if proto else "tcp")] = None
+    return list(found)
+
+
+# nftables: `dnat to 10.0.0.1:80`, `dnat ip to 10.0.0.1` (inet tables); not maps or ranges.
+_NFT_DNAT = re.compile(r"\bdnat (?:ip )?to (\d{1,3}(?:\.\d{1,3}){3})(?::(\d+))?(?=[\s;}]|$)")
+_NFT_PROTO = re.compile(r"\b(?:meta l4proto|ip protocol) (tcp|udp|sctp)\b|\b(tcp|udp|sctp) dport\b")
+
+
+def nft_dnat_targets(dump: str) -> list[Target]:
+    """Every literal IPv4 `dnat to` of an `nft list ruleset` dump or an `nft -f` script (kube-proxy's
+    endpoint chains: `meta l4proto tcp dnat to IP:PORT`), in dump order, without repeats."""
+    found: dict[Target, None] = {}
+    for line in dump.splitlines():
+        for statement in line.split(";"):
+            for match in _NFT_DNAT.finditer(statement):
+                proto = _NFT_PROTO.search(statement[: match.start()])
+                port = int(match.group(2)) if match.group(2) else None
+                found[Target(match.group(1), port, next(filter(None, proto.groups())) if proto else "tcp")] = None
     return list(found)
 
 

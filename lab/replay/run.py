@@ -1,27 +1,26 @@
-"""`lab replay`: install a real node's rules in a fresh namespace, send the packet, report what the kernel did."""
+"""`lab replay`: install a real node's rules in a fresh namespace, send the packet, report what the kernel did.
+
+The rules are an `iptables-save` dump (replay; with ipsets and ipvs virtual servers) or an nftables
+ruleset (replay_nft); both run the same probe loop (_replay) and differ only in how they install the
+rules and how they see which rules the packet met (lab.replay.watch).
+"""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from lab.install import (
-    InstallError,
-    RuleHit,
-    counter_hits,
-    ip_batch,
-    ipset_restore_all,
-    iptables_restore,
-    iptables_save,
-    ipvsadm_restore,
-    parse_counters,
-)
+from lab.install import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.probe.client import send
 from lab.probe.echo import EchoServers, Listener
-from lab.replay.dump import Target, chain_candidates, dnat_targets, ipvs_table
+from lab.replay.dump import Target, dnat_targets, ipvs_table, nft_dnat_targets
 from lab.replay.env import Env, Setup, build
+from lab.replay.watch import CounterWatcher, NftTraceWatcher, Seen, Watcher
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Attempt:
     outcome: str  # dnat | local | forwarded | dropped | rejected | refused | unreachable | reset
     endpoint: str | None = None
     source_seen: str | None = None
-    hits: tuple[RuleHit, ...] = ()
+    trace: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,27 +71,18 @@ def _listeners(env: Env) -> list[Listener]:
     ]
 
 
-def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, hits: list[RuleHit]) -> Attempt:
+def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, seen: Seen) -> Attempt:
     s = env.setup
-    verdicts = [h.verdict for h in hits]
     if reply:
-        local, seen = reply["local"], reply["peer"].rsplit(":", 1)[0]
+        local, source = reply["local"], reply["peer"].rsplit(":", 1)[0]
         if local == f"{s.dst_ip}:{s.dst_port}":
-            return Attempt("local" if reply["backend"] == "node" else "forwarded", None, seen, tuple(hits))
-        return Attempt("dnat", local, seen, tuple(hits))
-    if "REJECT" in verdicts:
-        return Attempt("rejected", hits=tuple(hits))
-    if "DROP" in verdicts or result_outcome == "dropped":
-        return Attempt("dropped", hits=tuple(hits))
-    return Attempt(result_outcome, hits=tuple(hits))
-
-
-def _load_balanced_over(dump: str, hits: list[RuleHit]) -> int:
-    """How many endpoints the chain that chose this packet's endpoint spreads over (1 if none)."""
-    for hit in hits:
-        if hit.verdict.startswith("KUBE-SEP-"):
-            return max(1, len(set(chain_candidates(dump, hit.chain))))
-    return 1
+            return Attempt("local" if reply["backend"] == "node" else "forwarded", None, source, seen.trace)
+        return Attempt("dnat", local, source, seen.trace)
+    if "REJECT" in seen.verdicts:
+        return Attempt("rejected", trace=seen.trace)
+    if "DROP" in seen.verdicts or result_outcome == "dropped":
+        return Attempt("dropped", trace=seen.trace)
+    return Attempt(result_outcome, trace=seen.trace)
 
 
 def _install_ipvs(
@@ -121,36 +111,76 @@ def replay(
     timeout: float = 0.5,
     ipvs: str | None = None,
 ) -> ReplayResult:
+    """An `iptables-save` dump (with the node's ipsets and ipvs virtual servers, if any)."""
     table = ipvs_table(ipvs) if ipvs else {}
     real_servers = [t for servers in table.values() for t in servers]
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dnat_targets(rules) + real_servers)})
-    with build(setup) as env:
-        node_ns = env.namespaces["node"]
+
+    def install(node_ns: str) -> None:
         if ipsets:
             ipset_restore_all(node_ns, ipsets)
         iptables_restore(node_ns, rules, backend)
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
+
+    virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
+    watcher = partial(CounterWatcher, backend=backend, rules=rules)
+    return _replay(setup, install, watcher, len(virtual or ()), timeout)
+
+
+def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5) -> ReplayResult:
+    """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction."""
+    setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
+    return _replay(setup, partial(nft_install, ruleset=ruleset), partial(NftTraceWatcher, setup=setup), 0, timeout)
+
+
+def nft_install(node_ns: str, ruleset: str) -> None:
+    """`nft -f`; when nft rejects a line (`/dev/stdin:LINE:COL-COL: Error: ...`), the error names it."""
+    try:
+        nft_apply(node_ns, ruleset)
+    except InstallError as exc:
+        match = re.search(r"/dev/stdin:(\d+):[\d-]+: Error: ", str(exc))
+        lines = ruleset.splitlines()
+        if not match or not 0 < int(match.group(1)) <= len(lines):
+            raise
+        number, line = int(match.group(1)), lines[int(match.group(1)) - 1].strip()
+        raise InstallError(f"nft rejected line {number} of the ruleset: {line}\n{str(exc)[match.start() :]}") from None
+
+
+def _replay(
+    setup: Setup,
+    install: Callable[[str], None],
+    watcher: Callable[[str], Watcher],
+    virtual: int = 0,
+    timeout: float = 0.5,
+) -> ReplayResult:
+    """Install the rules in a fresh node, then connect until every endpoint the first connection's
+    load balancing could choose has answered (`virtual`: ipvs' real servers for the destination),
+    or something else than a DNAT happens; at most 10 attempts per endpoint, plus 10."""
+    with build(setup) as env:
+        node_ns = env.namespaces["node"]
+        install(node_ns)
         echo = EchoServers()
+        watch = None
         try:
             for listener in _listeners(env):
                 echo.listen(listener)
             echo.start()
+            watch = watcher(node_ns)
             attempts: list[Attempt] = []
-            counters = parse_counters(iptables_save(node_ns, backend, counters=True))
             wanted = 1
             while len(attempts) < 10 * wanted + 10:
+                mark = watch.mark()
                 result = send(env.source_ns, setup.dst_ip, setup.dst_port, setup.protocol, timeout, bind=setup.source)
-                after = parse_counters(iptables_save(node_ns, backend, counters=True))
-                hits = counter_hits(counters, after)
-                counters = after
-                attempts.append(_classify(env, result.reply, result.outcome, hits))
+                seen = watch.seen(mark, result)
+                attempts.append(_classify(env, result.reply, result.outcome, seen))
                 if len(attempts) == 1:
-                    virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
-                    wanted = len(virtual) if virtual else _load_balanced_over(rules, hits)
+                    wanted = virtual or seen.spread
                 if attempts[-1].outcome != "dnat" or len({a.endpoint for a in attempts}) >= wanted:
                     break
         finally:
+            if watch is not None:
+                watch.close()
             echo.close()
     return _summarise(setup, attempts)
 
@@ -160,9 +190,8 @@ def _summarise(setup: Setup, attempts: list[Attempt]) -> ReplayResult:
     endpoints = tuple(sorted({a.endpoint for a in attempts if a.endpoint}))
     seen = tuple(sorted({a.source_seen for a in attempts if a.source_seen}))
     output = {"dnat": ", ".join(endpoints), "dropped": "DROP", "rejected": "REJECT"}.get(first.outcome, "")
-    trace = tuple(f"{h.table} {h.chain}: {h.rule}" for h in first.hits)
     masq = any(s != setup.source for s in seen)
-    return ReplayResult(setup, first.outcome, output, masq, endpoints, seen, trace, len(attempts))
+    return ReplayResult(setup, first.outcome, output, masq, endpoints, seen, first.trace, len(attempts))
 
 
 def read(path: str | None) -> str | None:
@@ -172,6 +201,24 @@ def read(path: str | None) -> str | None:
         return Path(path).read_text()
     except OSError as exc:
         raise InstallError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def replay_from_args(args: argparse.Namespace) -> ReplayResult:
+    """`lab replay`: --rules (iptables-save, with --ipsets, --ipvs) or --nft (nft list ruleset)."""
+    setup = setup_from_args(args)
+    if args.nft:
+        for option, given in (("--ipsets", args.ipsets), ("--ipvs", args.ipvs)):
+            if given:
+                raise InstallError(f"{option} goes with --rules (an iptables or ipvs node), not with --nft")
+        return replay_nft(read(args.nft) or "", setup, timeout=args.timeout)
+    return replay(
+        read(args.rules) or "",
+        setup,
+        ipsets=read(args.ipsets),
+        backend=args.backend,
+        timeout=args.timeout,
+        ipvs=read(args.ipvs),
+    )
 
 
 def setup_from_args(args: argparse.Namespace) -> Setup:
