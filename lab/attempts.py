@@ -54,11 +54,13 @@ def _one(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[Obser
 
 
 def _merge_rules(observations: list[Observation]) -> tuple[tuple[str, RuleHit], ...]:
-    packets: Counter[tuple[str, str, str, str]] = Counter()
+    merged: dict[tuple[str, str, str, str], RuleHit] = {}
     for o in observations:
         for actor, hit in o.rules:
-            packets[(actor, hit.table, hit.chain, hit.rule)] += hit.packets
-    return tuple((a, RuleHit(t, c, r, n)) for (a, t, c, r), n in packets.items())
+            key = (actor, hit.table, hit.chain, hit.rule)
+            seen = merged.get(key)
+            merged[key] = replace(hit, packets=seen.packets + hit.packets) if seen else hit
+    return tuple((actor, hit) for (actor, *_), hit in merged.items())
 
 
 def _joined(values: list[str | None]) -> str | None:

@@ -93,9 +93,13 @@ class RuleHit:
     chain: str
     rule: str  # the rule as iptables-save prints it, or "policy ACCEPT" for a chain's policy
     packets: int
+    # What the rule did, when its text does not say it the iptables way (`-j X`): nftables' trace.
+    action: str = ""
 
     @property
     def verdict(self) -> str:
+        if self.action:
+            return self.action
         match = re.search(r"-j (\S+)", self.rule)
         return match.group(1) if match else self.rule.split()[-1]
 

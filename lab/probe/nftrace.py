@@ -13,9 +13,10 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.install import nft_apply, require
+from lab.install import RuleHit, nft_apply, require
 from lab.netns.enter import in_netns
 
 TRACE_TABLE = """\
@@ -26,6 +27,10 @@ table inet lab-trace {
 """
 MARKER_PORT = 9  # discard: the marker is sent to the node's own loopback and dropped unanswered
 _LINE = re.compile(r"^trace id (\w+) (\w+) (\S+) (\S+) (.*)$")
+TCP_SYN = re.compile(r" tcp flags == syn(?: |$)")  # a connection's first packet, not its SYN-ACK
+_COMMENT = re.compile(r' comment "(?:[^"\\]|\\.)*"')
+_VERDICT = re.compile(r" \(verdict [^)]*\)$")
+_REJECT = re.compile(r"(?<![\w-])reject(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,46 @@ def parse_trace(lines: list[str]) -> list[TraceEvent]:
         if match := _LINE.match(line.strip()):
             events.append(TraceEvent(*match.groups()))
     return events
+
+
+def packet_events(events: list[TraceEvent], wanted: Callable[[str], bool]) -> list[TraceEvent]:
+    """The rule events of the packets whose `packet:` line (the text after "packet:") is `wanted`.
+
+    The kernel starts each base chain's trace with a `packet:` line; a packet's trace id can change
+    from one hook to the next, and a later packet (the same connection's FIN, say) can get an id
+    used before. So each stretch of events under an id belongs to the packet of its latest
+    `packet:` line.
+    """
+    chosen: dict[str, bool] = {}
+    found = []
+    for event in events:
+        if event.text.startswith("packet: "):
+            chosen[event.trace_id] = wanted(event.text.removeprefix("packet:"))
+        elif chosen.get(event.trace_id):
+            found.append(event)
+    return found
+
+
+def event_verdict(event: TraceEvent) -> str:
+    """DROP or REJECT (kube-proxy's reject-chain: `reject`, which the kernel reports as a drop), else
+    the verdict the trace names (`jump services`, `accept`, ...)."""
+    statement = _COMMENT.sub("", _VERDICT.sub("", event.text))
+    if event.text.startswith("rule ") and _REJECT.search(statement):
+        return "REJECT"
+    return "DROP" if event.verdict == "drop" else event.verdict
+
+
+def rule_hits(events: list[TraceEvent]) -> list[RuleHit]:
+    """Rules that matched, and policies that dropped (not those that let the packet on), in the order
+    the packet met them; `packets` counts the traced packets that met each."""
+    hits: dict[tuple[str, str, str], RuleHit] = {}
+    for event in events:
+        if not (event.text.startswith("rule ") or event.verdict == "drop"):
+            continue
+        key = (event.table, event.chain, event.text.removeprefix("rule "))
+        seen = hits.get(key)
+        hits[key] = RuleHit(*key, packets=seen.packets + 1 if seen else 1, action=event_verdict(event))
+    return list(hits.values())
 
 
 class NftTracer:

@@ -1,13 +1,17 @@
 """probe: backends listening, captures running, probes sent one at a time.
 
 Probes run strictly one after another so that each one's captures, backend arrivals and
-rule-counter movements belong to it alone.
+rule-counter movements belong to it alone. The rules a probe met are read from iptables' packet
+counters, or, on nodes in nftables mode, from the kernel's trace of the probe's forward packets
+(`nft monitor trace`: nftables keeps no counters on kube-proxy's rules).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from lab.install import RuleHit, counter_hits, iptables_save, parse_counters
@@ -16,6 +20,7 @@ from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import send
 from lab.probe.echo import EchoServers, Listener
+from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
 
 
 @dataclass(frozen=True)
@@ -59,13 +64,17 @@ class ProbeSession:
         self.captures = Captures()
         self.names = self.topo.address_names()
         self.counters: dict[str, dict] = {}
-        # Actors whose rule counters are read: the nodes, and the fabric or routers when they hold rules.
+        self.tracers: dict[str, NftTracer] = {}
+        self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
+        # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
+        self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
 
     def __enter__(self) -> ProbeSession:
         try:
             for listener in listeners(self.realized):
                 self.echo.listen(listener)
+                self.ports.add(listener.port)
             for node in self.topo.nodes:
                 ns = self.realized.namespaces[node.name]
                 self.captures.add(node.name, ns, "eth0")
@@ -76,7 +85,11 @@ class ProbeSession:
                     self.captures.add(node.name, ns, self.realized.tunnel_device)
             self.echo.start()
             self.captures.start()
-            self.counters = {actor: self._counters(actor) for actor in self.rule_actors}
+            for actor in self.rule_actors:
+                if actor in self.traced:
+                    self.tracers[actor] = NftTracer(self.realized.namespaces[actor])
+                else:
+                    self.counters[actor] = self._counters(actor)
         except BaseException:
             self.__exit__()
             raise
@@ -85,6 +98,8 @@ class ProbeSession:
     def __exit__(self, *_: object) -> None:
         self.echo.close()
         self.captures.close()
+        for tracer in self.tracers.values():
+            tracer.close()
 
     def _counters(self, node: str) -> dict:
         ns = self.realized.namespaces[node]
@@ -93,11 +108,17 @@ class ProbeSession:
     def run(self, probe: ProbeSpec) -> Observation:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
+        trace_marks = {actor: tracer.mark() for actor, tracer in self.tracers.items()}
         result = send(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, probe.protocol, self.timeout)
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
+        forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
         for actor in _by_first_sight(self.rule_actors, frames):
+            if actor in self.tracers:
+                events = packet_events(self.tracers[actor].since(trace_marks[actor]), forward)
+                hits += [(actor, hit) for hit in rule_hits(events)]
+                continue
             after = self._counters(actor)
             hits += [(actor, hit) for hit in counter_hits(self.counters[actor], after)]
             self.counters[actor] = after
@@ -127,6 +148,18 @@ class ProbeSession:
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
         )
+
+
+_DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
+
+
+def _forward_packet(packet: str, protocol: str, ports: set[int]) -> bool:
+    """Is this traced packet one a probe sends towards its backend (its TCP SYN, or a datagram)?
+    Replies are addressed to the client's port, which is none of the Service's or backends' ports."""
+    match = _DPORT.search(packet)
+    if not match or match.group(1) != protocol.lower() or int(match.group(2)) not in ports:
+        return False
+    return protocol.upper() != "TCP" or bool(TCP_SYN.search(packet))
 
 
 def _actors_with_rules(topo: Topology) -> list[str]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from lab.install import counter_hits, iptables_save, parse_counters
 from lab.probe.client import ClientResult
-from lab.probe.nftrace import NftTracer, TraceEvent
+from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
 from lab.replay.dump import chain_candidates
 from lab.replay.env import Setup
 
@@ -61,15 +62,11 @@ class CounterWatcher:
         pass
 
 
-_TCP_SYN = re.compile(r" tcp flags == syn(?: |$)")
-_COMMENT = re.compile(r' comment "(?:[^"\\]|\\.)*"')
-_VERDICT = re.compile(r" \(verdict [^)]*\)$")
-_REJECT = re.compile(r"(?<![\w-])reject(?![\w-])")
 _NUMGEN = re.compile(r"\bnumgen (?:random|inc) mod (\d+)\b")
 
 
 def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:
-    """Is this trace `packet:` line the probe's first packet (its TCP SYN, or its UDP datagram)?
+    """Is this packet (a trace's `packet:` line) the probe's first packet (its TCP SYN, or its UDP datagram)?
 
     Its source address is the one the probe was sent from at every hook of the node (masquerade
     happens last, in postrouting, after the line is printed); replies come from elsewhere or, for
@@ -79,40 +76,9 @@ def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:
     if f" ip saddr {setup.source} " not in packet:
         return False
     if setup.protocol.upper() == "TCP":
-        return bool(_TCP_SYN.search(packet))
+        return bool(TCP_SYN.search(packet))
     port = client.local.rpartition(":")[2]
     return f" udp sport {port} " in f"{packet} " if port else " udp sport " in packet
-
-
-def probe_events(events: list[TraceEvent], setup: Setup, client: ClientResult) -> list[TraceEvent]:
-    """The rule events of the probe's first packet, at every hook it passed.
-
-    The kernel starts each base chain's trace with a `packet:` line; a packet's trace id can change
-    from one hook to the next, and a later packet (the same connection's FIN, say) can get an id
-    used before. So each stretch of events under an id belongs to the packet of its latest
-    `packet:` line.
-    """
-    probe: dict[str, bool] = {}
-    chosen = []
-    for event in events:
-        if event.text.startswith("packet: "):
-            probe[event.trace_id] = is_probe_packet(event.text, setup, client)
-        elif probe.get(event.trace_id):
-            chosen.append(event)
-    return chosen
-
-
-def event_verdict(event: TraceEvent) -> str:
-    """DROP or REJECT (kube-proxy's reject-chain: `reject`, which the kernel reports as a drop), else
-    the verdict the trace names (`jump services`, `accept`, ...)."""
-    statement = _COMMENT.sub("", _VERDICT.sub("", event.text))
-    if event.text.startswith("rule ") and _REJECT.search(statement):
-        return "REJECT"
-    return "DROP" if event.verdict == "drop" else event.verdict
-
-
-def readable(event: TraceEvent) -> str:
-    return f"{event.table} {event.chain}: {event.text.removeprefix('rule ')}"
 
 
 class NftTraceWatcher:
@@ -126,11 +92,10 @@ class NftTraceWatcher:
         return self.tracer.mark()
 
     def seen(self, mark: object, client: ClientResult) -> Seen:
-        events = probe_events(self.tracer.since(mark), self.setup, client)  # type: ignore[arg-type]
-        # Rules that matched, and policies that dropped; not policies that let the packet on.
-        shown = [e for e in events if e.text.startswith("rule ") or e.verdict == "drop"]
-        spread = next((int(m.group(1)) for e in shown if (m := _NUMGEN.search(e.text))), 1)
-        return Seen(tuple(map(readable, shown)), frozenset(map(event_verdict, shown)), spread)
+        events = self.tracer.since(mark)  # type: ignore[arg-type]
+        hits = rule_hits(packet_events(events, partial(is_probe_packet, setup=self.setup, client=client)))
+        spread = next((int(m.group(1)) for h in hits if (m := _NUMGEN.search(h.rule))), 1)
+        return Seen(tuple(map(str, hits)), frozenset(h.verdict for h in hits), spread)
 
     def close(self) -> None:
         self.tracer.close()
