@@ -115,6 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from lab.dataplane import node_dataplane
+    from lab.kubeproxy.nftables import check_nftables_version
 
     scenario = _load_all([args.file], args.matrix)[0]
     variants = _select(scenario, args.variant)
@@ -127,6 +128,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     if len(variants) > 1:
         err.print(f"# variant {topo.variant_label} (choose with --variant KEY=VALUE)")
+    if topo.cluster.proxy_mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
+        err.print(f"{args.file}: {problem}")
+        return 2
     print(node_dataplane(topo, args.node).text(), end="")
     return 0
 
