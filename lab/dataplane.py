@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass
 
-from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply, run_command
 from lab.kubeproxy.adapter import proxy_config, service_ports
 from lab.kubeproxy.iptables import render_iptables
 from lab.kubeproxy.ipvs import render_ipvs
@@ -72,27 +72,33 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
     return NodeDataplane("iptables", render_iptables(services, config, [node.ip], version).restore_text())
 
 
-def install_node(realized: Realized, node_name: str) -> None:
+def install_node(realized: Realized, node_name: str, resync: bool = False) -> None:
+    """Load what kube-proxy writes for realized.topology into the node. resync: kube-proxy's next full
+    sync after the API changed, replacing what an earlier sync wrote. kube-proxy gets there by diffing
+    (stale chains, virtual servers and kube-ipvs0 addresses deleted); the end state is the same."""
     topo = realized.topology
     ns = realized.namespaces[node_name]
     plane = node_dataplane(topo, node_name)
     if plane.mode == "ipvs":
+        device = [f"addr flush dev {IPVS_DEVICE}"] if resync else [f"link add {IPVS_DEVICE} type dummy"]
         ip_batch(
             ns,
-            [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+            [*device, f"link set {IPVS_DEVICE} up"]
             + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
         )
-        ipset_restore_all(ns, plane.ipsets)
+        ipset_restore_all(ns, plane.ipsets, replace=resync)
     if plane.mode == "nftables":
-        nft_apply(ns, plane.nft)
+        nft_apply(ns, ("delete table ip kube-proxy\n" if resync else "") + plane.nft)
         return
     iptables_restore(ns, plane.iptables, topo.cluster.iptables_backend)
     if plane.mode == "ipvs":
+        if resync:
+            run_command(ns, ("ipvsadm", "--clear"))
         ipvsadm_restore(ns, plane.ipvs)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
 
 
-def install(realized: Realized) -> None:
+def install(realized: Realized, resync: bool = False) -> None:
     for node in realized.topology.nodes:
-        install_node(realized, node.name)
+        install_node(realized, node.name, resync)

@@ -6,6 +6,7 @@ Every command runs through `ip netns exec <ns>`: the tools never see the host's 
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from dataclasses import dataclass
 
@@ -59,13 +60,30 @@ def restore_ipsets(netns: str, text: str) -> None:
     _feed(netns, ["ipset", "restore"], text, "ipsets")
 
 
-def ipset_restore_all(netns: str, text: str) -> None:
-    """kube-proxy's set list, with its comment lines (ipset restore knows no comments) left out."""
-    restore_ipsets(netns, "".join(line + "\n" for line in text.splitlines() if not line.startswith("#")))
+def ipset_restore_all(netns: str, text: str, replace: bool = False) -> None:
+    """kube-proxy's set list, with its comment lines (ipset restore knows no comments) left out.
+    replace: the sets may exist already (an earlier sync): each keeps its name and gets exactly these members."""
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    if not replace:
+        restore_ipsets(netns, "".join(line + "\n" for line in lines))
+        return
+    creates = [line for line in lines if line.startswith("create ")]
+    flushes = [f"flush {line.split()[1]}" for line in creates]
+    rest = [line for line in lines if not line.startswith("create ")]
+    _feed(netns, ["ipset", "restore", "-exist"], "".join(f"{line}\n" for line in creates + flushes + rest), "ipsets")
 
 
 def ipvsadm_restore(netns: str, text: str) -> None:
     _feed(netns, ["ipvsadm-restore"], text, "virtual servers")
+
+
+def run_command(netns: str, argv: tuple[str, ...]) -> str:
+    """A command in a lab namespace (a scenario's step); its output, or an error quoting what it said."""
+    try:
+        return str(_in_netns(netns, *argv)())  # type: ignore[operator]
+    except ProcessExecutionError as exc:
+        said = (exc.stderr or exc.stdout or "").strip()
+        raise InstallError(f"`{shlex.join(argv)}` in {netns} exited with {exc.retcode}: {said}") from None
 
 
 def ip_batch(netns: str, commands: list[str]) -> None:

@@ -13,6 +13,7 @@ from lab.dataplane import install
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import realize
 from lab.probe.session import Observation, ProbeSession
+from lab.steps import run_steps
 from lab.verdict import Verdict
 
 
@@ -88,6 +89,9 @@ def run_variant(
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:
             for probe in topo.probes:
+                if probe.before:  # even for a probe left out: later ones expect what it changed
+                    run_steps(realized, probe)
+                    session.rules_changed()
                 if only is not None and probe.name not in only:
                     continue
                 observed, verdict = run_probe(session, probe, topo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import itertools
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from lab.model.topology import (
     RouteSpec,
     ServicePortSpec,
     ServiceSpec,
+    StepSpec,
     Topology,
 )
 from lab.model.yamlsrc import FieldPath, Source, load_yaml
@@ -678,6 +680,7 @@ class _Resolver:
                     expected=self._expected(path, p, topo),
                     why=p.why,
                     attempts=p.attempts,
+                    before=self._steps(path, p, topo),
                 )
             )
         self._unique("probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
@@ -714,24 +717,57 @@ class _Resolver:
             raise self.src.error((*path, "via"), f"Service {svc.name} has no {to.via} address")
         return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
 
+    def _applies(self, path: FieldPath, item: schema.Conditional) -> bool:
+        """Whether this variant matches the item's `when` (checked against the declared matrix)."""
+        axes = self.declared
+        for axis, value in item.when.items():
+            if axis not in axes:
+                raise self.src.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
+            if value not in axes[axis]:
+                raise self.src.error((*path, "when", axis), f"{value!r} is not one of the matrix's values {axes[axis]}")
+        variant = dict(self.variant)
+        return all(variant.get(a) == v for a, v in item.when.items())
+
     def _expected(self, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
         options = probe.expect if isinstance(probe.expect, list) else [probe.expect]
-        axes = self.declared
-        variant = dict(self.variant)
         for k, e in enumerate(options):
             epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")
-            for axis, value in e.when.items():
-                if axis not in axes:
-                    raise self.src.error((*epath, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
-                if value not in axes[axis]:
-                    raise self.src.error(
-                        (*epath, "when", axis), f"{value!r} is not one of the matrix's values {axes[axis]}"
-                    )
-            if all(variant.get(a) == v for a, v in e.when.items()):
+            if self._applies(epath, e):
                 return self._expectation(epath, e, topo)
         raise self.src.error(
             (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
         )
+
+    def _steps(self, path: FieldPath, probe: schema.Probe, topo: Topology) -> tuple[StepSpec, ...]:
+        steps = []
+        for k, step in enumerate(probe.before):
+            spath: FieldPath = (*path, "before", k)
+            if not self._applies(spath, step):
+                continue
+            if step.delete is not None:
+                steps.append(StepSpec(delete_service=self._deleted_service((*spath, "delete"), step.delete, topo)))
+                continue
+            assert step.run is not None
+            try:
+                argv = tuple(shlex.split(step.run))
+            except ValueError as exc:
+                raise self.src.error((*spath, "run"), f"cannot split the command line: {exc}") from None
+            if not argv:
+                raise self.src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
+            nodes = self._node_names((*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
+            steps.append(StepSpec(argv=argv, nodes=nodes))
+        return tuple(steps)
+
+    def _deleted_service(self, path: FieldPath, text: str, topo: Topology) -> tuple[str, str]:
+        kind, _, rest = text.partition("/")
+        namespace, _, name = rest.rpartition("/")
+        if kind != "Service" or not name:
+            raise self.src.error(path, f"expected Service/NAME or Service/NAMESPACE/NAME, got {text!r}")
+        wanted = (namespace or "default", name)
+        if wanted not in {(s.namespace, s.name) for s in topo.services}:
+            known = ", ".join(f"{s.namespace}/{s.name}" for s in topo.services)
+            raise self.src.error(path, f"no Service {'/'.join(wanted)} in the workload; it has {known}")
+        return wanted
 
     def _source_name(self, path: FieldPath, name: str, topo: Topology) -> str | None:
         """The address of a source name; None for a name relative to the entry node (checked here)."""

@@ -160,18 +160,39 @@ class SourceByPlacement(Strict):
     remote: str
 
 
-class Expectation(Strict):
+class Conditional(Strict):
+    """Applies to the variants whose matrix values match `when` (every variant when empty)."""
+
     when: dict[str, str | bool] = {}
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _when_as_text(cls, value: Any) -> Any:
+        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+class Expectation(Conditional):
     outcome: Outcome = "delivered"
     backend: str | list[str] | None = None
     node: str | None = None
     source: str | SourceByPlacement | None = None
     entries: list[str] = []
 
-    @field_validator("when", mode="before")
-    @classmethod
-    def _when_as_text(cls, value: Any) -> Any:
-        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+class Step(Conditional):
+    """Something done to the cluster before a probe: a command on nodes, or an API change kube-proxy syncs."""
+
+    run: str | None = None  # a command line, run in each node's network namespace
+    nodes: list[str] = []  # with run: where (default: every node)
+    delete: str | None = None  # "Service/NAME" or "Service/NAMESPACE/NAME": kube-proxy resyncs every node
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Step:
+        if (self.run is None) == (self.delete is None):
+            raise ValueError("a step is either `run: COMMAND` (with `nodes: [...]`) or `delete: Service/NAME`")
+        if self.nodes and self.run is None:
+            raise ValueError("`nodes` goes with `run`")
+        return self
 
 
 class Probe(Strict):
@@ -182,6 +203,7 @@ class Probe(Strict):
     expect: Expectation | list[Expectation]
     why: str = ""
     attempts: int = Field(1, ge=1, le=64)
+    before: list[Step] = []
 
 
 MatrixValue = str | bool

@@ -6,6 +6,7 @@ Everything the later stages need is here and already checked; no stage after
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -185,6 +186,21 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class StepSpec:
+    """Done to the running cluster before a probe: `argv` on `nodes`, or deleting a Service (kube-proxy's
+    next sync on every node sees it gone)."""
+
+    argv: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    delete_service: tuple[str, str] | None = None  # (namespace, name)
+
+    def __str__(self) -> str:
+        if self.delete_service:
+            return f"delete Service {'/'.join(self.delete_service)} (kube-proxy resyncs every node)"
+        return f"on {', '.join(self.nodes)}: {shlex.join(self.argv)}"
+
+
+@dataclass(frozen=True)
 class ProbeSpec:
     name: str
     source: str  # an actor: pod, node or external host
@@ -195,6 +211,7 @@ class ProbeSpec:
     expected: Expected
     why: str = ""
     attempts: int = 1  # connections to send (each from a new source port); every one is judged
+    before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
 
 
 @dataclass(frozen=True)

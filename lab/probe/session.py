@@ -101,6 +101,10 @@ class ProbeSession:
         for tracer in self.tracers.values():
             tracer.close()
 
+    def rules_changed(self) -> None:
+        """Rules were replaced (a step): their counters start again from zero."""
+        self.counters = {actor: self._counters(actor) for actor in self.counters}
+
     def _counters(self, node: str) -> dict:
         ns = self.realized.namespaces[node]
         return parse_counters(iptables_save(ns, self.topo.cluster.iptables_backend, counters=True))

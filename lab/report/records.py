@@ -42,6 +42,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "address": f"{result.probe.dst_ip}:{result.probe.dst_port}",
             "protocol": result.probe.protocol,
         },
+        "before": [str(step) for step in result.probe.before],
         "ok": result.verdict.ok,
         "reasons": list(result.verdict.reasons),
         "expected": {
@@ -102,6 +103,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
         lines.append(f"why: {o.explanation}")
     if r.probe.why:
         lines.append(f"scenario says: {r.probe.why}")
+    lines += [f"before {step}" for step in r.probe.before]
     lines += [f"seen  {line}" for line in o.path]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]

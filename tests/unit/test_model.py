@@ -152,3 +152,50 @@ def test_invalid_yaml_names_the_line(tmp_path):
 def test_every_shipped_scenario_loads():
     for path in sorted(Path(__file__).resolve().parents[2].joinpath("topologies").glob("*.yaml")):
         assert load_scenario(path).variants
+
+
+STEPS = (
+    BASE
+    + """\
+  - name: after
+    from: client
+    to: {service: web, port: http, via: nodePort, node: node2}
+    before:
+      - {when: {externalTrafficPolicy: Local}, run: "ip addr del 10.0.0.1/32 dev 'kube ipvs0'", nodes: [node2]}
+      - {run: conntrack -F}
+      - {delete: Service/web}
+    expect: {outcome: refused}
+matrix:
+  externalTrafficPolicy: [Cluster, Local]
+"""
+)
+
+
+def test_steps_resolve_per_variant(tmp_path):
+    cluster, local = load_scenario(write(tmp_path, STEPS)).variants
+    assert [str(s) for s in cluster.probes[1].before] == [
+        "on node1, node2: conntrack -F",
+        "delete Service default/web (kube-proxy resyncs every node)",
+    ]
+    step = local.probes[1].before[0]
+    assert (step.argv, step.nodes) == (("ip", "addr", "del", "10.0.0.1/32", "dev", "kube ipvs0"), ("node2",))
+    assert not cluster.probes[0].before
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ("{delete: Service/web}", "{delete: Service/other}", "probes[1].before[2].delete", "no Service default/other"),
+        ("{delete: Service/web}", "{delete: Pod/web}", "probes[1].before[2].delete", "expected Service/NAME or"),
+        ("nodes: [node2]}", "nodes: [node7]}", "probes[1].before[0].nodes[0]", "unknown node 'node7'"),
+        ("{run: conntrack -F}", "{run: ''}", "probes[1].before[1].run", "expected a command"),
+        ("{run: conntrack -F}", "{run: conntrack -F, delete: Service/web}", "probes[1].before[1]", "either `run"),
+        ("{delete: Service/web}", "{delete: Service/web, nodes: [node1]}", "probes[1].before[2]", "`nodes` goes with"),
+        ("{when: {externalTrafficPolicy: Local}", "{when: {mode: x}", "probes[1].before[0].when.mode", "not a matrix"),
+    ],
+)
+def test_step_errors_name_the_field(tmp_path, old, new, field, message):
+    assert old in STEPS
+    error = error_for(tmp_path, STEPS.replace(old, new, 1))
+    assert error.field == field, str(error)
+    assert message in error.message
