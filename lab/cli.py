@@ -183,7 +183,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from lab.doctor import kernel_has
         from lab.scalebench import run_scale_bench
 
-        modes = ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else [])
+        modes = ["iptables", "iptables-legacy", "nftables"] + (
+            ["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else []
+        )
         return run_scale_bench([int(n) for n in args.scale.split(",")], modes, console)
     return run_bench(Path(args.file) if args.file else None, args.repeat, console)
 
@@ -264,7 +266,8 @@ def parser() -> argparse.ArgumentParser:
         "--scale",
         metavar="N,N,...",
         help="install time and first-packet latency for N Services "
-        "per mode (iptables, nftables, and ipvs where the kernel has it), e.g. 10,100,1000,10000",
+        "per mode (iptables with the nft and legacy backends, nftables, and ipvs where the kernel has it), "
+        "e.g. 10,100,1000,10000",
     )
     bench.set_defaults(func=cmd_bench)
 
