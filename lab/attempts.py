@@ -63,6 +63,12 @@ def _merge_rules(observations: list[Observation]) -> tuple[tuple[str, RuleHit], 
     return tuple((actor, hit) for (actor, *_), hit in merged.items())
 
 
+def _by_entry(o: Observation) -> str | None:
+    if o.source and o.entry and (o.source == o.entry or o.source.startswith(f"{o.entry}/")):
+        return ENTRY + o.source[len(o.entry) :]
+    return o.source or o.source_ip
+
+
 def _joined(values: list[str | None]) -> str | None:
     seen = list(dict.fromkeys(v for v in values if v))
     return "|".join(seen) if seen else None
@@ -106,5 +112,6 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         seconds=sum(o.seconds for o in observations),
         pcaps=tuple(p for o in observations for p in o.pcaps),
         entry=_joined([o.entry for o in observations]),
+        source_by_entry=_joined(sorted({v for o in observations if (v := _by_entry(o))})),
     )
     return summary, Verdict(not reasons, tuple(reasons))

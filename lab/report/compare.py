@@ -13,7 +13,7 @@ def _cell(result: ProbeResult | None, skipped: str) -> tuple[str, str]:
     if result is None:
         return ("skipped" if skipped else "—", "")
     o = result.observed
-    seen = f" from {o.source or o.source_ip}" if o.source_ip else ""
+    seen = f" from {o.source_by_entry or o.source or o.source_ip}" if o.source_ip else ""
     mark = "PASS" if result.verdict.ok else "FAIL"
     return f"{o.outcome}{seen} {mark}", f"{o.outcome}{seen}"
 

@@ -58,6 +58,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "node": o.node,
             "source": o.source,
             "source_ip": o.source_ip,
+            "source_by_entry": o.source_by_entry,
             "error": o.error or None,
             "explanation": o.explanation or None,
             "path": list(o.path),

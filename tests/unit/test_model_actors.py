@@ -6,12 +6,13 @@ from __future__ import annotations
 import socket
 import struct
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lab.actors import Decision, fabric_rules, local_endpoints, masq_agent_rules
-from lab.attempts import resolve
+from lab.attempts import resolve, run_probe
 from lab.model.errors import ScenarioError
 from lab.model.load import load_scenario
 from lab.probe.capture import Frame
@@ -297,3 +298,24 @@ def test_vxlan_encapsulation_is_not_a_hop_of_its_own():
     assert not outer.opens_or_ends
     dns = Frame("node1", "eth0", True, 0.0, b"\x00" * 12 + b"\x08\x00" + ip + struct.pack("!HHHH", 4000, 53, 8, 0))
     assert dns.opens_or_ends
+
+
+class ScriptedSession:
+    """Stands in for a ProbeSession: hands out the given observations, one per connection."""
+
+    def __init__(self, observations: list[Observation]) -> None:
+        self.observations = list(observations)
+
+    def run(self, probe) -> Observation:
+        return self.observations.pop(0)
+
+
+def test_several_connections_name_their_sources_from_their_entry(tmp_path):
+    text = BASE.replace("node: entry, source: client,", "source: {local: entry, remote: entry/eth0},")
+    topo = load(tmp_path, text)
+    remote, local = ("node2", "node1", "node2/eth0", "192.168.56.12"), ("node1", "node1", "node1", "192.168.56.11")
+    seen = [replace(_observation(entry, node, source), source_ip=ip) for entry, node, source, ip in (remote, local) * 2]
+    summary, verdict = run_probe(ScriptedSession(seen), topo.probes[0], topo)  # type: ignore[arg-type]
+    assert verdict.ok, verdict.reasons
+    assert summary.source == "node2/eth0|node1"  # as seen, in order
+    assert summary.source_by_entry == "entry|entry/eth0"  # the same whichever node a connection entered by
