@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network, ip_network
+from ipaddress import IPv4Address, ip_network
 
 from lab.kubeproxy import hashing
-from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
+from lab.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 from lab.kubeproxy.versions import era_of, minor_of
+from lab.kubeproxy.view import ServiceView, unique
 
 DEFAULT_VERSION = "1.31"
 
@@ -256,7 +257,7 @@ class IptablesRules:
             created += [chain for ensured_table, chain in self.ensured_chains if ensured_table == table]
             lines.append(f"*{table}")
             lines += [f":{chain} ACCEPT [0:0]" for chain in builtins]
-            lines += [f":{chain} - [0:0]" for chain in _unique([*chains, *kubelet_chains, *created])]
+            lines += [f":{chain} - [0:0]" for chain in unique([*chains, *kubelet_chains, *created])]
             lines += [rule for chain in builtins for rule in self.builtin_rules(table, chain)]
             # kubelet re-adds (iptables -C / -A) whatever a kube-proxy restore flushed, unless an
             # equivalent rule is already there.
@@ -434,7 +435,7 @@ class _Node:
         nodeport_ips = None
         if not match_all:
             matching = [ip for ip in own if any(ip in cidr for cidr in cidrs)]
-            nodeport_ips = tuple(_unique(str(ip) for ip in matching if localhost or not ip.is_loopback))
+            nodeport_ips = tuple(unique(str(ip) for ip in matching if localhost or not ip.is_loopback))
         mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
         return cls(config, lay, mark, own[0] if own else None, localhost, route_localnet, nodeport_ips)
 
@@ -452,55 +453,8 @@ class _Node:
         return f"{ip}/32" if self.lay.cidr_suffix else ip
 
 
-@dataclass(frozen=True)
-class _ServiceView:
-    """A ServicePort as kube-proxy's IPv4 proxier sees it: canonical IPv4 addresses only."""
-
-    port: ServicePort
-    cluster_ip: str
-    external_ips: tuple[str, ...]
-    lb_ips: tuple[str, ...]
-    source_ranges: tuple[tuple[str, IPv4Network], ...]  # (as written, trimmed; parsed)
-    endpoints: tuple[Endpoint, ...]  # sorted by "IP:port", as kube-proxy's endpoints map is
-
-    @classmethod
-    def build(cls, port: ServicePort) -> _ServiceView | None:
-        if port.cluster_ip is None or parse_ipv4(port.cluster_ip) is None:
-            return None
-        ranges = [(text.strip(), parse_ipv4_cidr(text)) for text in port.load_balancer_source_ranges]
-        return cls(
-            port=port,
-            cluster_ip=str(parse_ipv4(port.cluster_ip)),
-            external_ips=ipv4_strings(port.external_ips),
-            lb_ips=ipv4_strings(port.load_balancer_ips),
-            source_ranges=tuple((text, cidr) for text, cidr in ranges if cidr is not None),
-            endpoints=ipv4_endpoints(port),
-        )
-
-    @property
-    def name(self) -> str:
-        return self.port.port_name_string
-
-    @property
-    def proto(self) -> str:
-        return self.port.proto
-
-    @property
-    def externally_accessible(self) -> bool:
-        return bool(self.port.node_port or self.lb_ips or self.external_ips)
-
-    @property
-    def internal_local(self) -> bool:
-        return self.port.internal_policy == "Local"
-
-    @property
-    def external_local(self) -> bool:
-        return self.port.external_policy == "Local"
-
-    @property
-    def health_check_node_port(self) -> int:
-        # kube-proxy keeps it only for Services that need it (LoadBalancer with eTP=Local).
-        return self.port.health_check_node_port if self.external_local else 0
+class _ServiceView(ServiceView):
+    """What the iptables proxier reads besides: its chain names, and source ranges as written or parsed."""
 
     def chain(self, name_fn: Callable[[str, str], str]) -> str:
         return name_fn(self.name, self.proto)
@@ -514,7 +468,7 @@ class _ServiceView:
     def node_in_source_ranges(self, node: _Node) -> bool:
         """allowFromNode: the node reaching its own LB IP often loops back locally, with the LB IP
         as source."""
-        return node.primary_ip is not None and any(node.primary_ip in cidr for _, cidr in self.source_ranges)
+        return node.primary_ip is not None and any(node.primary_ip in cidr for cidr in self.source_cidrs)
 
 
 @dataclass(frozen=True)
@@ -1083,7 +1037,3 @@ def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
         else:
             flat += _flatten(part)
     return flat
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

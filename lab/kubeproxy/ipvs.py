@@ -57,11 +57,12 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv4Network
 
-from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
+from lab.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.kubeproxy.view import ServiceView, unique
 
 IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
 DEFAULT_VERSION = "1.31"
@@ -461,7 +462,7 @@ class IpvsRules:
                 extra_rules = self.kubelet.rules(table)
             lines.append(f"*{table}")
             lines += [f":{chain} ACCEPT [0:0]" for chain in builtins]
-            lines += [f":{chain} - [0:0]" for chain in _unique([*chains, *extra_chains])]
+            lines += [f":{chain} - [0:0]" for chain in unique([*chains, *extra_chains])]
             lines += [rule for chain in builtins for rule in self.builtin_rules(table, chain)]
             lines += [*rules, *extra_rules, "COMMIT"]
         return "\n".join(lines) + "\n"
@@ -572,7 +573,7 @@ class _Node:
         cidrs = [c for c in map(parse_ipv4_cidr, config.node_port_addresses) if c is not None]
         match_all = not cidrs or any(c.prefixlen == 0 for c in cidrs)
         mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
-        return cls(config, mark, own[0] if own else None, tuple(_unique(own)), None if match_all else tuple(cidrs))
+        return cls(config, mark, own[0] if own else None, tuple(unique(own)), None if match_all else tuple(cidrs))
 
     @property
     def interface_addresses(self) -> set[str]:
@@ -580,50 +581,15 @@ class _Node:
         return {str(ip) for ip in self.addresses if not ip.is_loopback}
 
 
-@dataclass(frozen=True)
-class _ServiceView:
-    """A ServicePort as the IPv4 proxier sees it."""
-
-    port: ServicePort
-    cluster_ip: str
-    external_ips: tuple[str, ...]
-    lb_ips: tuple[str, ...]
-    source_ranges: tuple[IPv4Network, ...]
-    endpoints: tuple[Endpoint, ...]  # IPv4, one per "IP:port", sorted
+class _ServiceView(ServiceView):
+    """The ipvs proxier binds each external and LB IP once, and names set entries "IP,proto:port"."""
 
     @classmethod
     def build(cls, port: ServicePort) -> _ServiceView | None:
-        if port.cluster_ip is None or parse_ipv4(port.cluster_ip) is None:
+        view = super().build(port)
+        if view is None:
             return None
-        return cls(
-            port=port,
-            cluster_ip=str(parse_ipv4(port.cluster_ip)),
-            external_ips=tuple(_unique(ipv4_strings(port.external_ips))),
-            lb_ips=tuple(_unique(ipv4_strings(port.load_balancer_ips))),
-            source_ranges=tuple(cidr for cidr in map(parse_ipv4_cidr, port.load_balancer_source_ranges) if cidr),
-            endpoints=ipv4_endpoints(port),
-        )
-
-    @property
-    def proto(self) -> str:
-        return self.port.proto
-
-    @property
-    def external_local(self) -> bool:
-        return self.port.external_policy == "Local"
-
-    @property
-    def internal_local(self) -> bool:
-        return self.port.internal_policy == "Local"
-
-    @property
-    def externally_accessible(self) -> bool:
-        return bool(self.port.node_port or self.lb_ips or self.external_ips)
-
-    @property
-    def health_check_node_port(self) -> int:
-        # Only LoadBalancer Services with eTP=Local have one (NeedsHealthCheck).
-        return self.port.health_check_node_port if self.external_local else 0
+        return replace(view, external_ips=tuple(unique(view.external_ips)), lb_ips=tuple(unique(view.lb_ips)))
 
     def entry(self, ip: str, port: int | None = None) -> str:
         """hash:ip,port Entry.String(): "IP,proto:port"."""
@@ -691,12 +657,12 @@ class _State:
         self.add(LOAD_BALANCER, entry)
         if svc.external_local:
             self.add(LOAD_BALANCER_LOCAL, entry)
-        if svc.source_ranges:
+        if svc.source_cidrs:
             self.add(LOAD_BALANCER_FW, entry)
-            for cidr in svc.source_ranges:
+            for cidr in svc.source_cidrs:
                 self.add(LOAD_BALANCER_SOURCE_CIDR, f"{entry},{cidr}")
             primary = self.node.primary_ip
-            if primary is not None and any(primary in cidr for cidr in svc.source_ranges):
+            if primary is not None and any(primary in cidr for cidr in svc.source_cidrs):
                 # The node reaching the LB IP often loops back with the LB IP as source.
                 self.add(LOAD_BALANCER_SOURCE_IP, f"{entry},{ip}")
             else:
@@ -884,7 +850,3 @@ def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
         else:
             flat += _flatten(part)
     return flat
-
-
-def _unique(items: Iterable) -> list:
-    return list(dict.fromkeys(items))

@@ -48,10 +48,11 @@ import base64
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address
 
-from lab.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
+from lab.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
 from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.kubeproxy.view import ServiceView
 
 OLDEST_MINOR = 30
 NEWEST_MINOR = 35
@@ -290,51 +291,13 @@ def _nodeport_ips(
     return tuple(dict.fromkeys(str(ip) for ip in chosen if not ip.is_loopback))
 
 
-@dataclass(frozen=True)
-class _ServiceView:
-    """A ServicePort as kube-proxy's IPv4 proxier sees it (BaseServicePortInfo + endpoints map)."""
-
-    port: ServicePort
-    cluster_ip: str
-    external_ips: tuple[str, ...]
-    lb_ips: tuple[str, ...]
-    source_ranges: tuple[IPv4Network, ...]
-    endpoints: tuple[Endpoint, ...]  # sorted by "IP:port", as the endpoints map is
-
-    @classmethod
-    def build(cls, port: ServicePort) -> _ServiceView | None:
-        cluster_ip = parse_ipv4(port.cluster_ip) if port.cluster_ip else None
-        if cluster_ip is None:
-            return None
-        return cls(
-            port=port,
-            cluster_ip=str(cluster_ip),
-            external_ips=ipv4_strings(port.external_ips),
-            lb_ips=ipv4_strings(port.load_balancer_ips),
-            source_ranges=tuple(cidr for cidr in map(parse_ipv4_cidr, port.load_balancer_source_ranges) if cidr),
-            endpoints=ipv4_endpoints(port),
-        )
-
-    @property
-    def name(self) -> str:
-        return self.port.port_name_string
-
-    @property
-    def proto(self) -> str:
-        return self.port.proto
-
-    @property
-    def externally_accessible(self) -> bool:
-        return bool(self.port.node_port or self.lb_ips or self.external_ips)
-
-    @property
-    def internal_local(self) -> bool:
-        return self.port.internal_policy == "Local"
+class _ServiceView(ServiceView):
+    """The nftables proxier's chain names, and its reading of eTP=Local."""
 
     @property
     def external_local(self) -> bool:
         # ExternalPolicyLocal is only ever true for a Service that can be reached from outside.
-        return self.port.external_policy == "Local" and self.externally_accessible
+        return super().external_local and self.externally_accessible
 
     @property
     def chain_base(self) -> str:
@@ -733,8 +696,8 @@ def _write_external_chain(tx: _Tx, node: _Node, plan: _Plan) -> None:
 def _write_firewall_rule(tx: _Tx, node: _Node, plan: _Plan) -> None:
     """firewall-*: loadBalancerSourceRanges. A node reaching its own VIP-style LB loops back with
     the LB IP as source, so when the node IP is allowed the LB IPs are too."""
-    sources = [str(cidr) for cidr in plan.svc.source_ranges]
-    if node.node_ip is not None and any(node.node_ip in cidr for cidr in plan.svc.source_ranges):
+    sources = [str(cidr) for cidr in plan.svc.source_cidrs]
+    if node.node_ip is not None and any(node.node_ip in cidr for cidr in plan.svc.source_cidrs):
         sources += plan.svc.lb_ips
     tx.add_rule(plan.firewall_chain, "ip saddr != {", " , ".join(sources), "} drop")
 
