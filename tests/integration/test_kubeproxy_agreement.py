@@ -62,7 +62,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,8 +80,6 @@ from kubeproxy_cases import (  # noqa: E402
     NODE_IPS,
     NODE_PORTS_VARIANTS,
     TERMINATING_VARIANTS,
-    TEST_EXTERNAL_CLIENT,
-    TEST_EXTERNAL_CLIENT_BLOCKED,
     TEST_EXTERNAL_IP,
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
@@ -96,25 +94,13 @@ from kubeproxy_cases import (  # noqa: E402
     node_ports_inputs,
     terminating_service,
 )
+from kubeproxy_flows import BLOCKED, EXT, LO, POD, Flow, masquerade_flows  # noqa: E402
 
 # The fake proxier's IPv4 addresses but 127.0.0.1 (the node namespace's lo has it).
 REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
 assert set(REPLAY_NODE_IPS) == {ip for ip in NODE_IPS if "." in ip} - {"127.0.0.1"}
 # The LocalTrafficDetector's CIDR, as this node's pod network: see the module docstring.
 POD_CIDR = "10.0.0.0/8"
-
-
-@dataclass(frozen=True)
-class Flow:
-    name: str
-    src: str
-    dst: str
-    dport: int
-    output: str
-    masq: bool = False
-    proto: str = "TCP"
-    # Addresses the node owns for this flow only, besides REPLAY_NODE_IPS.
-    node_also_has: tuple[str, ...] = ()
 
 
 Inputs = tuple[list[ServicePort], ProxyConfig]
@@ -135,8 +121,6 @@ def rules_text(name: str) -> str:
 
 
 # --- TestNoEndpointsReject ----------------------------------------------------------------------
-
-POD, EXT, BLOCKED, LO = "10.0.0.2", TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, "127.0.0.1"
 
 ruleset(
     "TestNoEndpointsReject",
@@ -322,76 +306,11 @@ for variant in TERMINATING_VARIANTS:
 
 # --- TestInternalExternalMasquerade -------------------------------------------------------------
 
-NODE = TEST_NODE_IP
-ALL1, ALL2, ALL3 = "10.180.0.1:80, 10.180.1.1:80", "10.180.0.2:80, 10.180.1.2:80", "10.180.0.3:80, 10.180.1.3:80"
-MASQUERADE_FLOWS = [
-    Flow("pod to ClusterIP", POD, "172.30.0.41", 80, ALL1, False),
-    Flow("pod to NodePort", POD, NODE, 3001, ALL1, True),
-    Flow("pod to LB", POD, "1.2.3.4", 80, ALL1, True),
-    Flow("node to ClusterIP", NODE, "172.30.0.41", 80, ALL1, True),
-    Flow("node to NodePort", NODE, NODE, 3001, ALL1, True),
-    Flow("localhost to NodePort", LO, LO, 3001, ALL1, True),
-    Flow("node to LB", NODE, "1.2.3.4", 80, ALL1, True),
-    Flow("external to ClusterIP", EXT, "172.30.0.41", 80, ALL1, True),
-    Flow("external to NodePort", EXT, NODE, 3001, ALL1, True),
-    Flow("external to LB", EXT, "1.2.3.4", 80, ALL1, True),
-    Flow("pod to ClusterIP with eTP:Local", POD, "172.30.0.42", 80, ALL2, False),
-    Flow("pod to NodePort with eTP:Local", POD, NODE, 3002, ALL2, False),
-    Flow("pod to LB with eTP:Local", POD, "5.6.7.8", 80, ALL2, False),
-    Flow("node to ClusterIP with eTP:Local", NODE, "172.30.0.42", 80, ALL2, True),
-    Flow("node to NodePort with eTP:Local", NODE, NODE, 3001, ALL1, True),
-    Flow("localhost to NodePort with eTP:Local", LO, LO, 3002, ALL2, True),
-    Flow("node to LB with eTP:Local", NODE, "5.6.7.8", 80, ALL2, True),
-    Flow("external to ClusterIP with eTP:Local", EXT, "172.30.0.42", 80, ALL2, True),
-    Flow("external to NodePort with eTP:Local", EXT, NODE, 3002, "10.180.0.2:80", False),
-    Flow("external to LB with eTP:Local", EXT, "5.6.7.8", 80, "10.180.0.2:80", False),
-    Flow("pod to ClusterIP with iTP:Local", POD, "172.30.0.43", 80, "10.180.0.3:80", False),
-    Flow("pod to NodePort with iTP:Local", POD, NODE, 3003, ALL3, True),
-    Flow("pod to LB with iTP:Local", POD, "9.10.11.12", 80, ALL3, True),
-    Flow("node to ClusterIP with iTP:Local", NODE, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("node to NodePort with iTP:Local", NODE, NODE, 3003, ALL3, True),
-    Flow("localhost to NodePort with iTP:Local", LO, LO, 3003, ALL3, True),
-    Flow("node to LB with iTP:Local", NODE, "9.10.11.12", 80, ALL3, True),
-    Flow("external to ClusterIP with iTP:Local", EXT, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("external to NodePort with iTP:Local", EXT, NODE, 3003, ALL3, True),
-    Flow("external to LB with iTP:Local", EXT, "9.10.11.12", 80, ALL3, True),
-]
-# Without a local-traffic detector pods get no eTP:Local short-circuit, so only the local endpoint...
-NO_SHORT_CIRCUIT = {
-    "pod to NodePort with eTP:Local": {"output": "10.180.0.2:80"},
-    "pod to LB with eTP:Local": {"output": "10.180.0.2:80"},
-}
-# ...and all ClusterIP traffic is taken for pod traffic.
-NO_DETECTOR = {
-    **{
-        name: {"masq": False}
-        for name in (
-            "node to ClusterIP",
-            "node to ClusterIP with eTP:Local",
-            "node to ClusterIP with iTP:Local",
-            "external to ClusterIP",
-            "external to ClusterIP with eTP:Local",
-            "external to ClusterIP with iTP:Local",
-        )
-    },
-    **NO_SHORT_CIRCUIT,
-}
-MASQUERADE_ALL = {
-    name: {"masq": True}
-    for name in ("pod to ClusterIP", "pod to ClusterIP with eTP:Local", "pod to ClusterIP with iTP:Local")
-}
-MASQUERADE_OVERRIDES = {
-    "base": {},
-    "no LocalTrafficDetector": NO_DETECTOR,
-    "masqueradeAll": MASQUERADE_ALL,
-    "masqueradeAll, no LocalTrafficDetector": {**NO_SHORT_CIRCUIT, **MASQUERADE_ALL},
-}
 for variant in MASQUERADE_VARIANTS:
-    overrides = MASQUERADE_OVERRIDES[variant]
     ruleset(
         f"TestInternalExternalMasquerade/{variant}",
         lambda variant=variant: (masquerade_services(), masquerade_config(variant)),
-        [replace(flow, **overrides.get(flow.name, {})) for flow in MASQUERADE_FLOWS],
+        masquerade_flows(variant),
     )
 
 

@@ -84,7 +84,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -98,9 +98,8 @@ from lab.replay.run import ReplayResult, replay_nft
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubeproxy_cases import (  # noqa: E402
     FAKE,
+    MASQUERADE_VARIANTS,
     NODE_IPS,
-    TEST_EXTERNAL_CLIENT,
-    TEST_EXTERNAL_CLIENT_BLOCKED,
     TEST_EXTERNAL_IP,
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
@@ -113,6 +112,7 @@ from kubeproxy_cases import (  # noqa: E402
     no_endpoints_service,
     svc,
 )
+from kubeproxy_flows import BLOCKED, EXT, POD, Flow, masquerade_flows  # noqa: E402
 
 # NewFakeProxier (nftables): pod CIDR 10.0.0.0/8, masquerade mark "0x4000", ServiceCIDR 172.30.0.0/16.
 NFT_FAKE = ProxyConfig(FAKE.cluster_cidr, masquerade_mark=FAKE.masquerade_mark, service_cidrs=("172.30.0.0/16",))
@@ -121,17 +121,9 @@ REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
 POD_CIDR = "10.0.0.0/8"
 
 
-@dataclass(frozen=True)
-class Flow:
-    name: str
-    src: str
-    dst: str
-    dport: int
-    output: str
-    masq: bool = False
-    proto: str = "TCP"
-    # Addresses the node owns for this flow only, besides REPLAY_NODE_IPS.
-    node_also_has: tuple[str, ...] = ()
+def nft_masquerade_config(variant: str) -> ProxyConfig:
+    masquerade_all, detector = MASQUERADE_VARIANTS[variant]
+    return replace(NFT_FAKE, masquerade_all=masquerade_all, cluster_cidr=NFT_FAKE.cluster_cidr if detector else None)
 
 
 Inputs = tuple[list[ServicePort], ProxyConfig]
@@ -164,7 +156,6 @@ def layouts(name: str) -> dict[str, str]:
     return labels
 
 
-POD, EXT, BLOCKED = "10.0.0.2", TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED
 NODE, NODE_ALT = TEST_NODE_IP, TEST_NODE_IP_ALT
 
 # --- TestNoEndpointsReject ----------------------------------------------------------------------
@@ -381,68 +372,12 @@ for policy in ("Local", "Cluster"):
 
 # --- TestInternalExternalMasquerade -------------------------------------------------------------
 
-# Both endpoints of svc1, svc2, svc3 (the local one first).
-EPS1, EPS2, EPS3 = (f"10.180.0.{n}:80, 10.180.1.{n}:80" for n in (1, 2, 3))
-MASQUERADE_FLOWS = [
-    Flow("pod to ClusterIP", POD, "172.30.0.41", 80, EPS1, False),
-    Flow("pod to NodePort", POD, NODE, 3001, EPS1, True),
-    Flow("pod to LB", POD, "1.2.3.4", 80, EPS1, True),
-    Flow("node to ClusterIP", NODE, "172.30.0.41", 80, EPS1, True),
-    Flow("node to NodePort", NODE, NODE, 3001, EPS1, True),
-    Flow("node to LB", NODE, "1.2.3.4", 80, EPS1, True),
-    Flow("external to ClusterIP", EXT, "172.30.0.41", 80, EPS1, True),
-    Flow("external to NodePort", EXT, NODE, 3001, EPS1, True),
-    Flow("external to LB", EXT, "1.2.3.4", 80, EPS1, True),
-    Flow("pod to ClusterIP with eTP:Local", POD, "172.30.0.42", 80, EPS2, False),
-    Flow("pod to NodePort with eTP:Local", POD, NODE, 3002, EPS2, False),
-    Flow("pod to LB with eTP:Local", POD, "5.6.7.8", 80, EPS2, False),
-    Flow("node to ClusterIP with eTP:Local", NODE, "172.30.0.42", 80, EPS2, True),
-    Flow("node to NodePort with eTP:Local", NODE, NODE, 3001, EPS1, True),
-    Flow("node to LB with eTP:Local", NODE, "5.6.7.8", 80, EPS2, True),
-    Flow("external to ClusterIP with eTP:Local", EXT, "172.30.0.42", 80, EPS2, True),
-    Flow("external to NodePort with eTP:Local", EXT, NODE, 3002, "10.180.0.2:80", False),
-    Flow("external to LB with eTP:Local", EXT, "5.6.7.8", 80, "10.180.0.2:80", False),
-    Flow("pod to ClusterIP with iTP:Local", POD, "172.30.0.43", 80, "10.180.0.3:80", False),
-    Flow("pod to NodePort with iTP:Local", POD, NODE, 3003, EPS3, True),
-    Flow("pod to LB with iTP:Local", POD, "9.10.11.12", 80, EPS3, True),
-    Flow("node to ClusterIP with iTP:Local", NODE, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("node to NodePort with iTP:Local", NODE, NODE, 3003, EPS3, True),
-    Flow("node to LB with iTP:Local", NODE, "9.10.11.12", 80, EPS3, True),
-    Flow("external to ClusterIP with iTP:Local", EXT, "172.30.0.43", 80, "10.180.0.3:80", True),
-    Flow("external to NodePort with iTP:Local", EXT, NODE, 3003, EPS3, True),
-    Flow("external to LB with iTP:Local", EXT, "9.10.11.12", 80, EPS3, True),
-]
-NO_DETECTOR = {
-    # Without a LocalTrafficDetector all ClusterIP traffic is assumed to come from pods...
-    **{name: {"masq": False} for name in (
-        "node to ClusterIP", "node to ClusterIP with eTP:Local", "node to ClusterIP with iTP:Local",
-        "external to ClusterIP", "external to ClusterIP with eTP:Local", "external to ClusterIP with iTP:Local",
-    )},
-    # ...and there is no eTP:Local short-circuit for pods.
-    "pod to NodePort with eTP:Local": {"output": "10.180.0.2:80"},
-    "pod to LB with eTP:Local": {"output": "10.180.0.2:80"},
-}  # fmt: skip
-MASQUERADE_ALL = {
-    name: {"masq": True}
-    for name in ("pod to ClusterIP", "pod to ClusterIP with eTP:Local", "pod to ClusterIP with iTP:Local")
-}
-MASQUERADE_VARIANTS = {  # id -> (--masquerade-all, a LocalTrafficDetector, what changes)
-    "base": (False, True, {}),
-    "no LocalTrafficDetector": (False, False, NO_DETECTOR),
-    "masqueradeAll": (True, True, MASQUERADE_ALL),
-    "masqueradeAll, no LocalTrafficDetector": (
-        True,
-        False,
-        {**MASQUERADE_ALL, **{k: v for k, v in NO_DETECTOR.items() if "output" in v}},
-    ),
-}
-for variant, (masquerade_all, detector, overrides) in MASQUERADE_VARIANTS.items():
-    config = replace(NFT_FAKE, masquerade_all=masquerade_all, cluster_cidr=NFT_FAKE.cluster_cidr if detector else None)
-    assert sum(flow.name in overrides for flow in MASQUERADE_FLOWS) == len(overrides)
+# kube-proxy's nftables test copies the iptables one, but for the localhost flows (no localhost NodePorts).
+for variant in MASQUERADE_VARIANTS:
     ruleset(
         f"TestInternalExternalMasquerade/{variant}",
-        lambda config=config: (masquerade_services(), config),
-        [replace(flow, **overrides.get(flow.name, {})) for flow in MASQUERADE_FLOWS],
+        lambda variant=variant: (masquerade_services(), nft_masquerade_config(variant)),
+        masquerade_flows(variant, localhost=False),
     )
 
 

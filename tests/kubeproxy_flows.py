@@ -1,0 +1,103 @@
+"""kube-proxy's packet flows as data, shared by the real-kernel agreement tests of its iptables
+(tests/integration/test_kubeproxy_agreement.py) and nftables (test_nftables_agreement.py) proxiers.
+
+The nftables tests copy TestInternalExternalMasquerade from the iptables ones, less the localhost flows
+(nftables never serves localhost NodePorts); its flows live here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kubeproxy_cases import TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, TEST_NODE_IP
+
+POD, EXT, BLOCKED, LO = "10.0.0.2", TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    src: str
+    dst: str
+    dport: int
+    output: str  # kube-proxy's words: the endpoints reached ("IP:port, ..."), "DROP", "REJECT", or "" (not NATed)
+    masq: bool = False
+    proto: str = "TCP"
+    # Addresses the node owns for this flow only, besides the test's node addresses.
+    node_also_has: tuple[str, ...] = ()
+
+
+# --- TestInternalExternalMasquerade -------------------------------------------------------------
+
+NODE = TEST_NODE_IP
+ALL1, ALL2, ALL3 = "10.180.0.1:80, 10.180.1.1:80", "10.180.0.2:80, 10.180.1.2:80", "10.180.0.3:80, 10.180.1.3:80"
+MASQUERADE_FLOWS = [
+    Flow("pod to ClusterIP", POD, "172.30.0.41", 80, ALL1, False),
+    Flow("pod to NodePort", POD, NODE, 3001, ALL1, True),
+    Flow("pod to LB", POD, "1.2.3.4", 80, ALL1, True),
+    Flow("node to ClusterIP", NODE, "172.30.0.41", 80, ALL1, True),
+    Flow("node to NodePort", NODE, NODE, 3001, ALL1, True),
+    Flow("localhost to NodePort", LO, LO, 3001, ALL1, True),
+    Flow("node to LB", NODE, "1.2.3.4", 80, ALL1, True),
+    Flow("external to ClusterIP", EXT, "172.30.0.41", 80, ALL1, True),
+    Flow("external to NodePort", EXT, NODE, 3001, ALL1, True),
+    Flow("external to LB", EXT, "1.2.3.4", 80, ALL1, True),
+    Flow("pod to ClusterIP with eTP:Local", POD, "172.30.0.42", 80, ALL2, False),
+    Flow("pod to NodePort with eTP:Local", POD, NODE, 3002, ALL2, False),
+    Flow("pod to LB with eTP:Local", POD, "5.6.7.8", 80, ALL2, False),
+    Flow("node to ClusterIP with eTP:Local", NODE, "172.30.0.42", 80, ALL2, True),
+    Flow("node to NodePort with eTP:Local", NODE, NODE, 3001, ALL1, True),
+    Flow("localhost to NodePort with eTP:Local", LO, LO, 3002, ALL2, True),
+    Flow("node to LB with eTP:Local", NODE, "5.6.7.8", 80, ALL2, True),
+    Flow("external to ClusterIP with eTP:Local", EXT, "172.30.0.42", 80, ALL2, True),
+    Flow("external to NodePort with eTP:Local", EXT, NODE, 3002, "10.180.0.2:80", False),
+    Flow("external to LB with eTP:Local", EXT, "5.6.7.8", 80, "10.180.0.2:80", False),
+    Flow("pod to ClusterIP with iTP:Local", POD, "172.30.0.43", 80, "10.180.0.3:80", False),
+    Flow("pod to NodePort with iTP:Local", POD, NODE, 3003, ALL3, True),
+    Flow("pod to LB with iTP:Local", POD, "9.10.11.12", 80, ALL3, True),
+    Flow("node to ClusterIP with iTP:Local", NODE, "172.30.0.43", 80, "10.180.0.3:80", True),
+    Flow("node to NodePort with iTP:Local", NODE, NODE, 3003, ALL3, True),
+    Flow("localhost to NodePort with iTP:Local", LO, LO, 3003, ALL3, True),
+    Flow("node to LB with iTP:Local", NODE, "9.10.11.12", 80, ALL3, True),
+    Flow("external to ClusterIP with iTP:Local", EXT, "172.30.0.43", 80, "10.180.0.3:80", True),
+    Flow("external to NodePort with iTP:Local", EXT, NODE, 3003, ALL3, True),
+    Flow("external to LB with iTP:Local", EXT, "9.10.11.12", 80, ALL3, True),
+]
+# Without a local-traffic detector pods get no eTP:Local short-circuit, so only the local endpoint...
+NO_SHORT_CIRCUIT = {
+    "pod to NodePort with eTP:Local": {"output": "10.180.0.2:80"},
+    "pod to LB with eTP:Local": {"output": "10.180.0.2:80"},
+}
+# ...and all ClusterIP traffic is taken for pod traffic.
+NO_DETECTOR = {
+    **{
+        name: {"masq": False}
+        for name in (
+            "node to ClusterIP",
+            "node to ClusterIP with eTP:Local",
+            "node to ClusterIP with iTP:Local",
+            "external to ClusterIP",
+            "external to ClusterIP with eTP:Local",
+            "external to ClusterIP with iTP:Local",
+        )
+    },
+    **NO_SHORT_CIRCUIT,
+}
+MASQUERADE_ALL = {
+    name: {"masq": True}
+    for name in ("pod to ClusterIP", "pod to ClusterIP with eTP:Local", "pod to ClusterIP with iTP:Local")
+}
+MASQUERADE_OVERRIDES = {
+    "base": {},
+    "no LocalTrafficDetector": NO_DETECTOR,
+    "masqueradeAll": MASQUERADE_ALL,
+    "masqueradeAll, no LocalTrafficDetector": {**NO_SHORT_CIRCUIT, **MASQUERADE_ALL},
+}
+
+
+def masquerade_flows(variant: str, localhost: bool = True) -> list[Flow]:
+    """The flows of one TestInternalExternalMasquerade variant (MASQUERADE_VARIANTS' ids)."""
+    overrides = MASQUERADE_OVERRIDES[variant]
+    assert sum(flow.name in overrides for flow in MASQUERADE_FLOWS) == len(overrides)
+    flows = [replace(flow, **overrides.get(flow.name, {})) for flow in MASQUERADE_FLOWS]
+    return [flow for flow in flows if localhost or flow.src != LO]
