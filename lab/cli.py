@@ -3,7 +3,7 @@
 lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
 lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
-lab render FILE --node N     print what kube-proxy would leave on node N (iptables, or ipvs's parts)
+lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
 lab validate [FILE...]       check scenario files without building anything
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
