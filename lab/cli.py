@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from lab.install import InstallError
 from lab.model.errors import ScenarioError
@@ -280,7 +281,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sys.exit(args.func(args))
     except (ScenarioError, InstallError, NamespaceError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
+        # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
+        err.print(Text("error: ", style="red") + Text(str(exc)), highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted; namespaces removed")

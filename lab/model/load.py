@@ -444,7 +444,6 @@ class _Resolver:
             if ingress and spec.type != "LoadBalancer":
                 raise self.src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
             for k, ip in enumerate(spec.external_ips + ingress):
-                ipaddress.IPv4Address(ip)
                 if _inside(ip, cluster.service_cidr) or _inside(ip, cluster.cluster_cidr):
                     raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
             local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"

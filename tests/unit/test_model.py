@@ -119,6 +119,20 @@ def test_matrix_expands_variants_and_picks_expectations(tmp_path):
             "no selected pod has a container port named 'web'",
         ),
         ("name: t\n", "name: t\nbogus: 1\n", 2, "bogus", "unknown field"),
+        (
+            "type: NodePort",
+            "type: NodePort\n      externalIPs: ['2001:db8::1']",
+            23,
+            "workload[1].spec.externalIPs[0]",
+            "expected an IPv4 address (the lab models IPv4 clusters only), got '2001:db8::1'",
+        ),
+        (
+            "type: NodePort",
+            "type: NodePort\n      loadBalancerSourceRanges: [10.0.0.0/33]",
+            23,
+            "workload[1].spec.loadBalancerSourceRanges[0]",
+            "expected an IPv4 CIDR",
+        ),
     ],
 )
 def test_errors_name_file_line_field_and_expectation(tmp_path, old, new, line, field, message):
