@@ -65,6 +65,24 @@ def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenari
     return [load_scenario(p, axes) for p in paths]
 
 
+def _key_value(text: str) -> str:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. proxyMode=ipvs, got {text!r}")
+    return text
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(n) for n in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected positive numbers separated by commas, e.g. 10,100,1000, got {text!r}"
+        )
+    return counts
+
+
 def _select(scenario: Scenario, variant_filter: list[str]) -> list:
     wanted = dict(v.split("=", 1) for v in variant_filter)
     return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
@@ -89,14 +107,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lab.runner import run_variant
 
     scenarios = _load_all(args.files, args.matrix)
+    selected = [(scenario, _select(scenario, args.variant)) for scenario in scenarios]
+    if not any(variants for _, variants in selected):
+        labels = sorted({t.variant_label for scenario in scenarios for t in scenario.variants})
+        err.print(f"no variant matches --variant {' '.join(args.variant)}; the variants are: {'; '.join(labels)}")
+        return 2
+    only = set(args.probe) if args.probe else None
+    known = {p.name for _, variants in selected for t in variants for p in t.probes}
+    if only and not only & known:
+        err.print(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}")
+        return 2
     _require_root("run")
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     remove_leftovers()
     all_runs = []
-    only = set(args.probe) if args.probe else None
     pcap = Path(args.pcap) if args.pcap else None
-    for scenario in scenarios:
-        runs = [run_variant(t, args.timeout, pcap, only=only) for t in _select(scenario, args.variant)]
+    for scenario, variants in selected:
+        runs = [run_variant(t, args.timeout, pcap, only=only) for t in variants]
         all_runs += runs
         if args.compare and args.markdown:
             print(compare_markdown(scenario.name, runs, args.compare))
@@ -121,7 +148,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     scenario = _load_all([args.file], args.matrix)[0]
     variants = _select(scenario, args.variant)
     if not variants:
-        err.print(f"no variant of {scenario.name} matches {args.variant}")
+        labels = "; ".join(t.variant_label for t in scenario.variants)
+        err.print(
+            f"no variant of {scenario.name} matches --variant {' '.join(args.variant)}; the variants are: {labels}"
+        )
         return 2
     topo = variants[0]
     if args.node not in {n.name for n in topo.nodes}:
@@ -187,7 +217,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         modes = ["iptables", "iptables-legacy", "nftables"] + (
             ["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else []
         )
-        return run_scale_bench([int(n) for n in args.scale.split(",")], modes, console)
+        return run_scale_bench(args.scale, modes, console)
     return run_bench(Path(args.file) if args.file else None, args.repeat, console)
 
 
@@ -201,7 +231,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--pcap", metavar="DIR", help="keep each probe's captures under DIR")
     run.add_argument("--timeout", type=float, default=0.5, help="seconds a probe waits for an answer (0.5)")
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
-    run.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE", help="run only matching variants")
+    run.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="run only matching variants",
+    )
     run.add_argument(
         "--matrix",
         action="append",
@@ -218,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", help="print the rules kube-proxy would install on a node")
     render.add_argument("file")
     render.add_argument("--node", required=True)
-    render.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE")
+    render.add_argument("--variant", action="append", default=[], type=_key_value, metavar="KEY=VALUE")
     render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=ipvs")
     render.set_defaults(func=cmd_render)
 
@@ -265,6 +302,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
     bench.add_argument(
         "--scale",
+        type=_counts,
         metavar="N,N,...",
         help="install time and first-packet latency for N Services "
         "per mode (iptables with the nft and legacy backends, nftables, and ipvs where the kernel has it), "

@@ -223,14 +223,24 @@ def replay_from_args(args: argparse.Namespace) -> ReplayResult:
 
 def setup_from_args(args: argparse.Namespace) -> Setup:
     """Check the addresses the user gave; every mistake names the option."""
-    try:
-        node_ips = tuple(str(ipaddress.IPv4Address(ip)) for ip in args.node_ip)
-        source = str(ipaddress.IPv4Address(args.source))
-        host, _, port = args.dest.rpartition(":")
-        dst = str(ipaddress.IPv4Address(host))
-        pod_cidr = str(ipaddress.IPv4Network(args.pod_cidr)) if args.pod_cidr else None
-    except ValueError as exc:
-        raise InstallError(f"bad address: {exc}") from None
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    host, _, port = args.dest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InstallError(f"--to {args.dest}: expected DST_IP:PORT with a port in 1-65535")
-    return Setup(node_ips, pod_cidr, source, dst, int(port), args.proto.upper(), ())
+
+    def checked(option: str, text: str, parse: Callable[[str], object] = ipaddress.IPv4Address) -> str:
+        try:
+            return str(parse(text))
+        except ValueError as exc:
+            raise InstallError(
+                f"{option} {text}: expected an IPv4 {'CIDR' if option == '--pod-cidr' else 'address'} ({exc})"
+            ) from None
+
+    return Setup(
+        tuple(checked("--node-ip", ip) for ip in args.node_ip),
+        checked("--pod-cidr", args.pod_cidr, ipaddress.IPv4Network) if args.pod_cidr else None,
+        checked("--from", args.source),
+        checked("--to", host),
+        int(port),
+        args.proto.upper(),
+        (),
+    )

@@ -113,3 +113,16 @@ def test_cli_nft_is_exclusive_with_rules_and_takes_no_ipvs(tmp_path):
     ipvs.write_text("-A -t 172.30.0.41:80 -s rr\n")
     done = lab_replay("--nft", str(NFT_DUMP), "--ipvs", str(ipvs), "--from", "10.0.1.7", "--to", "172.30.0.41:80")
     assert done.returncode == 2 and "--ipvs goes with --rules" in " ".join(done.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--to", "172.30.0.41", "--to 172.30.0.41: expected DST_IP:PORT with a port in 1-65535"),
+        ("--from", "10.0.1.x", "--from 10.0.1.x: expected an IPv4 address"),
+    ],
+)
+def test_cli_names_the_bad_option(option, value, message):
+    args = {"--from": "10.0.1.7", "--to": "172.30.0.41:80", option: value}
+    done = lab_replay("--nft", str(NFT_DUMP), *(x for pair in args.items() for x in pair))
+    assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
