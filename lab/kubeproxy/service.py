@@ -55,10 +55,6 @@ class ServicePort:
     def proto(self) -> str:
         return self.protocol.lower()
 
-    @property
-    def externally_reachable(self) -> bool:
-        return bool(self.node_port or self.external_ips or self.load_balancer_ips)
-
 
 @dataclass(frozen=True)
 class ProxyConfig:
