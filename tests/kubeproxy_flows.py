@@ -1,8 +1,10 @@
 """kube-proxy's packet flows as data, shared by the real-kernel agreement tests of its iptables
 (tests/integration/test_kubeproxy_agreement.py) and nftables (test_nftables_agreement.py) proxiers.
 
-The nftables tests copy TestInternalExternalMasquerade from the iptables ones, less the localhost flows
-(nftables never serves localhost NodePorts); its flows live here once.
+The nftables tests copy TestExternalTrafficPolicyLocal/Cluster from the iptables ones (flow names here
+are the nftables test's, which add "unmasqueraded"/"masqueraded" where the iptables test leaves it out),
+and TestInternalExternalMasquerade less the localhost flows (nftables never serves localhost NodePorts);
+those flows live here once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,35 @@ class Flow:
     proto: str = "TCP"
     # Addresses the node owns for this flow only, besides the test's node addresses.
     node_also_has: tuple[str, ...] = ()
+
+
+# --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------
+
+BOTH, LOCAL = "10.180.0.1:80, 10.180.2.1:80", "10.180.2.1:80"
+
+
+def external_policy_flows(policy: str) -> list[Flow]:
+    """externalTrafficPolicy `policy` on svc1 (cluster IP 172.30.0.41, external IP 192.168.99.11, LB IP
+    1.2.3.4, NodePort 3001 on the node IP), a remote and a local endpoint."""
+    if policy == "Local":
+        return [
+            Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH),
+            Flow("pod to external IP hits both endpoints, unmasqueraded", POD, "192.168.99.11", 80, BOTH),
+            Flow("external to external IP hits only local endpoint, unmasqueraded", EXT, "192.168.99.11", 80, LOCAL),
+            Flow("pod to LB IP hits only both endpoints, unmasqueraded", POD, "1.2.3.4", 80, BOTH),
+            Flow("external to LB IP hits only local endpoint, unmasqueraded", EXT, "1.2.3.4", 80, LOCAL),
+            Flow("pod to NodePort hits both endpoints, unmasqueraded", POD, TEST_NODE_IP, 3001, BOTH),
+            Flow("external to NodePort hits only local endpoint, unmasqueraded", EXT, TEST_NODE_IP, 3001, LOCAL),
+        ]
+    return [
+        Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH),
+        Flow("pod to external IP hits both endpoints, masqueraded", POD, "192.168.99.11", 80, BOTH, True),
+        Flow("external to external IP hits both endpoints, masqueraded", EXT, "192.168.99.11", 80, BOTH, True),
+        Flow("pod to LB IP hits both endpoints, masqueraded", POD, "1.2.3.4", 80, BOTH, True),
+        Flow("external to LB IP hits both endpoints, masqueraded", EXT, "1.2.3.4", 80, BOTH, True),
+        Flow("pod to NodePort hits both endpoints, masqueraded", POD, TEST_NODE_IP, 3001, BOTH, True),
+        Flow("external to NodePort hits both endpoints, masqueraded", EXT, TEST_NODE_IP, 3001, BOTH, True),
+    ]
 
 
 # --- TestInternalExternalMasquerade -------------------------------------------------------------

@@ -94,7 +94,7 @@ from kubeproxy_cases import (  # noqa: E402
     node_ports_inputs,
     terminating_service,
 )
-from kubeproxy_flows import BLOCKED, EXT, LO, POD, Flow, masquerade_flows  # noqa: E402
+from kubeproxy_flows import BLOCKED, EXT, LO, POD, Flow, external_policy_flows, masquerade_flows  # noqa: E402
 
 # The fake proxier's IPv4 addresses but 127.0.0.1 (the node namespace's lo has it).
 REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
@@ -228,33 +228,12 @@ ruleset(
 
 # --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------
 
-LOCAL = "10.180.2.1:80"
-ruleset(
-    "TestExternalTrafficPolicyLocal",
-    lambda: ([external_policy_service("Local")], FAKE),
-    [
-        Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH),
-        Flow("pod to external IP hits both endpoints, unmasqueraded", POD, "192.168.99.11", 80, BOTH),
-        Flow("external to external IP hits only local endpoint", EXT, "192.168.99.11", 80, LOCAL),
-        Flow("pod to LB IP hits only both endpoints, unmasqueraded", POD, "1.2.3.4", 80, BOTH),
-        Flow("external to LB IP hits only local endpoint, unmasqueraded", EXT, "1.2.3.4", 80, LOCAL),
-        Flow("pod to NodePort hits both endpoints, unmasqueraded", POD, TEST_NODE_IP, 3001, BOTH),
-        Flow("external to NodePort hits only local endpoint", EXT, TEST_NODE_IP, 3001, LOCAL),
-    ],
-)
-ruleset(
-    "TestExternalTrafficPolicyCluster",
-    lambda: ([external_policy_service("Cluster")], FAKE),
-    [
-        Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH),
-        Flow("pod to external IP hits both endpoints, masqueraded", POD, "192.168.99.11", 80, BOTH, True),
-        Flow("external to external IP, masqueraded", EXT, "192.168.99.11", 80, BOTH, True),
-        Flow("pod to LB IP hits both endpoints, masqueraded", POD, "1.2.3.4", 80, BOTH, True),
-        Flow("external to LB IP hits both endpoints, masqueraded", EXT, "1.2.3.4", 80, BOTH, True),
-        Flow("pod to NodePort hits both endpoints, masqueraded", POD, TEST_NODE_IP, 3001, BOTH, True),
-        Flow("external to NodePort hits both endpoints, masqueraded", EXT, TEST_NODE_IP, 3001, BOTH, True),
-    ],
-)
+for policy in ("Local", "Cluster"):
+    ruleset(
+        f"TestExternalTrafficPolicy{policy}",
+        lambda policy=policy: ([external_policy_service(policy)], FAKE),
+        external_policy_flows(policy),
+    )
 
 # --- TestInternalTrafficPolicy ------------------------------------------------------------------
 

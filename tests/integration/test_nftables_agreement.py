@@ -112,7 +112,7 @@ from kubeproxy_cases import (  # noqa: E402
     no_endpoints_service,
     svc,
 )
-from kubeproxy_flows import BLOCKED, EXT, POD, Flow, masquerade_flows  # noqa: E402
+from kubeproxy_flows import BLOCKED, EXT, POD, Flow, external_policy_flows, masquerade_flows  # noqa: E402
 
 # NewFakeProxier (nftables): pod CIDR 10.0.0.0/8, masquerade mark "0x4000", ServiceCIDR 172.30.0.0/16.
 NFT_FAKE = ProxyConfig(FAKE.cluster_cidr, masquerade_mark=FAKE.masquerade_mark, service_cidrs=("172.30.0.0/16",))
@@ -252,33 +252,12 @@ for variant, (addresses, alt_allowed) in NODE_PORTS_VARIANTS.items():
 
 # --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------
 
-BOTH80, LOCAL = BOTH.format(80), "10.180.2.1:80"
-ruleset(
-    "TestExternalTrafficPolicyLocal",
-    lambda: ([external_policy_service("Local")], NFT_FAKE),
-    [
-        Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH80),
-        Flow("pod to external IP hits both endpoints, unmasqueraded", POD, "192.168.99.11", 80, BOTH80),
-        Flow("external to external IP hits only local endpoint, unmasqueraded", EXT, "192.168.99.11", 80, LOCAL),
-        Flow("pod to LB IP hits only both endpoints, unmasqueraded", POD, "1.2.3.4", 80, BOTH80),
-        Flow("external to LB IP hits only local endpoint, unmasqueraded", EXT, "1.2.3.4", 80, LOCAL),
-        Flow("pod to NodePort hits both endpoints, unmasqueraded", POD, NODE, 3001, BOTH80),
-        Flow("external to NodePort hits only local endpoint, unmasqueraded", EXT, NODE, 3001, LOCAL),
-    ],
-)
-ruleset(
-    "TestExternalTrafficPolicyCluster",
-    lambda: ([external_policy_service("Cluster")], NFT_FAKE),
-    [
-        Flow("pod to cluster IP hits both endpoints, unmasqueraded", POD, "172.30.0.41", 80, BOTH80),
-        Flow("pod to external IP hits both endpoints, masqueraded", POD, "192.168.99.11", 80, BOTH80, True),
-        Flow("external to external IP hits both endpoints, masqueraded", EXT, "192.168.99.11", 80, BOTH80, True),
-        Flow("pod to LB IP hits both endpoints, masqueraded", POD, "1.2.3.4", 80, BOTH80, True),
-        Flow("external to LB IP hits both endpoints, masqueraded", EXT, "1.2.3.4", 80, BOTH80, True),
-        Flow("pod to NodePort hits both endpoints, masqueraded", POD, NODE, 3001, BOTH80, True),
-        Flow("external to NodePort hits both endpoints, masqueraded", EXT, NODE, 3001, BOTH80, True),
-    ],
-)
+for policy in ("Local", "Cluster"):
+    ruleset(
+        f"TestExternalTrafficPolicy{policy}",
+        lambda policy=policy: ([external_policy_service(policy)], NFT_FAKE),
+        external_policy_flows(policy),
+    )
 
 # --- TestInternalTrafficPolicy ------------------------------------------------------------------
 
