@@ -52,8 +52,8 @@ def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
     _feed(netns, [_tool("restore", backend)], text, "rules")
 
 
-def nft_apply(netns: str, text: str) -> None:
-    _feed(netns, ["nft", "-f", "-"], text, "nftables script")
+def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:
+    _feed(netns, ["nft", "-f", "-"], text, what)
 
 
 def restore_ipsets(netns: str, text: str) -> None:
@@ -90,13 +90,17 @@ def ip_batch(netns: str, commands: list[str]) -> None:
     _feed(netns, ["ip", "-batch", "-"], "".join(c + "\n" for c in commands), "ip commands")
 
 
+# Where each tool names the refused line: iptables-restore and ipset ("line 3"), nft ("/dev/stdin:3:5-9: Error").
+_REFUSED_LINE = re.compile(r"/dev/stdin:(\d+):|line:? (\d+)")
+
+
 def _explain_restore_error(tool: str, stderr: str, text: str, what: str) -> str:
-    match = re.search(r"line:? (\d+)", stderr)
+    match = _REFUSED_LINE.search(stderr)
     if not match:
         return f"{tool} rejected the {what}: {stderr.strip()}"
-    number = int(match.group(1))
+    number = int(match.group(1) or match.group(2))
     lines = text.splitlines()
-    line = lines[number - 1] if 0 < number <= len(lines) else "?"
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else "?"
     return f"{tool} rejected line {number} of the {what}: {line}\n{stderr.strip()}"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -131,20 +130,9 @@ def replay(
 def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5) -> ReplayResult:
     """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction."""
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
-    return _replay(setup, partial(nft_install, ruleset=ruleset), partial(NftTraceWatcher, setup=setup), 0, timeout)
-
-
-def nft_install(node_ns: str, ruleset: str) -> None:
-    """`nft -f`; when nft rejects a line (`/dev/stdin:LINE:COL-COL: Error: ...`), the error names it."""
-    try:
-        nft_apply(node_ns, ruleset)
-    except InstallError as exc:
-        match = re.search(r"/dev/stdin:(\d+):[\d-]+: Error: ", str(exc))
-        lines = ruleset.splitlines()
-        if not match or not 0 < int(match.group(1)) <= len(lines):
-            raise
-        number, line = int(match.group(1)), lines[int(match.group(1)) - 1].strip()
-        raise InstallError(f"nft rejected line {number} of the ruleset: {line}\n{str(exc)[match.start() :]}") from None
+    return _replay(
+        setup, partial(nft_apply, text=ruleset, what="ruleset"), partial(NftTraceWatcher, setup=setup), 0, timeout
+    )
 
 
 def _replay(
