@@ -72,13 +72,10 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
     return NodeDataplane("iptables", render_iptables(services, config, [node.ip], version).restore_text())
 
 
-def install_node(realized: Realized, node_name: str, resync: bool = False) -> None:
-    """Load what kube-proxy writes for realized.topology into the node. resync: kube-proxy's next full
-    sync after the API changed, replacing what an earlier sync wrote. kube-proxy gets there by diffing
-    (stale chains, virtual servers and kube-ipvs0 addresses deleted); the end state is the same."""
-    topo = realized.topology
-    ns = realized.namespaces[node_name]
-    plane = node_dataplane(topo, node_name)
+def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> None:
+    """Load a node's dataplane with the real tools, in the order kube-proxy needs them. resync: kube-proxy's
+    next full sync after the API changed, replacing what an earlier sync wrote. kube-proxy gets there by
+    diffing (stale chains, virtual servers and kube-ipvs0 addresses deleted); the end state is the same."""
     if plane.mode == "ipvs":
         device = [f"addr flush dev {IPVS_DEVICE}"] if resync else [f"link add {IPVS_DEVICE} type dummy"]
         ip_batch(
@@ -90,13 +87,19 @@ def install_node(realized: Realized, node_name: str, resync: bool = False) -> No
     if plane.mode == "nftables":
         nft_apply(ns, ("delete table ip kube-proxy\n" if resync else "") + plane.nft)
         return
-    iptables_restore(ns, plane.iptables, topo.cluster.iptables_backend)
+    iptables_restore(ns, plane.iptables, backend)
     if plane.mode == "ipvs":
         if resync:
             run_command(ns, ("ipvsadm", "--clear"))
         ipvsadm_restore(ns, plane.ipvs)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
+
+
+def install_node(realized: Realized, node_name: str, resync: bool = False) -> None:
+    """What kube-proxy writes for realized.topology, loaded into the node."""
+    topo = realized.topology
+    load(realized.namespaces[node_name], node_dataplane(topo, node_name), topo.cluster.iptables_backend, resync)
 
 
 def install(realized: Realized, resync: bool = False) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.dataplane import NodeDataplane, load
 from lab.kubeproxy.iptables import render_iptables
 from lab.kubeproxy.ipvs import render_ipvs
 from lab.kubeproxy.nftables import render_nftables
@@ -64,28 +64,26 @@ class Sample:
     transit_min_us: float  # the same, fastest: the least disturbed by anything else on the machine
 
 
-def _install(mode: str, ns: str, svcs: list[ServicePort]) -> float:
-    """Render (untimed), then load with the real tool (timed)."""
+def _plane(mode: str, svcs: list[ServicePort]) -> NodeDataplane:
     if mode in ("iptables", "iptables-legacy"):
-        text = render_iptables(svcs, CONFIG, [NODE_IP]).restore_text()
-        start = time.perf_counter()
-        iptables_restore(ns, text, "legacy" if mode == "iptables-legacy" else "nft")
-        return time.perf_counter() - start
+        return NodeDataplane("iptables", iptables=render_iptables(svcs, CONFIG, [NODE_IP]).restore_text())
     if mode == "nftables":
-        script = render_nftables(svcs, CONFIG, [NODE_IP]).script()
-        start = time.perf_counter()
-        nft_apply(ns, script)
-        return time.perf_counter() - start
+        return NodeDataplane("nftables", nft=render_nftables(svcs, CONFIG, [NODE_IP]).script())
     rules = render_ipvs(svcs, CONFIG, [NODE_IP])
-    start = time.perf_counter()
-    ip_batch(
-        ns,
-        ["link add kube-ipvs0 type dummy", "link set kube-ipvs0 up"]
-        + [f"addr add {a} dev kube-ipvs0" for a in rules.dummy_addresses],
+    return NodeDataplane(
+        "ipvs",
+        iptables=rules.iptables_restore(),
+        ipsets=rules.ipset_restore(),
+        ipvs=rules.ipvsadm_restore(),
+        dummy_addresses=tuple(rules.dummy_addresses),
     )
-    ipset_restore_all(ns, rules.ipset_restore())
-    iptables_restore(ns, rules.iptables_restore())
-    ipvsadm_restore(ns, rules.ipvsadm_restore())
+
+
+def _install(mode: str, ns: str, svcs: list[ServicePort]) -> float:
+    """Render (untimed), then load with the real tools (timed)."""
+    plane = _plane(mode, svcs)
+    start = time.perf_counter()
+    load(ns, plane, "legacy" if mode == "iptables-legacy" else "nft")
     return time.perf_counter() - start
 
 
