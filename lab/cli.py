@@ -83,6 +83,11 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _no_variant(scenarios: list[Scenario], variant_filter: list[str]) -> str:
+    labels = sorted({t.variant_label for scenario in scenarios for t in scenario.variants})
+    return f"no variant matches --variant {' '.join(variant_filter)}; the variants are: {'; '.join(labels)}"
+
+
 def _select(scenario: Scenario, variant_filter: list[str]) -> list:
     wanted = dict(v.split("=", 1) for v in variant_filter)
     return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
@@ -109,8 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenarios = _load_all(args.files, args.matrix)
     selected = [(scenario, _select(scenario, args.variant)) for scenario in scenarios]
     if not any(variants for _, variants in selected):
-        labels = sorted({t.variant_label for scenario in scenarios for t in scenario.variants})
-        err.print(f"no variant matches --variant {' '.join(args.variant)}; the variants are: {'; '.join(labels)}")
+        err.print(_no_variant(scenarios, args.variant))
         return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
@@ -148,10 +152,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     scenario = _load_all([args.file], args.matrix)[0]
     variants = _select(scenario, args.variant)
     if not variants:
-        labels = "; ".join(t.variant_label for t in scenario.variants)
-        err.print(
-            f"no variant of {scenario.name} matches --variant {' '.join(args.variant)}; the variants are: {labels}"
-        )
+        err.print(_no_variant([scenario], args.variant))
         return 2
     topo = variants[0]
     if args.node not in {n.name for n in topo.nodes}:

@@ -6,30 +6,11 @@ while the fields that decide networking are checked.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-
-def _ipv4(value: str) -> str:
-    try:
-        ipaddress.IPv4Address(value)
-    except ValueError:
-        raise ValueError(f"expected an IPv4 address (the lab models IPv4 clusters only), got {value!r}") from None
-    return value
-
-
-def _ipv4_range(value: str) -> str:
-    try:
-        ipaddress.IPv4Network(value.strip(), strict=False)
-    except ValueError:
-        raise ValueError(f"expected an IPv4 CIDR such as 203.0.113.0/24, got {value!r}") from None
-    return value
-
-
-IPv4 = Annotated[str, AfterValidator(_ipv4)]
-IPv4Range = Annotated[str, AfterValidator(_ipv4_range)]
+from lab.model.ipv4 import Address, SourceRange
 
 
 class Loose(BaseModel):
@@ -116,11 +97,11 @@ class AffinityConfig(Loose):
 class ServiceSpec(Loose):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     selector: dict[str, str] = {}
-    cluster_ip: IPv4 | None = Field(None, alias="clusterIP")
+    cluster_ip: Address | None = Field(None, alias="clusterIP")
     ports: list[ServicePortSpec] = Field(min_length=1)
-    external_ips: list[IPv4] = Field([], alias="externalIPs")
-    load_balancer_ip: IPv4 | None = Field(None, alias="loadBalancerIP")
-    load_balancer_source_ranges: list[IPv4Range] = Field([], alias="loadBalancerSourceRanges")
+    external_ips: list[Address] = Field([], alias="externalIPs")
+    load_balancer_ip: Address | None = Field(None, alias="loadBalancerIP")
+    load_balancer_source_ranges: list[SourceRange] = Field([], alias="loadBalancerSourceRanges")
     external_traffic_policy: Literal["Cluster", "Local"] = Field("Cluster", alias="externalTrafficPolicy")
     internal_traffic_policy: Literal["Cluster", "Local"] = Field("Cluster", alias="internalTrafficPolicy")
     health_check_node_port: int | None = Field(None, alias="healthCheckNodePort")
@@ -129,7 +110,7 @@ class ServiceSpec(Loose):
 
 
 class IngressIP(Loose):
-    ip: IPv4
+    ip: Address
     ip_mode: Literal["VIP", "Proxy"] = Field("VIP", alias="ipMode")
 
 

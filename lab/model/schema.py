@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lab.model.ipv4 import address as _address
+from lab.model.ipv4 import network as _network
 from lab.model.k8s import Manifest
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
@@ -15,16 +16,6 @@ Outcome = Literal["delivered", "refused", "dropped"]
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-
-def _network(value: str) -> str:
-    ipaddress.IPv4Network(value, strict=True)
-    return value
-
-
-def _address(value: str) -> str:
-    ipaddress.IPv4Address(value)
-    return value
 
 
 class Cluster(Strict):
