@@ -35,6 +35,8 @@ class Watcher(Protocol):
         """What the probe sent since `mark` met; `client` is what the client saw."""
         ...
 
+    def close(self) -> None: ...
+
 
 class CounterWatcher:
     """iptables: the rules whose packet counters moved (`iptables-save -c` before and after)."""
