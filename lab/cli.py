@@ -20,11 +20,13 @@ import json
 import os
 import signal
 import sys
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
+from lab.argtypes import count, seconds
 from lab.install import InstallError
 from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
@@ -36,12 +38,13 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 
+# The catalogue this checkout ships. Never ./topologies of wherever lab is started: a scenario runs commands as
+# root (`before: run:`), so only files the user names, or the ones shipped with lab, are ever run.
+CATALOGUE = Path(__file__).resolve().parent.parent / "topologies"
+
+
 def default_scenarios() -> list[Path]:
-    for base in (Path.cwd(), Path(__file__).resolve().parent.parent):
-        found = sorted((base / "topologies").glob("*.yaml"))
-        if found:
-            return found
-    return []
+    return sorted(CATALOGUE.glob("*.yaml"))
 
 
 def _require_root(command: str) -> None:
@@ -53,7 +56,7 @@ def _require_root(command: str) -> None:
 def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario]:
     paths = [Path(f) for f in files] or default_scenarios()
     if not paths:
-        err.print("no scenario files given and no topologies/*.yaml found")
+        err.print(f"no scenario files given and no catalogue in {CATALOGUE}")
         sys.exit(2)
     axes = {}
     for item in matrix or []:
@@ -96,22 +99,40 @@ def _select(scenario: Scenario, variant_filter: list[str]) -> list:
 _MAIN_PID = os.getpid()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is so every `finally` tears its namespaces down; exits 143 like a shell."""
+
+
 def _terminate_cleanly(*_: object) -> None:
-    # SIGTERM becomes an exception, so every `finally` tears its namespaces down. Helper processes
-    # forked by pyroute2 inherit this handler; they must just die, not run our teardown.
+    # Helper processes forked by pyroute2 inherit this handler; they must just die, not run our teardown.
     if os.getpid() != _MAIN_PID:
         os._exit(143)
-    raise KeyboardInterrupt
+    raise Terminated
+
+
+def _check_compare(scenarios: list[Scenario], axis: str) -> str:
+    """Why `--compare AXIS` cannot work on these scenarios ("" when it can)."""
+    axes = {key for scenario in scenarios for t in scenario.variants for key, _ in t.variant}
+    if axis in axes:
+        return ""
+    known = ", ".join(sorted(axes)) or "none (add one with --matrix KEY=V1,V2)"
+    return f"--compare {axis}: no matrix axis named {axis}; the axes are: {known}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.netns.runs import remove_leftovers
     from lab.report.compare import compare_markdown, compare_table
-    from lab.report.records import skipped_records, summary, to_record
+    from lab.report.records import summary
     from lab.report.terminal import print_scenario
     from lab.runner import run_variant
 
+    if args.markdown and not args.compare:
+        err.print("--markdown prints the --compare tables: give --compare AXIS too")
+        return 2
     scenarios = _load_all(args.files, args.matrix)
+    if args.compare and (problem := _check_compare(scenarios, args.compare)):
+        err.print(problem)
+        return 2
     selected = [(scenario, _select(scenario, args.variant)) for scenario in scenarios]
     if not any(variants for _, variants in selected):
         err.print(_no_variant(scenarios, args.variant))
@@ -125,24 +146,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     remove_leftovers()
     all_runs = []
+    finished = []  # every probe result as it comes, so an interrupted --json run still reports them
     pcap = Path(args.pcap) if args.pcap else None
-    for scenario, variants in selected:
-        runs = [run_variant(t, args.timeout, pcap, only=only) for t in variants]
-        all_runs += runs
-        if args.compare and args.markdown:
-            print(compare_markdown(scenario.name, runs, args.compare))
-        elif args.compare:
-            console.print(compare_table(scenario.name, runs, args.compare))
-        elif not args.json:
-            print_scenario(scenario.name, runs, console, verbose=args.verbose)
+    try:
+        for scenario, variants in selected:
+            runs = []
+            for topo in variants:
+                runs.append(run_variant(topo, args.timeout, pcap, on_result=finished.append, only=only))
+                all_runs.append(runs[-1])
+            if args.compare and args.markdown:
+                print(compare_markdown(scenario.name, runs, args.compare))
+            elif args.compare:
+                console.print(compare_table(scenario.name, runs, args.compare))
+            elif not args.json:
+                print_scenario(scenario.name, runs, console, verbose=args.verbose)
+    except KeyboardInterrupt:
+        if args.json:
+            _print_json(finished, all_runs, interrupted=True)
+        raise
     totals = summary(all_runs)
     if args.json:
-        records = [rec for run in all_runs for rec in [*map(to_record, run.results), *skipped_records(run)]]
-        print(json.dumps({"results": records, "summary": totals}, indent=2))
+        _print_json(finished, all_runs, interrupted=False)
     elif not args.markdown:
         colour = "green" if totals["failed"] == 0 else "red"
         console.print(f"[{colour}]{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     return 1 if totals["failed"] else 0
+
+
+def _print_json(results: list, runs: list, interrupted: bool) -> None:
+    from lab.report.records import json_document
+
+    print(json.dumps(json_document(results, runs, interrupted), indent=2))
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -224,13 +258,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version('lab')}")
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run scenarios (all of topologies/ when no file is given)")
     run.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     run.add_argument("--json", action="store_true", help="print results as JSON")
     run.add_argument("--pcap", metavar="DIR", help="keep each probe's captures under DIR")
-    run.add_argument("--timeout", type=float, default=0.5, help="seconds a probe waits for an answer (0.5)")
+    run.add_argument(
+        "--timeout", type=seconds(60), default=0.5, help="seconds a probe waits for an answer (0.5; at most 60)"
+    )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
     run.add_argument(
         "--variant",
@@ -286,7 +323,9 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
     )
-    replay.add_argument("--timeout", type=float, default=0.5)
+    replay.add_argument(
+        "--timeout", type=seconds(60), default=0.5, help="seconds a connection waits for an answer (0.5; at most 60)"
+    )
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
@@ -299,7 +338,7 @@ def parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="time one scenario's stages against raw ip commands")
     bench.add_argument("file", nargs="?")
-    bench.add_argument("--repeat", type=int, default=5)
+    bench.add_argument("--repeat", type=count(1000), default=5, help="runs to take the median of (5)")
     bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
     bench.add_argument(
         "--scale",
@@ -323,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
         # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
         err.print(Text("error: ", style="red") + Text(str(exc)), highlight=False)
         sys.exit(2)
-    except KeyboardInterrupt:
-        err.print("interrupted; namespaces removed")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        err.print(f"{'terminated' if terminated else 'interrupted'}; namespaces removed")
+        sys.exit(143 if terminated else 130)

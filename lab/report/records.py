@@ -90,8 +90,9 @@ def skipped_records(run: VariantRun) -> list[dict[str, Any]]:
     )
 
 
-def summary(runs: list[VariantRun]) -> dict[str, int]:
-    results = [r for run in runs for r in run.results]
+def summary(runs: list[VariantRun], results: list[ProbeResult] | None = None) -> dict[str, Any]:
+    """Counts of passed, failed and skipped probes; `results` when they are more than the runs hold (cut short)."""
+    results = [r for run in runs for r in run.results] if results is None else results
     passed = sum(r.verdict.ok for r in results)
     return {"passed": passed, "failed": len(results) - passed, "skipped": sum(run.skipped_probes for run in runs)}
 
@@ -114,3 +115,15 @@ def evidence_lines(result: ProbeResult) -> list[str]:
 def headline(result: ProbeResult) -> str:
     p = result.probe
     return f"{p.name} [{result.topology.variant_label}] {p.source} → {p.target} ({p.dst_ip}:{p.dst_port}/{p.protocol})"
+
+
+def json_document(results: list[ProbeResult], runs: list[VariantRun], interrupted: bool) -> dict[str, Any]:
+    """`--json`: every probe that finished (also of a variant cut short), then the variants this machine skipped.
+
+    An interrupted run says so in its summary, so a reader does not take the missing probes for passes.
+    """
+    records = [*map(to_record, results), *(rec for run in runs for rec in skipped_records(run))]
+    totals = summary(runs, results)
+    if interrupted:
+        totals["interrupted"] = True
+    return {"results": records, "summary": totals}

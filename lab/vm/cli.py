@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from lab.argtypes import count, seconds
 from lab.vm.errors import VmError, VmPanic, VmTimeout
 from lab.vm.kernels import DEFAULT, RELEASES
 from lab.vm.qemu import ACCELS
@@ -52,13 +54,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mem", type=int, default=2048, metavar="MB", help="guest memory (2048)")
-    parser.add_argument("--timeout", type=float, default=900, metavar="S", help="kill the VM after S seconds (900)")
+    parser.add_argument("--mem", type=count(65536), default=2048, metavar="MB", help="guest memory (2048)")
+    parser.add_argument(
+        "--timeout", type=seconds(86400), default=900, metavar="S", help="kill the VM after S seconds (900)"
+    )
     parser.add_argument("--accel", choices=ACCELS, default="auto", help="auto: KVM if it can boot the kernel, else tcg")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the command to run")
 
 
 def _command(args: argparse.Namespace) -> list[str]:
+    """CMD from the command line, once it is known that the VM can be run at all."""
+    if os.geteuid() != 0:
+        # The guest mounts the host's / and runs CMD as root in it; only root may hand that out.
+        err.print(f"lab vm {args.vm_command} needs root: it runs CMD as root on this machine's files. Use sudo.")
+        sys.exit(EXIT_ERROR)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         usage = f"lab vm {args.vm_command} [options] -- CMD..."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -55,3 +56,24 @@ def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
     down = subprocess.run([sys.executable, "-m", "lab", "down"], capture_output=True, text=True, cwd=REPO)
     assert down.returncode == 0, down.stderr
     assert not (set(lab_namespaces()) - before), down.stdout
+
+
+def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_unchanged):
+    before = set(lab_namespaces())
+    lab = [sys.executable, "-m", "lab", "run", "--json", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
+    proc = subprocess.Popen(lab, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    # Wait for a second run prefix: the first variant has then finished all its probes.
+    prefixes: set[str] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(prefixes) < 2:
+        prefixes |= {name[:10] for name in set(lab_namespaces()) - before}
+        time.sleep(0.02)
+    assert len(prefixes) >= 2, "the run never reached its second variant"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated; namespaces removed" in err and "Traceback" not in err
+    document = json.loads(out)
+    assert document["summary"]["interrupted"] is True
+    assert sum(r["ok"] is not None for r in document["results"]) >= 4
+    assert not (set(lab_namespaces()) - before)

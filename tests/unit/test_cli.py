@@ -68,3 +68,39 @@ def test_an_ipv6_service_address_is_named():
         "error: tests/unit/fixtures/ipv6-external-ip.yaml:20: workload[1].spec.externalIPs[0]: "
         "expected an IPv4 address (the lab models IPv4 clusters only), got '2001:db8::1'"
     )
+
+
+def test_durations_and_counts_are_checked_by_the_flag():
+    for value in ("0", "-1", "nan", "inf", "x"):
+        for command in (["run", "topologies/hairpin.yaml"], ["replay", "--rules", "r", "--node-ip", "1.2.3.4"]):
+            done = lab(*command, "--from", "1.1.1.1", "--to", "2.2.2.2:1", "--timeout", value)
+            assert done.returncode == 2 and "argument --timeout: expected seconds, a number above 0" in said(done)
+            assert "Traceback" not in done.stderr
+    done = lab("bench", "--repeat", "0")
+    assert done.returncode == 2 and "argument --repeat: expected a whole number from 1 to 1000, got '0'" in said(done)
+    done = lab("vm", "run", "--timeout", "inf", "--", "true")
+    assert done.returncode == 2 and "argument --timeout: expected seconds" in said(done)
+
+
+def test_compare_needs_an_axis_that_exists_and_markdown_needs_compare():
+    done = lab("run", "topologies/hairpin.yaml", "--compare", "proxyMod")
+    assert done.returncode == 2
+    assert "--compare proxyMod: no matrix axis named proxyMod; the axes are: hairpinMode, proxyMode" in said(done)
+    done = lab("run", "topologies/hairpin.yaml", "--markdown")
+    assert done.returncode == 2 and "--markdown prints the --compare tables: give --compare AXIS too" in said(done)
+
+
+def test_version():
+    done = lab("--version")
+    assert done.returncode == 0 and done.stdout.startswith("lab ")
+
+
+def test_vm_run_refuses_a_user_who_is_not_root():
+    import os
+
+    as_nobody = [] if os.geteuid() else ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run(
+        [*as_nobody, sys.executable, "-m", "lab", "vm", "run", "--", "true"],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "lab vm run needs root" in said(done) and "Traceback" not in done.stderr
