@@ -74,7 +74,7 @@ def health_listeners(realized: Realized) -> list[HealthListener]:
 
 
 def masq_agent_rules(agent: MasqAgentSpec) -> str:
-    """ip-masq-agent's chain as the report's nodes show it (shared/seeds/003), for iptables-restore --noflush."""
+    """ip-masq-agent's chain as report 4's nodes show it (docs/reports.md), for iptables-restore --noflush."""
     not_local = "-m addrtype ! --dst-type LOCAL"
     lines = [
         "*nat",

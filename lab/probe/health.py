@@ -2,7 +2,7 @@
 
 kube-proxy answers every Service with externalTrafficPolicy Local on its healthCheckNodePort (any path):
 200 when the node has local endpoints, else 503, with a JSON body naming the Service and the count
-(pkg/proxy/healthcheck/service_health.go; see shared/reference/kubeproxy-formats.md §5.5), and its own
+(kubernetes/kubernetes pkg/proxy/healthcheck/service_health.go), and its own
 /healthz on 10256. Like the echo backends, every listener here is a socket made inside the node's
 namespace and served by one thread.
 """

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lab.model.errors import ScenarioError
 from lab.model.load import load_scenario
 from lab.model.topology import ProbeSpec, Topology
 from lab.report.records import evidence_lines, headline
@@ -22,18 +23,26 @@ _runs: dict[tuple[str, tuple], VariantRun] = {}
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.suffix == ".yaml" and file_path.parent.name == "topologies":
+    # Every file in a topologies/ folder, and any scenario file named on the command line wherever it lives.
+    named = parent.session.isinitpath(file_path)
+    if file_path.suffix in (".yaml", ".yml") and (file_path.parent.name == "topologies" or named):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "scenario: a probe of a scenario file in topologies/")
+    config.addinivalue_line("markers", "scenario: a probe of a scenario file")
+    # Also declared here, for a scenario file collected outside this repository (its markers are in pyproject).
+    config.addinivalue_line("markers", "root: needs root (network namespaces)")
+    config.addinivalue_line("markers", "ipvs: needs the ip_vs kernel module")
 
 
 class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        scenario = load_scenario(self.path)
+        try:
+            scenario = load_scenario(self.path)
+        except ScenarioError as exc:
+            raise self.CollectError(f"error: {exc}") from exc  # shown as the message alone, no traceback
         for topo in scenario.variants:
             for probe in topo.probes:
                 name = f"{probe.name}[{topo.variant_label}]" if topo.variant else probe.name

@@ -104,3 +104,25 @@ def test_vm_run_refuses_a_user_who_is_not_root():
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "lab vm run needs root" in said(done) and "Traceback" not in done.stderr
+
+
+def test_without_files_only_the_shipped_catalogue_runs_never_the_working_directorys(tmp_path):
+    (tmp_path / "topologies").mkdir()
+    (tmp_path / "topologies" / "planted.yaml").write_text("name: planted\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "validate"], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "planted" not in done.stdout and "hairpin.yaml: ok" in done.stdout
+
+
+def test_pytest_collects_a_scenario_file_named_on_its_command_line_wherever_it_lives(tmp_path):
+    (tmp_path / "mine.yml").write_text((REPO / "topologies" / "hairpin.yaml").read_text())
+    (tmp_path / "broken.yaml").write_text("name: x\nnodes: 3\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "mine.yml", "broken.yaml"],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert "pod-to-own-service[" in done.stdout and "tests collected" in done.stdout
+    assert "broken.yaml:2: nodes: Input should be a valid list" in done.stdout
+    assert "Traceback" not in done.stdout

@@ -157,8 +157,8 @@ def _init() -> str:
     return init_script(
         "6.1.0-50-amd64",
         ["virtio", "virtio_pci", "9pnet", "9pnet_virtio", "netfs", "9p", "overlay"],
-        "/root/.cache/lab/kernels/debian-12/tree/lib/modules/6.1.0-50-amd64",
-        "/root/.cache/lab/kernels/debian-12/tree/boot/config-6.1.0-50-amd64",
+        "/cache/lab/kernels/debian-12/tree/lib/modules/6.1.0-50-amd64",
+        "/cache/lab/kernels/debian-12/tree/boot/config-6.1.0-50-amd64",
     )
 
 
@@ -176,7 +176,7 @@ def test_init_makes_a_writable_root_with_the_guest_kernels_modules_and_config():
     assert "tmpfs /newroot/run" in script
     assert "tmpfs /newroot/tmp" not in script  # a checkout under /tmp must stay visible
     assert (
-        "mount --bind /lower/root/.cache/lab/kernels/debian-12/tree/lib/modules/6.1.0-50-amd64 "
+        "mount --bind /lower/cache/lab/kernels/debian-12/tree/lib/modules/6.1.0-50-amd64 "
         "/newroot/lib/modules/6.1.0-50-amd64" in script
     )
     assert "/newroot/boot/config-6.1.0-50-amd64" in script
@@ -252,8 +252,8 @@ def test_vmlinux_is_found_in_a_zstd_bzimage():
 
 def test_guest_environment_keeps_the_essentials_and_puts_the_venv_first():
     host = {"PATH": "/usr/bin:/bin", "HOME": "/root", "LAB_CACHE": "/c", "SSH_AUTH_SOCK": "/s", "LANG": "C.UTF-8"}
-    env = guest_environment(host, "6.1.0-50-amd64", "/work/main/.venv/bin", "dumb")
-    assert env["PATH"].split(":")[0] == "/work/main/.venv/bin"
+    env = guest_environment(host, "6.1.0-50-amd64", "/checkout/.venv/bin", "dumb")
+    assert env["PATH"].split(":")[0] == "/checkout/.venv/bin"
     assert "/usr/sbin" in env["PATH"].split(":")
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"
     assert env["LAB_VM"] == "1" and env["LAB_VM_KERNEL"] == "6.1.0-50-amd64"
