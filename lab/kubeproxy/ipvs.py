@@ -13,7 +13,7 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
   S1.27 b9b36390392871e34e0531df361e95545db7a967, S1.28 612c2bb6603f7519a0ef74c781534dc32184a13a,
   S1.29 a2631315346a0fda2b4975eb9e33211136cdc574, S1.30 70cefcddca885822c5e7214eaf9f0da33eccb26b (1.30.3);
 - kubernetes/kubernetes pkg/proxy/ipvs/proxier.go of the 1.31+ era (contextual logging, nodeName;
-  the stored version the search index calls id 32359423): sync logic, sets, chains and rules
+  commit not recorded; the version whose NewProxier takes a context and nodeName): sync logic, sets, chains and rules
   identical to S1.30, so 1.31-1.35 render as 1.30. kube-proxy's own tests at
   531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree.
 - 1.19 has no vendored copy: S1.18 and S1.20 have identical writeIptablesRules, syncEndpoint and
