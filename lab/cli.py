@@ -32,6 +32,7 @@ from lab.model.errors import ScenarioError
 from lab.model.load import Scenario, load_scenario
 from lab.model.topology import axis_text
 from lab.netns.enter import NamespaceError
+from lab.probe.capture import pcap_dir
 from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -147,12 +148,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     remove_leftovers()
     all_runs = []
     finished = []  # every probe result as it comes, so an interrupted --json run still reports them
-    pcap = Path(args.pcap) if args.pcap else None
     try:
         for scenario, variants in selected:
             runs = []
             for topo in variants:
-                runs.append(run_variant(topo, args.timeout, pcap, on_result=finished.append, only=only))
+                runs.append(run_variant(topo, args.timeout, args.pcap, on_result=finished.append, only=only))
                 all_runs.append(runs[-1])
             if args.compare and args.markdown:
                 print(compare_markdown(scenario.name, runs, args.compare))
@@ -264,7 +264,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run scenarios (all of topologies/ when no file is given)")
     run.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     run.add_argument("--json", action="store_true", help="print results as JSON")
-    run.add_argument("--pcap", metavar="DIR", help="keep each probe's captures under DIR")
+    run.add_argument(
+        "--pcap", type=pcap_dir, metavar="DIR", help="keep each probe's captures under DIR (made if missing)"
+    )
     run.add_argument(
         "--timeout", type=seconds(60), default=0.5, help="seconds a probe waits for an answer (0.5; at most 60)"
     )

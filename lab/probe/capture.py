@@ -6,13 +6,18 @@ two marks, so the sequence of (interface, direction, packet) is the packet's pat
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
 import socket
+import stat
 import struct
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.netns.enter import in_netns
+from lab.netns.enter import NamespaceError, in_netns
 from lab.probe.loop import SocketLoop
 
 ETH_P_ALL = 0x0003
@@ -122,23 +127,92 @@ def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
     return time.time()
 
 
+class CaptureError(NamespaceError):
+    """A capture could not be written where --pcap said: reported like any failure of the run's surroundings."""
+
+
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def pcap_dir(text: str) -> Path:
+    """--pcap DIR, checked before anything is built: made when missing, refused when it is a symlink, no directory
+    or not writable. Its real path comes back: write_pcaps opens each part of it without following symlinks."""
+    path = Path(text).absolute()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # something other than a directory is there: named below
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot make directory {text}: {exc.strerror}") from None
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        raise argparse.ArgumentTypeError(f"{text} is a symlink: give the directory it points to")
+    if not stat.S_ISDIR(info.st_mode):
+        raise argparse.ArgumentTypeError(f"{text} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=path):  # access() says yes to root even where writing fails
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write in {text}: {exc.strerror}") from None
+    return Path(os.path.realpath(path))
+
+
+def _open_directory(directory: Path) -> int:
+    """An fd of `directory`, each part opened (made when missing) from / down, never through a symlink."""
+    parts = directory.absolute().parts[1:]
+    if ".." in parts:
+        raise CaptureError(f"{directory}: a capture directory may not climb with ..")
+    fd = os.open("/", _O_DIR)
+    try:
+        for part in parts:
+            try:
+                below = os.open(part, _O_DIR, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                below = os.open(part, _O_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except OSError as exc:
+        os.close(fd)
+        raise CaptureError(
+            f"cannot open the capture directory {directory} (a symlink on the way?): {exc.strerror}"
+        ) from None
+    return fd
+
+
+def _create(dir_fd: int, name: str) -> int:
+    """A new file `name` (one of an earlier run with the same --pcap DIR is replaced; a symlink is never followed)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)  # a symlink itself, not what it points to
+    return os.open(name, _O_NEW, 0o644, dir_fd=dir_fd)
+
+
 def write_pcaps(frames: list[Frame], directory: Path) -> list[Path]:
     """One pcap per interface (each a plain Ethernet capture Wireshark opens directly)."""
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
 
-    directory.mkdir(parents=True, exist_ok=True)
     by_if: dict[str, list[Frame]] = {}
     for frame in frames:
         by_if.setdefault(f"{frame.actor}-{frame.ifname}", []).append(frame)
+    dir_fd = _open_directory(directory)
     paths = []
-    for name, group in by_if.items():
-        packets = []
-        for frame in group:
-            pkt = Ether(frame.data)
-            pkt.time = frame.at
-            packets.append(pkt)
-        path = directory / f"{name}.pcap"
-        wrpcap(str(path), packets)
-        paths.append(path)
+    try:
+        for name, group in by_if.items():
+            packets = []
+            for frame in group:
+                pkt = Ether(frame.data)
+                pkt.time = frame.at
+                packets.append(pkt)
+            path = directory / f"{name}.pcap"
+            try:
+                handle = os.fdopen(_create(dir_fd, path.name), "wb")
+            except OSError as exc:
+                raise CaptureError(f"cannot write {path}: {exc.strerror}") from None
+            with handle:
+                wrpcap(handle, packets)
+            paths.append(path)
+    finally:
+        os.close(dir_fd)
     return paths
