@@ -7,7 +7,7 @@ lab render FILE --node N     print what kube-proxy would leave on node N (iptabl
 lab validate [FILE...]       check scenario files without building anything
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
-lab down [--all]             remove namespaces left by killed runs (--all: every lab namespace)
+lab down [--all]             remove namespaces recorded by killed runs (--all: by live runs too)
 lab doctor                   which kernel features and tools are present, and how to get the rest
 lab bench [FILE|--replay|--scale N,..]  time a scenario's stages, replay cases, or N Services per mode
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
@@ -212,8 +212,8 @@ def cmd_down(args: argparse.Namespace) -> int:
     from lab.netns.runs import remove_leftovers
 
     _require_root("down")
-    removed = remove_leftovers(include_live=args.all)
-    console.print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
+    for line in remove_leftovers(include_live=args.all).lines():
+        console.print(line, markup=False, highlight=False)
     return 0
 
 
@@ -331,8 +331,18 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
-    down = sub.add_parser("down", help="remove leftovers of killed runs")
-    down.add_argument("--all", action="store_true", help="remove every lab namespace, even of runs still alive")
+    down = sub.add_parser(
+        "down",
+        help="remove the namespaces lab runs recorded and left behind (killed runs)",
+        description="Remove the namespaces that lab runs recorded in /run/lab and whose process is gone (the pid "
+        "no longer exists or belongs to a process started at another time). Nothing else is removed: lab-* "
+        "entries in /run/netns that no run recorded, symlinks and directories are listed and left.",
+    )
+    down.add_argument(
+        "--all",
+        action="store_true",
+        help="also the recorded namespaces of runs still alive (still never an unrecorded one)",
+    )
     down.set_defaults(func=cmd_down)
 
     doctor = sub.add_parser("doctor", help="kernel features and tools")

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 from pyroute2 import IPRoute
 
 from lab.netns.enter import create_netns, in_netns, write_sysctls
+from lab.netns.runs import record
 
 NETLINK_ROUTE = 0
 
@@ -29,6 +30,7 @@ class NetBuilder:
 
     def open(self, actor: str) -> IPRoute:
         name = f"{self.prefix}-{actor}"
+        record(self.prefix, name)  # first, so that a run killed at any moment leaves nothing `lab down` ignores
         create_netns(name)
         self.names[actor] = name
         # No IPv6: router solicitations and MLD would only add noise to every capture.
