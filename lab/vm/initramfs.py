@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab.vm.console import EXIT, FAIL, START
 from lab.vm.errors import VmError, missing_tool
-from lab.vm.files import write_atomically
+from lab.vm.files import intact, write_checked
 from lab.vm.kernels import Kernel
 from lab.vm.modules import copy_uncompressed, modules_to_load
 
@@ -139,7 +139,7 @@ def build(kernel: Kernel) -> Path:
     stats = "".join(f"{path}:{path.stat().st_size}:{path.stat().st_mtime_ns}\n" for _, path in modules)
     key = hashlib.sha256(script.encode() + stage2.encode() + stats.encode() + busybox.read_bytes()).hexdigest()[:16]
     target = kernel.cache / f"initramfs-{key}.cpio"
-    if target.is_file():
+    if intact(target):  # else missing, or not what was built: build it again
         return target
     kernel.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lab-initramfs-") as tmp:
@@ -154,9 +154,9 @@ def build(kernel: Kernel) -> Path:
         (root / "stage2").write_text(stage2)
         archive = _cpio(cpio, root)
     # Uncompressed: a few MB more for QEMU to load, but no gunzip under emulation at every boot.
-    write_atomically(target, archive)
+    write_checked(target, archive)
     for stale in kernel.cache.glob("initramfs-*"):  # built by an older init script
-        if stale != target:
+        if not stale.name.startswith(target.name):  # the archive and its digest
             stale.unlink(missing_ok=True)
     return target
 

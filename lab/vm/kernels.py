@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
 from lab.vm.errors import VmError, missing_tool
+from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
 
 DEFAULT = "debian-12"
 RELEASES = {"debian-11": "bullseye", "debian-12": "bookworm", "debian-13": "trixie"}
@@ -77,7 +78,7 @@ def resolve(spec: KernelSpec, cache: Path | None = None) -> Kernel:
     """The kernel SPEC names, downloading and unpacking a Debian kernel the first time only."""
     cache = cache or cache_root()
     if spec.suite is not None:
-        return _debian_kernel(spec, cache / "kernels" / spec.name)
+        return _debian_kernel(spec, private_dir(cache, "kernels", spec.name))
     return _local_kernel(spec, cache)
 
 
@@ -92,7 +93,7 @@ def _local_kernel(spec: KernelSpec, cache: Path) -> Kernel:
     config = next(
         (c for c in (vmlinuz.parent / f"config-{release}", moddir / "build" / ".config") if c.is_file()), None
     )
-    return Kernel(spec.name, release, vmlinuz, moddir, config, cache / "kernels" / "local" / release)
+    return Kernel(spec.name, release, vmlinuz, moddir, config, private_dir(cache, "kernels", "local", release))
 
 
 # ---------------------------------------------------------------- Debian's stock kernel, cached
@@ -101,17 +102,39 @@ def _local_kernel(spec: KernelSpec, cache: Path) -> Kernel:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One process at a time fetches a given kernel; the others wait and then find it cached."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    try:  # never through a symlink (opening one with "w" truncated whatever it pointed to)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise VmError(f"cannot open the lock file {path}: {exc.strerror} (a symlink is never followed)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
-def _kernel_from_record(name: str, kdir: Path) -> Kernel | None:
+def _read_record(kdir: Path) -> dict | None:
+    """kernel.json of a complete download; None when there is none, or it is of a lab that took no digests."""
     try:
         record = json.loads((kdir / "kernel.json").read_text())
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+
+
+def _verify(kdir: Path, files: dict[str, str]) -> None:
+    """The tree is still what was unpacked from the downloaded package, every file of it: the guest boots its
+    kernel and loads its modules with this machine's root shared."""
+    found = tree_digests(kdir / "tree")
+    differ = sorted(path for path in files.keys() | found.keys() if files.get(path) != found.get(path))
+    if differ:
+        raise VmError(
+            f"the cached kernel in {kdir} is not what was downloaded: {len(differ)} file(s) differ from the digests "
+            f"taken then, e.g. tree/{differ[0]}; remove {kdir} and lab vm downloads it again"
+        )
+
+
+def _kernel_from_record(name: str, kdir: Path, record: dict) -> Kernel | None:
     release = record["release"]
     tree = kdir / "tree"
     kernel = Kernel(
@@ -130,15 +153,16 @@ def _kernel_from_record(name: str, kdir: Path) -> Kernel | None:
 def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
     assert spec.suite is not None
     with _locked(kdir.parent / f"{spec.name}.lock"):
-        if kernel := _kernel_from_record(spec.name, kdir):
-            return kernel  # cached: no network
-        package, version = _fetch_and_unpack(spec.suite, kdir)
-        release = package.removeprefix("linux-image-")
-        record = {"package": package, "version": version, "release": release, "suite": spec.suite}
-        (kdir / "kernel.json").write_text(json.dumps(record, indent=2) + "\n")
-        kernel = _kernel_from_record(spec.name, kdir)
+        record = _read_record(kdir)
+        if record is not None:
+            _verify(kdir, record["files"])  # cached: no network, but checked
+        else:
+            record = _fetch_and_unpack(spec.suite, kdir) | {"suite": spec.suite}
+            record["files"] = tree_digests(kdir / "tree")
+            write_atomically(kdir / "kernel.json", (json.dumps(record, indent=2) + "\n").encode())
+        kernel = _kernel_from_record(spec.name, kdir, record)
     if kernel is None:
-        raise VmError(f"{package} unpacked into {kdir / 'tree'} but has no boot/vmlinuz-{release} or modules")
+        raise VmError(f"{record['package']} in {kdir / 'tree'} has no boot/vmlinuz-{record['release']} or modules")
     return kernel
 
 
@@ -160,8 +184,9 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _fetch_and_unpack(suite: str, kdir: Path) -> tuple[str, str]:
-    """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; (package, version)."""
+def _fetch_and_unpack(suite: str, kdir: Path) -> dict[str, str]:
+    """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; its package, version, release
+    and the package file's sha256."""
     mirror = machine_mirror()
     if mirror is None:
         raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
@@ -173,14 +198,19 @@ def _fetch_and_unpack(suite: str, kdir: Path) -> tuple[str, str]:
     package = meta_dependency(shown)
     if package is None:
         raise VmError(f"{META_PACKAGE} in {suite} names no linux-image-<version>-amd64 package")
-    version = _field(_run([apt_cache, *apt.options(), "show", "--no-all-versions", package], "apt-cache show"))
+    index = _run([apt_cache, *apt.options(), "show", "--no-all-versions", package], "apt-cache show")
+    release = package.removeprefix("linux-image-")
     with tempfile.TemporaryDirectory(dir=kdir, prefix="download-") as tmp:
         _run([apt_get, *apt.options(), "-q", "download", package], f"apt-get download {package} ({suite})", Path(tmp))
         debs = sorted(Path(tmp).glob("*.deb"))
         if not debs:
             raise VmError(f"apt-get download {package} left no .deb")
-        _unpack(debs[0], kdir, package.removeprefix("linux-image-"))
-    return package, version
+        # apt checked the file against the signed index already; say so where it can be seen, and keep the digest.
+        digest = sha256_file(debs[0])
+        if digest != _field(index, "SHA256"):
+            raise VmError(f"{debs[0].name}: sha256 {digest} is not the {_field(index, 'SHA256')} of {suite}'s index")
+        _unpack(debs[0], kdir, release)
+    return {"package": package, "version": _field(index), "release": release, "deb_sha256": digest}
 
 
 def _update(apt_get: str, apt: PrivateApt, suite: str, mirror: str) -> None:

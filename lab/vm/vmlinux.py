@@ -16,7 +16,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from lab.vm.files import write_atomically
+from lab.vm.files import intact, write_checked
 
 # Debian 12 packs its kernels with xz, Debian 13 with zstd (unpacked by the zstd tool: Python 3.11 has no zstd).
 _MAGICS = ((b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"\x1f\x8b\x08", "gzip"))
@@ -83,7 +83,7 @@ def bootable_image(vmlinuz: Path, cache: Path) -> Path:
         return vmlinuz
     key = f"{vmlinuz.stat().st_size}-{int(vmlinuz.stat().st_mtime)}"
     target, refused = cache / f"vmlinux-{key}", cache / f"vmlinux-{key}.none"
-    if target.is_file():
+    if intact(target):  # else missing, or not what was extracted: extract it again
         return target
     if refused.is_file():
         return vmlinuz
@@ -94,5 +94,5 @@ def bootable_image(vmlinuz: Path, cache: Path) -> Path:
     if elf is None or not has_pvh_entry(elf):
         refused.write_text(f"{vmlinuz}: no PVH-bootable ELF inside; QEMU boots the bzImage\n")
         return vmlinuz
-    write_atomically(target, elf)
+    write_checked(target, elf)
     return target
