@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
+from lab.install import run_command
 from lab.model.topology import ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.netns.enter import ensure_br_netfilter, write_sysctls
 from lab.netns.links import NetBuilder
@@ -42,6 +43,8 @@ VXLAN_DEVICE = "vxlan.calico"
 VXLAN_ID, VXLAN_PORT = 4096, 4789
 RTNH_F_ONLINK = 4
 SCOPE_LINK = 253
+IFF_PROMISC = 0x100
+DEDUP_CHAIN = "KUBE-DEDUP"  # kubelet's (kubenet) ebtables chain against promiscuous-bridge duplicates
 
 
 def tunnel_kind(topo: Topology) -> str:
@@ -141,10 +144,7 @@ class _Builder(NetBuilder):
         if self.topo.cluster.cni == "routed-tunnel":
             self.tunnel_to_other_nodes(node)
         else:
-            promisc = (
-                {"flags": 0x100, "change": 0x100} if self.topo.cluster.hairpin_mode == "promiscuous-bridge" else {}
-            )
-            self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr), **promisc)
+            self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
             for other in self.topo.nodes:
                 if other.name != node.name:
                     self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)
@@ -157,6 +157,30 @@ class _Builder(NetBuilder):
                 "net.ipv4.conf.all.route_localnet": "1",
             },
         )
+
+    def promiscuous_bridge(self, node: NodeSpec) -> None:
+        """kubelet --hairpin-mode=promiscuous-bridge, as kubenet does it once a pod is attached: cni0 promiscuous,
+        no hairpin flag on the pods' ports (CNI bridge "hairpinMode": false, see pod()), and kubelet's ebtables
+        dedup chain. All three are modelled, with the real ebtables, so the probes show what the kernel makes of
+        the combination.
+
+        A promiscuous bridge also passes the frames it forwards up to the node's own stack, which may route a
+        copy back out of cni0: KUBE-DEDUP drops such copies (cni0's MAC, a pod's source address) and keeps what
+        the node sends from the gateway address (a masqueraded hairpin).
+        """
+        ipr, ns, cni0 = self.ipr[node.name], self.ns(node.name), self.index(node.name, "cni0")
+        # Only the PROMISC bit: `flags` alone would be taken for the whole set and clear UP.
+        ipr.link("set", index=cni0, flags=IFF_PROMISC, change=IFF_PROMISC)
+        # Read now, with the pods' ports attached: a bridge takes the lowest MAC of its ports.
+        mac = ipr.link("get", index=cni0)[0].get_attr("IFLA_ADDRESS")
+        frames = ("-p", "IPv4", "-s", mac, "-o", "veth+")
+        for rule in (
+            ("-N", DEDUP_CHAIN),
+            ("-A", "OUTPUT", "-j", DEDUP_CHAIN),
+            ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.bridge_ip, "-j", "ACCEPT"),
+            ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.pod_cidr, "-j", "DROP"),
+        ):
+            run_command(ns, ("ebtables", "-t", "filter", *rule))
 
     def tunnel_to_other_nodes(self, node: NodeSpec) -> None:
         """Calico's node: the tunnel device with an address from the pod block, other blocks through it."""
@@ -277,6 +301,9 @@ def realize(topo: Topology, prefix: str | None = None) -> Iterator[Realized]:
                 for i, pod in enumerate(topo.pods):
                     if not pod.host_network:
                         realized.pod_ports[pod.name] = builder.pod(pod, i)
+                if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
+                    for node in topo.nodes:
+                        builder.promiscuous_bridge(node)
                 builder.routes_to_vips()
             finally:
                 realized.namespaces = dict(builder.names)

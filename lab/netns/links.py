@@ -62,7 +62,7 @@ class NetBuilder:
             "add", ifname=ifname, kind="veth", peer={"ifname": peer_ifname, "net_ns_fd": self.ns(peer_actor)}
         )
 
-    def bridge(self, actor: str, ifname: str, address: str, prefixlen: int, **extra: object) -> int:
+    def bridge(self, actor: str, ifname: str, address: str, prefixlen: int) -> int:
         # No multicast snooping: the bridge would join 224.0.0.106 and send IGMP reports into every capture.
         self.ipr[actor].link("add", ifname=ifname, kind="bridge", br_mcast_snooping=0)
-        return self.up(actor, ifname, address, prefixlen, **extra)
+        return self.up(actor, ifname, address, prefixlen)

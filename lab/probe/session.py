@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lab.install import RuleHit, counter_hits, iptables_save, parse_counters
+from lab.install import RuleHit, counter_hits, iptables_save, parse_counters, run_command
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
@@ -72,6 +72,7 @@ class ProbeSession:
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
+        self.ebtables = self.topo.cluster.cni == "bridge" and self.topo.cluster.hairpin_mode == "promiscuous-bridge"
 
     def __enter__(self) -> ProbeSession:
         try:
@@ -110,7 +111,12 @@ class ProbeSession:
 
     def _counters(self, node: str) -> dict:
         ns = self.realized.namespaces[node]
-        return parse_counters(iptables_save(ns, self.topo.cluster.iptables_backend, counters=True))
+        counters = parse_counters(iptables_save(ns, self.topo.cluster.iptables_backend, counters=True))
+        if self.ebtables:
+            # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too; its table is named apart from iptables'.
+            bridged = parse_counters(run_command(ns, ("ebtables-save", "-c")))
+            counters |= {(f"bridge {table}", *rest): packets for (table, *rest), packets in bridged.items()}
+        return counters
 
     def run(self, probe: ProbeSpec) -> Observation:
         start = time.perf_counter()

@@ -53,7 +53,10 @@ def test_a_variant_without_value_and_an_unknown_probe_are_refused():
     assert done.returncode == 2 and "expected KEY=VALUE, e.g. proxyMode=ipvs, got 'proxyMode'" in said(done)
     done = lab("run", "topologies/hairpin.yaml", "--probe", "nope")
     assert done.returncode == 2
-    assert "no probe named nope; the probes are: neighbour-to-service, pod-to-own-service" in said(done)
+    assert (
+        "no probe named nope; the probes are: neighbour-to-service, other-node-to-service, pod-to-own-service"
+        in said(done)
+    )
 
 
 def test_bench_scale_wants_numbers():
