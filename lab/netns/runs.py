@@ -196,9 +196,15 @@ def record(prefix: str, name: str) -> None:
 
 
 def release(prefix: str) -> None:
-    """The run is over and its namespaces are gone: forget it."""
+    """The run is over: remove what it recorded that is still there, then forget it.
+
+    Its teardown removed the namespaces its builder knew; a signal that arrives while a namespace is being
+    created can leave one recorded but never handed to the builder, and once forgotten it would stay for good.
+    """
     with _mine_lock:
-        _mine.pop(prefix, None)
+        state = _mine.pop(prefix, None)
+    if state is not None:
+        _remove_all(state.namespaces)
     with _state_dir() as dir_fd, contextlib.suppress(FileNotFoundError):
         os.unlink(f"{prefix}.json", dir_fd=dir_fd)
 

@@ -158,6 +158,21 @@ def test_a_recorded_name_that_is_not_a_namespace_file_and_a_bad_state_are_left(h
     assert got["states"] == [".lock", "lab-0bb0bb.json"]
 
 
+def test_release_removes_a_recorded_namespace_the_builder_never_got(host_unchanged):
+    """SIGTERM during create_netns: the namespace is pinned, but the builder (and so the teardown) never hears
+    of it. The run recorded it first, so release() removes it before forgetting the run."""
+    got = in_private_run("""
+        from lab.netns.enter import create_netns
+        prefix = build(["a"])
+        runs.record(prefix, f"{prefix}-b")
+        create_netns(f"{prefix}-b")
+        runs.remove_namespaces([f"{prefix}-a"])  # the teardown: only what the builder knew
+        runs.release(prefix)
+        report(entries=entries(), states=os.listdir("/run/lab"))
+    """)
+    assert got == {"entries": [], "states": [".lock"]}
+
+
 def test_live_runs_keep_their_namespaces_through_many_concurrent_downs(host_unchanged):
     """The race that removed a live run's namespaces in 165 of 13 191 runs: runs starting while others clean up."""
     got = in_private_run(
