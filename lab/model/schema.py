@@ -11,7 +11,9 @@ from lab.model.ipv4 import network as _network
 from lab.model.k8s import Manifest
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
-Outcome = Literal["delivered", "refused", "dropped"]
+# What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
+# a RST once established, another ICMP error (net/host unreachable, time exceeded...), or nothing.
+Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped"]
 
 
 class Strict(BaseModel):

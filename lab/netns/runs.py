@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -239,7 +240,7 @@ def _remove_one(dir_fd: int, name: str) -> bool | None:
     path = f"/proc/self/fd/{dir_fd}/{name}".encode()
     if _libc.umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0:
         err = ctypes.get_errno()
-        if err not in (22, 2):  # EINVAL: nothing mounted there (a creation cut short); ENOENT: gone meanwhile
+        if err not in (errno.EINVAL, errno.ENOENT):  # nothing mounted there (a creation cut short); gone meanwhile
             raise NamespaceError(f"umount {NETNS_DIR / name} failed: {os.strerror(err)}")
     try:
         os.unlink(name, dir_fd=dir_fd)

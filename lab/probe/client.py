@@ -1,24 +1,110 @@
-"""Real TCP/UDP clients, started inside the source actor's namespace."""
+"""Real TCP/UDP clients, started inside the source actor's namespace.
+
+The outcome is what the kernel reported to the client's socket:
+  delivered    the backend's answer
+  refused      ECONNREFUSED: the SYN was answered with a RST, or an ICMP port unreachable came back
+  reset        ECONNRESET: a RST after the connection was established
+  unreachable  any other ICMP error (net or host unreachable, prohibited, time exceeded...), or no route
+               in the source's own namespace (ENETUNREACH/EHOSTUNREACH with no ICMP behind it)
+  closed       the connection was accepted and closed without an answer (no lab backend does that)
+  dropped      nothing came back before the timeout
+Every socket has IP_RECVERR on: the kernel then queues each ICMP error with its type, code and sender on the
+socket's error queue, which names it; for UDP it is also what makes the kernel report errors other than port
+unreachable at all.
+"""
 
 from __future__ import annotations
 
 import errno
 import json
 import socket
+import struct
 from dataclasses import dataclass
 
 from lab.netns.enter import in_netns
 
+SOL_IP, IP_RECVERR = 0, 11  # linux/in.h; Python's socket module does not export IP_RECVERR
+SO_EE_ORIGIN_ICMP = 2
+_EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err, then the sender (SO_EE_OFFENDER)
+_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
+_ICMP_NAMES = {
+    (3, 0): "net unreachable",
+    (3, 1): "host unreachable",
+    (3, 2): "protocol unreachable",
+    (3, 3): "port unreachable",
+    (3, 4): "fragmentation needed",
+    (3, 6): "destination network unknown",
+    (3, 7): "destination host unknown",
+    (3, 9): "network administratively prohibited",
+    (3, 10): "host administratively prohibited",
+    (3, 13): "communication administratively prohibited",
+    (11, 0): "time exceeded (TTL) in transit",
+    (11, 1): "fragment reassembly time exceeded",
+    (12, 0): "parameter problem",
+}
+
+
+@dataclass(frozen=True)
+class IcmpError:
+    """An ICMP error the kernel queued on the client's socket, and the address that sent it."""
+
+    type: int
+    code: int
+    sender: str
+
+    @property
+    def name(self) -> str:
+        return _ICMP_NAMES.get((self.type, self.code), "error")
+
+    def __str__(self) -> str:
+        return f"ICMP {self.name} (type {self.type} code {self.code}) from {self.sender}"
+
 
 @dataclass(frozen=True)
 class ClientResult:
-    outcome: str  # delivered | refused | dropped | unreachable | reset
+    outcome: str  # delivered | refused | reset | unreachable | closed | dropped
     reply: dict[str, str] | None = None
     error: str = ""
     local: str = ""
+    icmp: IcmpError | None = None
 
 
-_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
+def parse_extended_error(data: bytes) -> IcmpError | None:
+    """An IP_RECVERR control message: the ICMP error and its sender; None for an error the local stack made."""
+    _, origin, icmp_type, code, *_ = _EXTENDED_ERR.unpack_from(data)
+    if origin != SO_EE_ORIGIN_ICMP:
+        return None
+    offender = data[_EXTENDED_ERR.size :]  # a struct sockaddr_in: family, port, address
+    return IcmpError(icmp_type, code, socket.inet_ntoa(offender[4:8]))
+
+
+def classify(err: int, icmp: IcmpError | None, protocol: str) -> tuple[str, str] | None:
+    """(outcome, what the client saw) for a failed connection or datagram; None for an error that is no answer."""
+    if err == errno.ECONNRESET:
+        return "reset", "connection reset (RST) after it was established"
+    if err == errno.ECONNREFUSED:
+        if icmp is not None:
+            return "refused", str(icmp)
+        return "refused", "the SYN was answered with a RST" if protocol == "TCP" else "connection refused"
+    if icmp is not None:
+        return "unreachable", str(icmp)
+    if err in _UNREACHABLE:
+        return "unreachable", f"{errno.errorcode[err]} from the source's own stack (no route there; no ICMP came back)"
+    if err == errno.EPERM:
+        return "dropped", "the source's own rules dropped it (EPERM when sending)"
+    return None
+
+
+def _queued_icmp(sock: socket.socket) -> IcmpError | None:
+    sock.setblocking(False)  # the error queue is read as it is, never waited on
+    try:
+        _, ancillary, _, _ = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
+    except BlockingIOError:
+        return None
+    for level, kind, data in ancillary:
+        if level == SOL_IP and kind == IP_RECVERR:
+            return parse_extended_error(data)
+    return None
 
 
 def _read_reply(sock: socket.socket) -> dict[str, str]:
@@ -41,16 +127,14 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
         reply = _read_reply(sock)
     except TimeoutError:
         return ClientResult("dropped", error="no answer before the timeout", local=local)
-    except ConnectionRefusedError:
-        return ClientResult("refused", error="connection refused (TCP RST or ICMP port unreachable)", local=local)
-    except ConnectionResetError:
-        return ClientResult("reset", error="connection reset after it was established", local=local)
     except OSError as exc:
-        if exc.errno in _UNREACHABLE:
-            return ClientResult("unreachable", error=exc.strerror or str(exc), local=local)
-        raise
+        icmp = _queued_icmp(sock)
+        seen = classify(exc.errno or 0, icmp, protocol)
+        if seen is None:
+            raise
+        return ClientResult(seen[0], error=seen[1], local=local, icmp=icmp)
     if not reply:
-        return ClientResult("reset", error="connection closed without an answer", local=local)
+        return ClientResult("closed", error="the connection was closed (FIN) without an answer", local=local)
     return ClientResult("delivered", reply=reply, local=local)
 
 
@@ -62,6 +146,7 @@ def send(
 
     def make() -> socket.socket:
         sock = socket.socket(socket.AF_INET, kind)
+        sock.setsockopt(SOL_IP, IP_RECVERR, 1)
         if bind:
             sock.bind((bind, 0))
         return sock

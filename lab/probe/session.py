@@ -18,7 +18,7 @@ from lab.install import RuleHit, counter_hits, iptables_save, parse_counters, ru
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
-from lab.probe.client import send
+from lab.probe.client import ClientResult, send
 from lab.probe.echo import EchoServers, Listener
 from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
 
@@ -156,11 +156,22 @@ class ProbeSession:
             path=_path(frames),
             rules=tuple(hits),
             explanation=_stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
-            or _explain(outcome, hits, frames, arrivals != [] and not result.reply),
+            or _explain(outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result)),
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
         )
+
+    def _answer(self, result: ClientResult) -> str:
+        """What came back to the client as it says it, an ICMP error's sender named."""
+        if result.icmp is None:
+            return result.error
+        icmp, sender = result.icmp, result.icmp.sender
+        if sender == self.topo.cluster.gateway_ip:
+            who = f"{sender}, the underlay's gateway: the network outside the cluster answered, not Kubernetes"
+        else:
+            who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
+        return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
 
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
@@ -226,15 +237,20 @@ def _stray_answer(outcome: str, frames: list[Frame], target: str) -> str:
     return ""
 
 
-def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame], reply_lost: bool) -> str:
+def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame], reply_lost: bool, answer: str) -> str:
+    """The why of a probe that was not delivered; `answer` is what the client says came back."""
     if outcome == "delivered":
         return ""
     for node, hit in reversed(hits):
         if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
-            return f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
-    if outcome == "refused":
-        answer = next((f for f in reversed(frames) if f.opens_or_ends and "S" not in _flags(f)), None)
-        return f"refused: {answer.where} carried {answer.summary()}" if answer else "refused by the local stack"
+            said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
+            return f"{said}; the client got: {answer}" if outcome != "dropped" else said
+    if outcome in ("refused", "reset"):
+        rst = next((f for f in reversed(frames) if f.opens_or_ends and "R" in _flags(f)), None)
+        return f"{answer}: {rst.where} carried {rst.summary()}" if rst else answer
+    if outcome != "dropped":
+        icmp = next((f for f in reversed(frames) if " icmp type " in (f.summary() or "")), None)
+        return f"{answer}; seen {icmp.where}" if icmp else answer
     if reply_lost:
         return "the backend received it, but its answer never reached the client"
     seen = [f for f in frames if f.opens_or_ends]
