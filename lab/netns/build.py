@@ -2,11 +2,11 @@
 
 Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's namespace):
   fabric   bridge br0 = the shared L2 underlay; its address is the underlay gateway, which also
-           routes external/LB VIPs to a node (a pass-through load balancer), and routes each
-           router's LAN to that router. With load balancers or an egress gateway (lab/actors.py)
-           it sends no ICMP redirects and tracks bridged traffic too (bridge-nf-call-iptables), so
-           a load balancer's NAT is undone on answers that go from node to node over the underlay,
-           as a cloud network does wherever the answer travels.
+           routes external/LB VIPs to a node (a pass-through load balancer), each router's LAN to
+           that router and, with cni bridge, each node's pod CIDR to that node. With load balancers
+           or an egress gateway (lab/actors.py) it sends no ICMP redirects and tracks bridged traffic
+           too (bridge-nf-call-iptables), so a load balancer's NAT is undone on answers that go from
+           node to node over the underlay, as a cloud network does wherever the answer travels.
   node     eth0 on the underlay, forwarding and br_netfilter as kubelet/CNI leave them, and per cni:
            bridge         cni0 holding the pod CIDR's first address, routes to the other nodes' pod CIDRs
                           via their underlay addresses
@@ -250,9 +250,11 @@ class _Builder(NetBuilder):
     def routes_to_vips(self) -> None:
         for vip, via in self.topo.lb_routes:
             self.ipr[FABRIC].route("add", dst=f"{vip}/32", gateway=via)
-        if (self.topo.load_balancers or self.topo.egress) and self.topo.cluster.cni == "bridge":
-            # A cloud network routes each node's pod CIDR to it (VPC routes, TKE's GlobalRouter): answers a load
-            # balancer or the egress gateway un-NATs back to a pod address find their way.
+        if self.topo.cluster.cni == "bridge":
+            # The underlay routes each node's pod CIDR to it, as a cloud network's routes for a bridge CNI do (VPC
+            # routes, TKE's GlobalRouter): answers a load balancer or the egress gateway un-NATs back to a pod
+            # address find their way, and so does the gateway's own ICMP error for a pod's packet it cannot route,
+            # as it does for a host's. (A tunnel CNI's underlay knows no pod address: that is why it tunnels.)
             for node in self.topo.nodes:
                 self.ipr[FABRIC].route("add", dst=node.pod_cidr, gateway=node.ip)
 

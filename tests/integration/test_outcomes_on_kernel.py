@@ -21,14 +21,17 @@ def why() -> dict[str, tuple[str, str]]:
     return {r.probe.name: (r.observed.outcome, r.observed.explanation) for r in run.results}
 
 
-def test_the_gateway_answers_a_host_and_is_named(why):
-    outcome, said = why["unallocated-service-ip-from-host"]
-    assert outcome == "unreachable" and said.startswith(GATEWAY) and "not Kubernetes" in said, said
+def test_the_gateway_answers_a_host_and_a_pod_alike_and_is_named(why):
+    for probe in ("unallocated-service-ip-from-host", "unallocated-service-ip-from-pod"):
+        outcome, said = why[probe]
+        assert outcome == "unreachable" and said.startswith(GATEWAY) and "not Kubernetes" in said, said
+    assert why["unallocated-service-ip-from-pod"][1].endswith("seen node2/veth-tester out")
 
 
 def test_a_datagram_hears_of_icmp_errors_too(why):
-    outcome, said = why["unallocated-service-ip-from-host-udp"]
-    assert outcome == "unreachable" and said.startswith(GATEWAY), said
+    for probe in ("unallocated-service-ip-from-host-udp", "unallocated-service-ip-from-pod-udp"):
+        outcome, said = why[probe]
+        assert outcome == "unreachable" and said.startswith(GATEWAY), said
 
 
 def test_a_routing_loop_ends_in_time_exceeded_from_a_node(why):
