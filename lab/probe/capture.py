@@ -54,14 +54,20 @@ class Frame:
             return proto in (1, 17)
         return len(self.data) >= l4 + 14 and bool(self.data[l4 + 13] & 0x06)
 
-    def summary(self) -> str | None:
-        """`src > dst proto flags`, or None for frames that are not IPv4 (ARP and the like)."""
+    @property
+    def addresses(self) -> tuple[str, str] | None:
+        """(source, destination) of an IPv4 frame; None for others (ARP and the like)."""
         if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
             return None
+        return socket.inet_ntoa(self.data[26:30]), socket.inet_ntoa(self.data[30:34])
+
+    def summary(self) -> str | None:
+        """`src > dst proto flags`, or None for frames that are not IPv4 (ARP and the like)."""
+        if self.addresses is None:
+            return None
+        src, dst = self.addresses
         ihl = (self.data[14] & 0x0F) * 4
         proto = self.data[23]
-        src = socket.inet_ntoa(self.data[26:30])
-        dst = socket.inet_ntoa(self.data[30:34])
         l4 = 14 + ihl
         if proto in (6, 17) and len(self.data) >= l4 + 4:
             sport, dport = struct.unpack_from("!HH", self.data, l4)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -20,6 +21,7 @@ from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
 from lab.probe.echo import EchoServers, Listener
+from lab.probe.fib import input_refusal
 from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
 
 
@@ -156,7 +158,7 @@ class ProbeSession:
             path=_path(frames),
             rules=tuple(hits),
             explanation=_stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
-            or _explain(outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result)),
+            or _explain(outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result), self._lost),
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
@@ -172,6 +174,30 @@ class ProbeSession:
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
         return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
+
+    def _lost(self, last: Frame, hits: list[tuple[str, RuleHit]]) -> str:
+        """Where the packet last seen as `last` went, no rule having dropped it."""
+        seen = f"last seen {last.where} ({last.summary()})"
+        receiver = self._receiver(last)
+        if receiver is None:
+            return f"{seen}; not seen again: lost beyond {last.actor}, where no capture watches (the underlay, hosts)"
+        actor, iif = receiver
+        addresses = last.addresses
+        if addresses and (refused := input_refusal(self.realized.ns_of(actor), *addresses, iif)):
+            return f"{seen}; {actor}'s kernel refuses it on input: {refused}"
+        nat = [h for n, h in hits if n == actor and h.table == "nat"]
+        after = f" after nat {nat[-1].chain}" if nat else ""
+        return f"{seen}; lost on {actor}{after} without a rule dropping it"
+
+    def _receiver(self, frame: Frame) -> tuple[str, str] | None:
+        """Who receives the frame, and on which interface its route lookup sees it (None: it left for the
+        underlay or a tunnel). A frame leaving a node by a pod's veth arrives in that pod; one arriving on a
+        bridge port is routed as arriving on the bridge."""
+        pods = {port: pod for pod, port in self.realized.pod_ports.items()}
+        if frame.outgoing:
+            return (pods[frame.ifname], "eth0") if frame.ifname in pods else None
+        bridged = frame.ifname in pods and self.topo.cluster.cni == "bridge"
+        return frame.actor, "cni0" if bridged else frame.ifname
 
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
@@ -237,8 +263,16 @@ def _stray_answer(outcome: str, frames: list[Frame], target: str) -> str:
     return ""
 
 
-def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame], reply_lost: bool, answer: str) -> str:
-    """The why of a probe that was not delivered; `answer` is what the client says came back."""
+def _explain(
+    outcome: str,
+    hits: list[tuple[str, RuleHit]],
+    frames: list[Frame],
+    reply_lost: bool,
+    answer: str,
+    lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
+) -> str:
+    """The why of a probe that was not delivered; `answer` is what the client says came back, `lost` tells
+    where a packet last seen in a frame went (the kernel is asked)."""
     if outcome == "delivered":
         return ""
     for node, hit in reversed(hits):
@@ -251,12 +285,8 @@ def _explain(outcome: str, hits: list[tuple[str, RuleHit]], frames: list[Frame],
     if outcome != "dropped":
         icmp = next((f for f in reversed(frames) if " icmp type " in (f.summary() or "")), None)
         return f"{answer}; seen {icmp.where}" if icmp else answer
-    if reply_lost:
-        return "the backend received it, but its answer never reached the client"
     seen = [f for f in frames if f.opens_or_ends]
-    if not seen:
-        return "never seen on any node interface"
-    last = seen[-1]
-    nat = [h for n, h in hits if n == last.actor and h.table == "nat"]
-    after = f" after nat {nat[-1].chain}" if nat else ""
-    return f"last seen {last.where} ({last.summary()}); lost on {last.actor}{after} without a rule dropping it"
+    if reply_lost:
+        said = "the backend received it, but its answer never reached the client"
+        return f"{said}: {lost(seen[-1], hits)}" if seen else said
+    return lost(seen[-1], hits) if seen else "never seen on any node interface"

@@ -88,15 +88,19 @@ def tcp(flags: int) -> bytes:
     return struct.pack("!HHIIBBHHH", 80, 40000, 0, 0, 0x50, flags, 0, 0, 0)
 
 
+def unasked(last: Frame, hits: list) -> str:
+    raise AssertionError("an answer came back: no lost packet to explain")
+
+
 def test_why_names_the_icmp_error_and_where_it_was_seen():
     icmp = frame("node2/veth-tester", True, "192.168.56.1", "10.244.2.2", 1, b"\x03\x00\x00\x00")
-    said = _explain("unreachable", [], [icmp], False, "ICMP net unreachable (type 3 code 0) from the gateway")
+    said = _explain("unreachable", [], [icmp], False, "ICMP net unreachable (type 3 code 0) from the gateway", unasked)
     assert said == "ICMP net unreachable (type 3 code 0) from the gateway; seen node2/veth-tester out"
 
 
 def test_why_of_a_reset_names_the_rst():
     rst = frame("node2/veth-tester", True, "10.96.0.10", "10.244.2.2", 6, tcp(0x04))
-    said = _explain("reset", [], [rst], False, "connection reset (RST) after it was established")
+    said = _explain("reset", [], [rst], False, "connection reset (RST) after it was established", unasked)
     assert said == (
         "connection reset (RST) after it was established: node2/veth-tester out carried "
         "10.96.0.10:80 > 10.244.2.2:40000 tcp [R]"
