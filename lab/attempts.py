@@ -70,7 +70,9 @@ def _by_entry(o: Observation) -> str | None:
 
 
 def _joined(values: list[str | None]) -> str | None:
-    seen = list(dict.fromkeys(v for v in values if v))
+    """Several connections' values as one, sorted: which connection met which backend is the kernel's random
+    choice, so the order they came in would differ between two runs that saw the same."""
+    seen = sorted({v for v in values if v})
     return "|".join(seen) if seen else None
 
 
@@ -112,6 +114,6 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         seconds=sum(o.seconds for o in observations),
         pcaps=tuple(p for o in observations for p in o.pcaps),
         entry=_joined([o.entry for o in observations]),
-        source_by_entry=_joined(sorted({v for o in observations if (v := _by_entry(o))})),
+        source_by_entry=_joined([_by_entry(o) for o in observations]),
     )
     return summary, Verdict(not reasons, tuple(reasons))

@@ -1,0 +1,53 @@
+"""--json lists several connections' backends and sources in one order whatever order they came in."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import permutations
+
+from test_model import BASE, write
+
+from lab.attempts import run_probe
+from lab.model.load import load_scenario
+from lab.probe.session import Observation
+from lab.report.records import observed_text, to_record
+from lab.runner import ProbeResult
+
+JOINED = ("backend", "node", "source", "source_ip", "source_by_entry")  # (each connection's own lines keep their order)
+SEEN = [
+    Observation("delivered", backend="web-1", node="node1", source_ip="192.168.56.12", source="node2", entry="node2"),
+    Observation("delivered", backend="web-0", node="node1", source_ip="192.168.56.11", source="node1", entry="node1"),
+    Observation("delivered", backend="web-1", node="node1", source_ip="192.168.56.12", source="node2", entry="node2"),
+]
+
+
+class Replayed:
+    """A probe session that answers with given observations, in the order given."""
+
+    def __init__(self, observations: list[Observation]) -> None:
+        self.observations = iter(observations)
+
+    def run(self, probe: object) -> Observation:
+        return next(self.observations)
+
+
+def test_several_connections_are_listed_in_a_stable_order(tmp_path):
+    text = BASE.replace(
+        "    expect: {outcome: delivered, source: node2}\n", "    attempts: 3\n    expect: {outcome: delivered}\n"
+    )
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    probe = replace(topo.probes[0], expected=replace(topo.probes[0].expected, backends=()))
+    records = []
+    for order in permutations(SEEN):
+        observed, verdict = run_probe(Replayed(list(order)), probe, topo)  # type: ignore[arg-type]
+        result = ProbeResult(topo, probe, observed, verdict)
+        observed_record = to_record(result)["observed"]
+        records.append(({key: observed_record[key] for key in JOINED}, observed_text(result)))
+    (record, text), *others = records
+    assert all(other == (record, text) for other in others), records
+    assert (record["backend"], record["source"], record["source_ip"]) == (
+        "web-0|web-1",
+        "node1|node2",
+        "192.168.56.11|192.168.56.12",
+    )
+    assert record["source_by_entry"] == "entry"
