@@ -1,16 +1,76 @@
 """The subset of Kubernetes manifests the lab understands.
 
-Real manifests carry many more fields (images, resources, probes); those are ignored,
-while the fields that decide networking are checked.
+Real manifests carry many more fields (images, resources, probes): every field Kubernetes' API has is accepted
+and ignored unless it decides networking, then checked here; a field the API does not have is refused first
+(`api_problem`), as `kubectl apply --validate=strict` would.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import functools
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lab.model.errors import did_you_mean
 from lab.model.ipv4 import Address, SourceRange
+from lab.model.k8s_fields import FIELDS
+from lab.model.yamlsrc import FieldPath
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+Problem = tuple[FieldPath, str]  # where, and what is wrong
+KINDS = ("Pod", "Deployment", "ReplicaSet", "Service")
+# Beyond release-1.37's API: the lab's own `status.ready` (whether the pod's endpoints are ready; a real pod says
+# it in status.conditions), and Service fields that alpha releases wrote until 1.20 (ipFamily) and 1.21
+# (topologyKeys), which `kubectl get -o yaml` of such a cluster still shows.
+EXTRA_FIELDS = {"PodStatus": "ready", "ServiceSpec": "ipFamily topologyKeys:[]"}
+
+
+@functools.cache
+def _fields(kind: str) -> dict[str, str]:
+    """A Kubernetes type's fields, each with its shape (see k8s_fields)."""
+    specs = f"{FIELDS[kind]} {EXTRA_FIELDS.get(kind, '')}".split()
+    return {name: shape for name, _, shape in (spec.partition(":") for spec in specs)}
+
+
+def api_problem(manifest: dict[str, Any]) -> Problem | None:
+    """The first field of a manifest that Kubernetes' API refuses (a name or a shape it does not have), if any;
+    a kind the lab does not read is left to the schema."""
+    kind = manifest.get("kind")
+    return _shape_problem(manifest, kind, ()) if kind in KINDS else None
+
+
+def _shape_problem(value: Any, shape: str, path: FieldPath) -> Problem | None:
+    if value is None or shape == "*":  # null is "not set" to the API server, whatever the field
+        return None
+    if shape.startswith("["):
+        if not isinstance(value, list):
+            return path, "expected a list"
+        return _first(_shape_problem(v, shape[1:-1], (*path, k)) for k, v in enumerate(value))
+    if shape == "{}":
+        if not isinstance(value, dict):
+            return path, "expected a mapping"
+        return _first(_shape_problem(v, "", (*path, key)) for key, v in value.items())
+    if not shape:
+        return (path, "expected a single value, not a list or a mapping") if isinstance(value, list | dict) else None
+    if not isinstance(value, dict):
+        return path, f"expected a mapping (a Kubernetes {shape})"
+    return _object_problem(value, shape, path)
+
+
+def _first(problems: Iterable[Problem | None]) -> Problem | None:
+    return next((p for p in problems if p), None)
+
+
+def _object_problem(value: dict[str, Any], kind: str, path: FieldPath) -> Problem | None:
+    fields = _fields(kind)
+    for key, item in value.items():
+        if key not in fields:
+            return (*path, key), f"unknown field: a Kubernetes {kind} has no {key!r}" + did_you_mean(key, fields)
+        if problem := _shape_problem(item, fields[key], (*path, key)):
+            return problem
+    return None
 
 
 class Loose(BaseModel):
@@ -81,13 +141,13 @@ class Deployment(Loose):
 class ServicePortSpec(Loose):
     name: str = ""
     port: int = Field(ge=1, le=65535)
-    target_port: int | str | None = Field(None, alias="targetPort")
+    target_port: Port | str | None = Field(None, alias="targetPort")
     node_port: int | None = Field(None, alias="nodePort", ge=1, le=65535)
     protocol: Literal["TCP", "UDP"] = "TCP"
 
 
 class ClientIPConfig(Loose):
-    timeout_seconds: int = Field(10800, alias="timeoutSeconds")
+    timeout_seconds: int = Field(10800, alias="timeoutSeconds", ge=1, le=86400)  # the API's bounds
 
 
 class AffinityConfig(Loose):

@@ -5,16 +5,21 @@ from __future__ import annotations
 import copy
 import ipaddress
 import itertools
+import math
+import platform
 import shlex
+import types
+import typing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
+from lab.model.errors import ScenarioError, did_you_mean
 from lab.model.topology import (
     ENTRY,
     TUNNEL_NAME,
@@ -36,6 +41,7 @@ from lab.model.topology import (
     ServiceSpec,
     StepSpec,
     Topology,
+    axis_text,
 )
 from lab.model.yamlsrc import FieldPath, Source, load_yaml
 
@@ -51,6 +57,9 @@ CLUSTER_AXES = {
 }
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
 NODE_PORT_RANGE = range(30000, 32768)
+# The nodes are namespaces of this machine: their architecture is its own, by Go's name (kubelet's label).
+ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
 # kube-proxy honours status.loadBalancer.ingress[].ipMode from 1.30 (LoadBalancerIPMode beta, on by default;
 # alpha and off by default in 1.29). Before, an ipMode: Proxy address is programmed like any other.
 IP_MODE_SINCE = 30
@@ -69,22 +78,121 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
-    # `when` may name any value the file or the command line lists, whichever variants run.
-    declared = {axis: list(values) for axis, values in _validate(source, source.data).matrix.items()}
-    if matrix:
-        source = Source(
-            source.file, {**source.data, "matrix": {**source.data.get("matrix", {}), **matrix}}, source.lines
-        )
+    _check_manifests(source)
     base = _validate(source, source.data)
-    axes = _matrix_axes(source, base)
-    for axis, values in axes.items():
-        declared[axis] = declared.get(axis, []) + [v for v in values if v not in declared.get(axis, [])]
+    file_axes = [_MatrixAxis(source, name, tuple(values)) for name, values in base.matrix.items()]
+    flag_axes = [
+        _MatrixAxis(source, name, tuple(values), _flag(name, values)) for name, values in (matrix or {}).items()
+    ]
+    axes = {a.name: a for a in file_axes + flag_axes}  # a flag replaces the file's axis in its place
+    for axis in axes.values():
+        axis.check()
+    count = math.prod(len(a.values) for a in axes.values())
+    if count > MAX_VARIANTS:
+        raise _too_many(source, flag_axes, count)
+    # `when` may name any value the file or the command line lists, whichever variants run.
+    declared: dict[str, list[Axis]] = {}
+    for axis in file_axes + flag_axes:
+        declared[axis.name] = declared.get(axis.name, []) + [
+            v for v in axis.values if v not in declared.get(axis.name, [])
+        ]
     variants = []
-    for values in itertools.product(*axes.values()) if axes else [()]:
-        variant = tuple(zip(axes, values, strict=True))
-        parsed = _validate(source, _apply_variant(source.data, variant)) if variant else base
-        variants.append(_Resolver(source, parsed, variant, declared).topology())
+    for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
+        choice = tuple(zip(axes.values(), indexes, strict=True))
+        variant = _variant(source, choice) if choice else source
+        parsed = _validate(variant, variant.data) if choice else base
+        values = tuple((axis.name, axis.values[k]) for axis, k in choice)
+        variants.append(_Resolver(variant, parsed, values, declared).topology())
     return Scenario(base.name, source.file, base.description, tuple(variants))
+
+
+def _flag(axis: str, values: list[Axis]) -> str:
+    return f"--matrix {axis}={','.join(axis_text(v) for v in values)}"
+
+
+def _too_many(source: Source, flag_axes: list[_MatrixAxis], count: int) -> ScenarioError:
+    message = f"the matrix expands to {count} variants; at most {MAX_VARIANTS} are run from one file"
+    if flag_axes:
+        return ScenarioError(" ".join(a.flag or "" for a in flag_axes), None, "", f"{message} ({source.file})")
+    return source.error(("matrix",), message)
+
+
+@dataclass(frozen=True)
+class _MatrixAxis:
+    """One axis of the matrix and where its values were written: the file's `matrix`, or a --matrix flag."""
+
+    source: Source
+    name: str
+    values: tuple[Axis, ...]
+    flag: str | None = None
+
+    def error(self, index: int | None, message: str) -> ScenarioError:
+        """An error about the axis (index None) or one of its values, at the line or the flag that gave it."""
+        if self.flag:
+            return ScenarioError(
+                self.flag, None, "", message if index is None else f"{self.values[index]!r}: {message}"
+            )
+        path: FieldPath = ("matrix", self.name) if index is None else ("matrix", self.name, index)
+        return self.source.error(path, message)
+
+    def check(self) -> None:
+        if self.name not in CLUSTER_AXES | SERVICE_AXES:
+            raise self.error(
+                None, f"unknown matrix axis; expected one of {', '.join(sorted(CLUSTER_AXES | SERVICE_AXES))}"
+            )
+        if not self.values:
+            raise self.error(None, "needs at least one value")
+        for k, value in enumerate(self.values):
+            if value in self.values[:k]:
+                first = self.values.index(value)
+                where = "" if self.flag else f" (line {self.source.line_of(('matrix', self.name, first))})"
+                raise self.error(k, f"{axis_text(value)!r} is listed twice{where}")
+
+
+@dataclass(frozen=True)
+class _VariantSource(Source):
+    """The file as one variant reads it: an error about a field the variant set names the matrix value instead."""
+
+    origins: dict[FieldPath, tuple[_MatrixAxis, int]] = field(default_factory=dict)
+
+    def error(self, path: FieldPath, message: str) -> ScenarioError:
+        for where, (axis, k) in self.origins.items():
+            if path[: len(where)] == where:
+                return axis.error(k, message)
+        return super().error(path, message)
+
+
+def _variant(source: Source, choice: tuple[tuple[_MatrixAxis, int], ...]) -> _VariantSource:
+    """The file with one value of each axis set where it applies (the cluster, the Services)."""
+    data = copy.deepcopy(source.data)
+    origins = {path: (axis, k) for axis, k in choice for path in _set_axis(data, axis.name, axis.values[k])}
+    return _VariantSource(source.file, data, source.lines, origins)
+
+
+def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
+    """Write one matrix value where it applies; the paths written."""
+    if axis in CLUSTER_AXES:
+        data.setdefault("cluster", {})[axis] = value
+        return [("cluster", axis)]
+    # externalTrafficPolicy only means something for Services with external frontends.
+    types = (
+        ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
+    )
+    paths: list[FieldPath] = []
+    for i, manifest in enumerate(data.get("workload", [])):
+        if manifest.get("kind") == "Service" and manifest["spec"].get("type", "ClusterIP") in types:
+            manifest["spec"][axis] = value
+            paths.append(("workload", i, "spec", axis))
+    return paths
+
+
+def _check_manifests(source: Source) -> None:
+    """Refuse what Kubernetes' API would (kubectl apply --validate=strict): a field its objects do not have."""
+    workload = source.data.get("workload")
+    for i, manifest in enumerate(workload if isinstance(workload, list) else []):
+        if isinstance(manifest, dict) and (problem := k8s.api_problem(manifest)):
+            path, message = problem
+            raise source.error(("workload", i, *path), message)
 
 
 def _axis_takes(axis: str, value: Axis) -> bool:
@@ -103,52 +211,81 @@ def _validate(source: Source, data: dict[str, Any]) -> schema.ScenarioFile:
     try:
         return schema.ScenarioFile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc: FieldPath = tuple(p for p in first["loc"] if not (isinstance(p, str) and p[:1].isupper()))
-        raise source.error(loc, _explain(first)) from None
+        path, error = _most_telling([(_field_path(e, data), e) for e in exc.errors()])
+        raise source.error(path, _explain(error)) from None
+
+
+def _most_telling(errors: list[tuple[FieldPath, Any]]) -> tuple[FieldPath, Any]:
+    """The error to show of the first field that is wrong."""
+    first = errors[0]
+    # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling.
+    if first[1]["type"] == "missing":
+        siblings = (e for e in errors if e[1]["type"] == "extra_forbidden" and e[0][:-1] == first[0][:-1])
+        first = next(siblings, first)
+    # A union (`expect: {...}` or a list of them) fails in each of its forms; the form that got furthest into
+    # the value is the one the user meant.
+    return max((e for e in errors if e[0][: len(first[0])] == first[0]), key=lambda e: len(e[0]))
+
+
+def _field_path(error: Any, data: Any) -> FieldPath:
+    """Where in the file pydantic's error is: its loc without the union members it names (`str`, `Expectation`)."""
+    path: list[str | int] = []
+    node = data
+    loc = error["loc"]
+    for i, part in enumerate(loc):
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int)):
+            path.append(part)
+            node = node[part]
+        elif i == len(loc) - 1 and error["type"] == "missing":
+            path.append(part)
+    return tuple(path)
 
 
 def _explain(error: Any) -> str:
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
-        return "unknown field"
+        return "unknown field" + did_you_mean(str(error["loc"][-1]), _allowed_fields(error["loc"]))
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
         return f"unsupported kind {error['input'].get('kind')!r}; expected Pod, Deployment, ReplicaSet or Service"
     if kind == "union_tag_not_found":
         return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet or Service)"
+    if kind == "literal_error":
+        return f"{message}, not {error['input']!r}"
     return message.removeprefix("Value error, ")
 
 
-def _matrix_axes(source: Source, parsed: schema.ScenarioFile) -> dict[str, list[Axis]]:
-    for axis, values in parsed.matrix.items():
-        if axis not in CLUSTER_AXES | SERVICE_AXES:
-            known = ", ".join(sorted(CLUSTER_AXES | SERVICE_AXES))
-            raise source.error(("matrix", axis), f"unknown matrix axis; expected one of {known}")
-        if not values:
-            raise source.error(("matrix", axis), "needs at least one value")
-    return dict(parsed.matrix)
+def _allowed_fields(loc: tuple[str | int, ...]) -> list[str]:
+    """The fields the schema has where loc's last part was found."""
+    kind: Any = schema.ScenarioFile
+    for part in loc[:-1]:
+        kind = _inner_type(kind, part)
+    if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+        return []
+    return [f.alias or name for name, f in kind.model_fields.items()]
 
 
-def _apply_variant(data: dict[str, Any], variant: tuple[tuple[str, Axis], ...]) -> dict[str, Any]:
-    data = copy.deepcopy(data)
-    for axis, value in variant:
-        if axis in CLUSTER_AXES:
-            data.setdefault("cluster", {})[axis] = value
-        else:
-            for manifest in data.get("workload", []):
-                if (
-                    manifest.get("kind") == "Service"
-                    and manifest.get("spec", {}).get("type")
-                    in (
-                        "NodePort",
-                        "LoadBalancer",
-                    )
-                    or (manifest.get("kind") == "Service" and axis == "internalTrafficPolicy")
-                ):
-                    manifest["spec"][axis] = value
-    return data
+def _inner_type(kind: Any, part: str | int) -> Any:
+    """The type at `part` of a pydantic loc inside `kind`: a model's field, a list's item, a dict's value, or
+    the member of a union that pydantic names (`Expectation`, `list[Expectation]`)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        named = [a for a in members if str(part).split("[")[0] == getattr(typing.get_origin(a) or a, "__name__", "")]
+        return named[0] if named else _inner_type(members[0], part)  # Optional[Model]: pydantic names no member
+    if origin is list:
+        return args[0]
+    if origin is dict:
+        return args[1]
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return next((f.annotation for name, f in kind.model_fields.items() if (f.alias or name) == part), None)
+    return None
+
+
+def _kubelet_labels(node: str) -> dict[str, str]:
+    """The labels kubelet puts on every node; a scenario's own labels add to them or replace them."""
+    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": ARCH}
 
 
 def _hosts(cidr: str) -> Iterator[str]:
@@ -157,6 +294,19 @@ def _hosts(cidr: str) -> Iterator[str]:
 
 def _inside(address: str, cidr: str) -> bool:
     return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(cidr)
+
+
+class _PodPlan(NamedTuple):
+    """A pod the workload asks for, placed on its node, before it has an address."""
+
+    path: FieldPath  # its manifest (a Pod, or the Deployment or ReplicaSet it is a replica of)
+    name: str
+    namespace: str
+    node: NodeSpec
+    labels: dict[str, str]
+    spec: k8s.PodSpec
+    ip: str | None = None  # status.podIP
+    ready: bool = True
 
 
 class _Resolver:
@@ -255,7 +405,7 @@ class _Resolver:
                         ("nodes", i, "podCIDR"),
                         f"{n.pod_cidr} overlaps {self.f.nodes[j].name}'s {self.f.nodes[j].pod_cidr}",
                     )
-            labels = tuple(sorted(n.labels.items()))
+            labels = tuple(sorted((_kubelet_labels(n.name) | n.labels).items()))
             if cluster.cni == "routed-tunnel":
                 # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
                 block = ipaddress.IPv4Network(n.pod_cidr)
@@ -357,25 +507,14 @@ class _Resolver:
         return match
 
     def _pods(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[PodSpec, ...]:
-        # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
-        skip = 0 if cluster.cni == "routed-tunnel" else 1
-        free = {n.name: list(_hosts(n.pod_cidr))[skip:] for n in nodes}
-        wanted: list[tuple[FieldPath, str, str, NodeSpec, dict[str, str], k8s.PodSpec, str | None, bool]] = []
+        wanted: list[_PodPlan] = []
         for i, m in enumerate(self.f.workload):
             path: FieldPath = ("workload", i)
             if isinstance(m, k8s.Pod):
                 node = self._place((*path, "spec"), m.spec, nodes)[0]
+                meta, status = m.metadata, m.status
                 wanted.append(
-                    (
-                        path,
-                        m.metadata.name,
-                        m.metadata.namespace,
-                        node,
-                        m.metadata.labels,
-                        m.spec,
-                        m.status.pod_ip,
-                        m.status.ready,
-                    )
+                    _PodPlan(path, meta.name, meta.namespace, node, meta.labels, m.spec, status.pod_ip, status.ready)
                 )
             elif isinstance(m, k8s.Deployment):
                 tpl = m.spec.template
@@ -383,35 +522,53 @@ class _Resolver:
                     raise self.src.error((*path, "spec", "selector"), "selector does not match the template's labels")
                 placed = self._place((*path, "spec", "template", "spec"), tpl.spec, nodes)
                 for r in range(m.spec.replicas):
-                    wanted.append(
-                        (
-                            path,
-                            f"{m.metadata.name}-{r}",
-                            m.metadata.namespace,
-                            placed[r % len(placed)],
-                            tpl.metadata.labels,
-                            tpl.spec,
-                            None,
-                            True,
-                        )
-                    )
-        for path, _, _, node, _, spec, ip, _ in wanted:
-            if ip and not spec.host_network:
-                if not _inside(ip, node.pod_cidr):
-                    raise self.src.error(
-                        (*path, "status", "podIP"), f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}"
-                    )
-                if ip in free[node.name]:
-                    free[node.name].remove(ip)
+                    node = placed[r % len(placed)]
+                    name = f"{m.metadata.name}-{r}"
+                    wanted.append(_PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec))
+        addresses = self._pod_addresses(wanted, nodes, cluster)
         pods = []
-        for _, name, ns, node, labels, spec, ip, ready in wanted:
-            address = node.ip if spec.host_network else ip or free[node.name].pop(0)
-            ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in spec.containers for p in c.ports)
-            pods.append(
-                PodSpec(name, ns, node.name, address, tuple(sorted(labels.items())), ports, spec.host_network, ready)
-            )
-        self._unique("pod name", [(w[0], f"{w[2]}/{w[1]}") for w in wanted])
+        for w, address in zip(wanted, addresses, strict=True):
+            ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
+            labels = tuple(sorted(w.labels.items()))
+            pods.append(PodSpec(w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready))
+        self._unique("pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
         return tuple(pods)
+
+    def _pod_addresses(self, wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
+        """Each pod's address: its node's with hostNetwork, else status.podIP, else the next free one in its node's
+        podCIDR."""
+        given: dict[str, FieldPath] = {}
+        for w in wanted:
+            if w.ip and not w.spec.host_network:
+                self._check_pod_ip((*w.path, "status", "podIP"), w.ip, w.node, given)
+                given[w.ip] = (*w.path, "status", "podIP")
+        # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
+        skip = 0 if cluster.cni == "routed-tunnel" else 1
+        free = {n.name: (a for a in itertools.islice(_hosts(n.pod_cidr), skip, None) if a not in given) for n in nodes}
+        addresses = []
+        for w in wanted:
+            address = w.node.ip if w.spec.host_network else w.ip or next(free[w.node.name], None)
+            if address is None:
+                room = sum(1 for _ in itertools.islice(_hosts(w.node.pod_cidr), skip, None))
+                placed = sum(1 for o in wanted if o.node == w.node and not o.spec.host_network)
+                raise self.src.error(
+                    w.path,
+                    f"{w.node.name}'s podCIDR {w.node.pod_cidr} has room for {room} pods, and {placed} are placed "
+                    f"there; no address is left for {w.name} (give {w.node.name} a larger podCIDR)",
+                )
+            addresses.append(address)
+        return addresses
+
+    def _check_pod_ip(self, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
+        net = ipaddress.IPv4Network(node.pod_cidr)
+        if not _inside(ip, node.pod_cidr):
+            raise self.src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
+        if ip in given:
+            raise self.src.error(path, f"{ip} is already a pod's podIP at line {self.src.line_of(given[ip])}")
+        if ip in (str(net.network_address), str(net.broadcast_address), node.bridge_ip, node.tunnel_ip):
+            raise self.src.error(
+                path, f"{ip} is reserved in {node.pod_cidr}: network, broadcast or {node.name}'s own (cni0, tunnel)"
+            )
 
     def _services(
         self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], pods: tuple[PodSpec, ...]
@@ -443,8 +600,7 @@ class _Resolver:
             external = spec.type != "ClusterIP"
             ports = []
             for j, p in enumerate(spec.ports):
-                if p.node_port is not None and p.node_port not in NODE_PORT_RANGE:
-                    raise self.src.error((*path, "ports", j, "nodePort"), "expected a port in 30000-32767")
+                self._check_node_port((*path, "ports", j, "nodePort"), p.node_port)
                 node_port = (p.node_port or next(free_ports)) if external else 0
                 eps = self._endpoints((*path, "ports", j), p, selected)
                 ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
@@ -458,6 +614,7 @@ class _Resolver:
             for k, ip in enumerate(spec.external_ips + ingress):
                 if _inside(ip, cluster.service_cidr) or _inside(ip, cluster.cluster_cidr):
                     raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
+            self._check_node_port((*path, "healthCheckNodePort"), spec.health_check_node_port)
             local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
             hcnp = (spec.health_check_node_port or next(free_ports)) if local_lb else 0
             services.append(
@@ -491,6 +648,13 @@ class _Resolver:
             ],
         )
         return tuple(services)
+
+    def _check_node_port(self, path: FieldPath, port: int | None) -> None:
+        if port is not None and port not in NODE_PORT_RANGE:
+            first, last = NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1
+            raise self.src.error(
+                path, f"expected a port in {first}-{last} (kube-apiserver's --service-node-port-range)"
+            )
 
     def _endpoints(self, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec]) -> tuple[EndpointSpec, ...]:
         target = port.target_port if port.target_port is not None else port.port

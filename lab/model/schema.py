@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from lab.model.ipv4 import address as _address
 from lab.model.ipv4 import network as _network
-from lab.model.k8s import Manifest
+from lab.model.k8s import Manifest, Port
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 # What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
@@ -125,7 +125,7 @@ class Target(Strict):
 
     service: str | None = None
     namespace: str = "default"
-    port: int | str
+    port: Port | str
     via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] = "clusterIP"
     node: str | None = None
     address: str | None = None
