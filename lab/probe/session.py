@@ -170,7 +170,7 @@ class ProbeSession:
             return result.error
         icmp, sender = result.icmp, result.icmp.sender
         if sender == self.topo.cluster.gateway_ip:
-            who = f"{sender}, the underlay's gateway: the network outside the cluster answered, not Kubernetes"
+            who = f"{sender} (the underlay's gateway, outside the cluster: not Kubernetes)"
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
         return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
@@ -279,12 +279,9 @@ def _explain(
         if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
             said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
             return f"{said}; the client got: {answer}" if outcome != "dropped" else said
-    if outcome in ("refused", "reset"):
-        rst = next((f for f in reversed(frames) if f.opens_or_ends and "R" in _flags(f)), None)
-        return f"{answer}: {rst.where} carried {rst.summary()}" if rst else answer
-    if outcome != "dropped":
-        icmp = next((f for f in reversed(frames) if " icmp type " in (f.summary() or "")), None)
-        return f"{answer}; seen {icmp.where}" if icmp else answer
+    if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
+        came = next((f for f in reversed(frames) if "R" in _flags(f) or " icmp " in (f.summary() or "")), None)
+        return f"{answer}: {came.where} carried {came.summary()}" if came else answer
     seen = [f for f in frames if f.opens_or_ends]
     if reply_lost:
         said = "the backend received it, but its answer never reached the client"

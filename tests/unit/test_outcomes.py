@@ -95,7 +95,10 @@ def unasked(last: Frame, hits: list) -> str:
 def test_why_names_the_icmp_error_and_where_it_was_seen():
     icmp = frame("node2/veth-tester", True, "192.168.56.1", "10.244.2.2", 1, b"\x03\x00\x00\x00")
     said = _explain("unreachable", [], [icmp], False, "ICMP net unreachable (type 3 code 0) from the gateway", unasked)
-    assert said == "ICMP net unreachable (type 3 code 0) from the gateway; seen node2/veth-tester out"
+    assert said == (
+        "ICMP net unreachable (type 3 code 0) from the gateway: node2/veth-tester out carried "
+        "192.168.56.1 > 10.244.2.2 icmp type 3 code 0"
+    )
 
 
 def test_why_of_a_reset_names_the_rst():
