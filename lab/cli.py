@@ -54,16 +54,24 @@ def _require_root(command: str) -> None:
         sys.exit(2)
 
 
-def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario]:
+def _scenario_paths(files: list[str]) -> list[Path]:
     paths = [Path(f) for f in files] or default_scenarios()
     if not paths:
         err.print(f"no scenario files given and no catalogue in {CATALOGUE}")
         sys.exit(2)
+    return paths
+
+
+def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario]:
+    paths = _scenario_paths(files)
     axes = {}
     for item in matrix or []:
         key, _, values = item.partition("=")
         if not values:
             err.print(f"--matrix {item}: expected KEY=VALUE[,VALUE...], e.g. proxyMode=iptables,nftables")
+            sys.exit(2)
+        if key in axes:
+            err.print(f"--matrix {item}: {key} is given twice; list every value once, e.g. {key}=A,B")
             sys.exit(2)
         axes[key] = values.split(",")
     return [load_scenario(p, axes) for p in paths]
@@ -201,11 +209,23 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _error_text(exc: Exception) -> Text:
+    # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
+    return Text("error: ", style="red") + Text(str(exc))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    for scenario in _load_all(args.files):
+    failed = False
+    for path in _scenario_paths(args.files):  # every file is checked, whichever fail
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as exc:
+            err.print(_error_text(exc), highlight=False)
+            failed = True
+            continue
         probes = sum(len(v.probes) for v in scenario.variants)
         console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
-    return 0
+    return 2 if failed else 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -371,8 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sys.exit(args.func(args))
     except (ScenarioError, InstallError, NamespaceError) as exc:
-        # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
-        err.print(Text("error: ", style="red") + Text(str(exc)), highlight=False)
+        err.print(_error_text(exc), highlight=False)
         sys.exit(2)
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
