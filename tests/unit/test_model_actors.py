@@ -317,5 +317,5 @@ def test_several_connections_name_their_sources_from_their_entry(tmp_path):
     seen = [replace(_observation(entry, node, source), source_ip=ip) for entry, node, source, ip in (remote, local) * 2]
     summary, verdict = run_probe(ScriptedSession(seen), topo.probes[0], topo)  # type: ignore[arg-type]
     assert verdict.ok, verdict.reasons
-    assert summary.source == "node2/eth0|node1"  # as seen, in order
+    assert summary.source == "node1|node2/eth0"  # sorted, whatever order the connections came in
     assert summary.source_by_entry == "entry|entry/eth0"  # the same whichever node a connection entered by

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from itertools import permutations
 
 from test_model import BASE, write
+from test_model_actors import ScriptedSession
 
 from lab.attempts import run_probe
 from lab.model.load import load_scenario
@@ -21,25 +21,15 @@ SEEN = [
 ]
 
 
-class Replayed:
-    """A probe session that answers with given observations, in the order given."""
-
-    def __init__(self, observations: list[Observation]) -> None:
-        self.observations = iter(observations)
-
-    def run(self, probe: object) -> Observation:
-        return next(self.observations)
-
-
 def test_several_connections_are_listed_in_a_stable_order(tmp_path):
     text = BASE.replace(
         "    expect: {outcome: delivered, source: node2}\n", "    attempts: 3\n    expect: {outcome: delivered}\n"
     )
     (topo,) = load_scenario(write(tmp_path, text)).variants
-    probe = replace(topo.probes[0], expected=replace(topo.probes[0].expected, backends=()))
+    probe = topo.probes[0]
     records = []
     for order in permutations(SEEN):
-        observed, verdict = run_probe(Replayed(list(order)), probe, topo)  # type: ignore[arg-type]
+        observed, verdict = run_probe(ScriptedSession(list(order)), probe, topo)  # type: ignore[arg-type]
         result = ProbeResult(topo, probe, observed, verdict)
         observed_record = to_record(result)["observed"]
         records.append(({key: observed_record[key] for key in JOINED}, observed_text(result)))
