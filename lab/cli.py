@@ -323,7 +323,18 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="*")
     validate.set_defaults(func=cmd_validate)
 
-    replay = sub.add_parser("replay", help="replay one packet through a real node's iptables or nftables dump")
+    replay = sub.add_parser(
+        "replay",
+        help="replay one packet through a real node's iptables or nftables dump",
+        description="Build one node with the given addresses, install the dump, send real connections from --from "
+        "to --to until every endpoint the rules can choose has answered, and say what the kernel did: in "
+        "kube-proxy's packet-flow test words (output: the endpoints, DROP, REJECT, ACCEPT, or '' when nothing "
+        "NATed it; null when the connection failed and no rule says why), whether the source was masqueraded, "
+        "the rules that moved, and session affinity (-m recent) when the rules have it. A dump that cannot "
+        "answer is refused: empty, without kube-proxy's chains, or with kube-proxy's chains but no built-in "
+        "chain jumping there (see --add-kube-jumps). nfacct objects the rules name are created first, as "
+        "kube-proxy creates them on the node.",
+    )
     dump = replay.add_mutually_exclusive_group(required=True)
     dump.add_argument("--rules", metavar="FILE", help="iptables-save output of the node")
     dump.add_argument(
@@ -344,6 +355,18 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
     replay.add_argument(
         "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
+    )
+    from lab.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
+
+    replay.add_argument(
+        "--add-kube-jumps",
+        dest="kube_jumps",
+        nargs="?",
+        const=KUBE_PROXY_VERSION,
+        metavar="VERSION",
+        help="with --rules holding only kube-proxy's chains (its unit tests' goldens): add the jumps from the "
+        f"built-in chains that kube-proxy VERSION ({KUBE_PROXY_VERSION}) writes to the chains the dump defines, "
+        "and kubelet's KUBE-MARK-DROP / KUBE-FIREWALL where the dump uses them undefined",
     )
     replay.add_argument(
         "--timeout", type=seconds(60), default=0.5, help="seconds a connection waits for an answer (0.5; at most 60)"

@@ -5,7 +5,8 @@
            world (router) ── node ── cni0
            │
            sink: answers for every other address (endpoints elsewhere in the cluster,
-                 and anything the node forwards without NAT), recording what arrived
+                 and anything the node forwards without NAT), recording what arrived; as the
+                 un-NATed destination it answers an outside client back through the node
 
 Links carry no subnets: every address is a /32, routes are on-link, and the router answers
 ARP by proxy, so the node keeps exactly the addresses the user gave.
@@ -30,6 +31,7 @@ SINK_ARP_ADDRESS = "169.254.255.2"
 RTNH_F_ONLINK = 4
 SINK_TABLE = 100
 SOURCE_TABLE = 200
+RETURN_TABLE = 201
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ class Setup:
         return self.pod_cidr is not None and ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(self.pod_cidr)
 
     @property
+    def bridge_ip(self) -> str | None:
+        """The node's own address on cni0: the first of the pod CIDR, as the CNI bridge plugin's gateway."""
+        return str(next(ipaddress.IPv4Network(self.pod_cidr).hosts())) if self.pod_cidr else None
+
+    @property
     def source_role(self) -> str:
         # A loopback source (127.0.0.1 to a localhost NodePort) can only be the node talking to itself.
         if self.source in self.node_ips or ipaddress.IPv4Address(self.source).is_loopback:
@@ -56,6 +63,10 @@ class Setup:
         wanted = [t.ip for t in self.targets if self.in_pods(t.ip)]
         if self.source_role == "pod":
             wanted.append(self.source)
+        # A destination in the pod network is a pod too, so that a connection no rule NATs is answered there
+        # instead of dying unanswered on cni0 (which would pass for a DROP).
+        if self.in_pods(self.dst_ip) and self.dst_ip not in (self.bridge_ip, *self.node_ips):
+            wanted.append(self.dst_ip)
         return sorted(set(wanted), key=ipaddress.IPv4Address)
 
 
@@ -142,14 +153,31 @@ def _build(b: NetBuilder, setup: Setup) -> None:
             table=SOURCE_TABLE,
         )
         b.ipr["world"].rule("add", iifname="source", table=SOURCE_TABLE, priority=100)
+        _return_through_node(b, setup)
     if setup.pod_cidr:
         _pods(b, setup)
 
 
+def _return_through_node(b: NetBuilder, setup: Setup) -> None:
+    """The sink answering an outside client as the destination itself (nothing NATed it) answers back through
+    the node, the way the client's packets went. Straight back, the node would see the client's ACK without
+    the SYN-ACK, and conntrack (kube-proxy's INVALID drop) would kill a connection no rule refused; where a
+    real network routes the answer is not in the dump. Endpoints in the sink still answer directly."""
+    b.ipr["world"].route(
+        "add",
+        dst=f"{setup.source}/32",
+        gateway=setup.node_ips[0],
+        oif=b.index("world", "node"),
+        flags=RTNH_F_ONLINK,
+        table=RETURN_TABLE,
+    )
+    b.ipr["world"].rule("add", iifname="sink", src=setup.dst_ip, src_len=32, table=RETURN_TABLE, priority=101)
+
+
 def _pods(b: NetBuilder, setup: Setup) -> None:
-    assert setup.pod_cidr is not None
+    assert setup.pod_cidr is not None and setup.bridge_ip is not None
     net = ipaddress.IPv4Network(setup.pod_cidr)
-    gateway = str(next(net.hosts()))
+    gateway = setup.bridge_ip
     b.bridge("node", "cni0", gateway, net.prefixlen)
     # Pods sit behind the node: the router forwards their CIDR to the node's own address.
     b.ipr["world"].route(

@@ -2,7 +2,8 @@
 
 The rules are an `iptables-save` dump (replay; with ipsets and ipvs virtual servers) or an nftables
 ruleset (replay_nft); both run the same probe loop (_replay) and differ only in how they install the
-rules and how they see which rules the packet met (lab.replay.watch).
+rules and how they see which rules the packet met (lab.replay.watch). A dump that cannot answer (no
+rules, or kube-proxy's chains with nothing leading there) is refused before anything is built.
 """
 
 from __future__ import annotations
@@ -15,31 +16,53 @@ from functools import partial
 from pathlib import Path
 
 from lab.install import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.kubeproxy.versions import check_version
 from lab.probe.client import send
 from lab.probe.echo import EchoServers, Listener
-from lab.replay.dump import Target, dnat_targets, ipvs_table, nft_dnat_targets
-from lab.replay.env import Env, Setup, build
+from lab.replay.affinity import Affinity, RecentLists
+from lab.replay.dump import (
+    DumpError,
+    Target,
+    check_nft_hooks,
+    dnat_targets,
+    ipvs_table,
+    nfacct_names,
+    nft_dnat_targets,
+    recent_lists,
+)
+from lab.replay.env import SINK_ARP_ADDRESS, WORLD_ARP_ADDRESS, Env, Setup, build
+from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
+from lab.replay.nfacct import create_nfacct_objects
 from lab.replay.watch import CounterWatcher, NftTraceWatcher, Seen, Watcher
 
 
 @dataclass(frozen=True)
 class Attempt:
-    outcome: str  # dnat | local | forwarded | dropped | rejected | refused | unreachable | reset
+    # dnat | local | accepted | forwarded | dropped | rejected | refused | unreachable | reset | unanswered
+    outcome: str
     endpoint: str | None = None
     source_seen: str | None = None
     trace: tuple[str, ...] = ()
+    spread: int = 1  # endpoints the load balancing that picked this one chose among
+
+
+# Outcomes in kube-proxy's packet-flow test words; the rest (refused, unreachable, reset, unanswered: the
+# connection failed and no rule says why) have none, and their output is None.
+OUTPUT_WORDS = {"local": "", "forwarded": "", "accepted": "ACCEPT", "dropped": "DROP", "rejected": "REJECT"}
 
 
 @dataclass(frozen=True)
 class ReplayResult:
     setup: Setup
     outcome: str
-    output: str
+    output: str | None
     masq: bool
     endpoints: tuple[str, ...]
     source_seen: tuple[str, ...]
     trace: tuple[str, ...]
     attempts: int
+    affinity: Affinity | None = None
+    added: tuple[str, ...] = ()  # what --add-kube-jumps added to the dump, "table: line"
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -51,14 +74,18 @@ class ReplayResult:
             "outcome": self.outcome,
             "endpoints": list(self.endpoints),
             "source_seen": self.source_seen[0] if len(self.source_seen) == 1 else list(self.source_seen) or None,
+            "affinity": self.affinity.as_json() if self.affinity else None,
             "trace": list(self.trace),
             "attempts": self.attempts,
+            "added": list(self.added),
         }
 
 
 def _listeners(env: Env) -> list[Listener]:
     s = env.setup
     ports = {"node": {s.dst_port}, "sink": {s.dst_port}}
+    if s.dst_ip in s.pod_ips():
+        ports[f"pod-{s.dst_ip}"] = {s.dst_port}
     for t in s.targets:
         port = t.port or s.dst_port
         where = "node" if t.ip in s.node_ips else f"pod-{t.ip}" if s.in_pods(t.ip) else "sink"
@@ -70,18 +97,25 @@ def _listeners(env: Env) -> list[Listener]:
     ]
 
 
+def _accepted(trace: tuple[str, ...]) -> bool:
+    """Did one of kube-proxy's filter rules accept the packet (a health check NodePort), as its tracer says ACCEPT?"""
+    return any(line.startswith("filter KUBE-") and line.endswith(" -j ACCEPT") for line in trace)
+
+
 def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, seen: Seen) -> Attempt:
     s = env.setup
     if reply:
         local, source = reply["local"], reply["peer"].rsplit(":", 1)[0]
-        if local == f"{s.dst_ip}:{s.dst_port}":
-            return Attempt("local" if reply["backend"] == "node" else "forwarded", None, source, seen.trace)
-        return Attempt("dnat", local, source, seen.trace)
+        if local != f"{s.dst_ip}:{s.dst_port}":
+            return Attempt("dnat", local, source, seen.trace, seen.spread)
+        delivered = "forwarded" if reply["backend"] != "node" else "accepted" if _accepted(seen.trace) else "local"
+        return Attempt(delivered, None, source, seen.trace)
     if "REJECT" in seen.verdicts:
         return Attempt("rejected", trace=seen.trace)
-    if "DROP" in seen.verdicts or result_outcome == "dropped":
+    if "DROP" in seen.verdicts:
         return Attempt("dropped", trace=seen.trace)
-    return Attempt(result_outcome, trace=seen.trace)
+    # No answer and no rule that dropped it: the kernel lost it, which is no DROP of kube-proxy's.
+    return Attempt("unanswered" if result_outcome == "dropped" else result_outcome, trace=seen.trace)
 
 
 def _install_ipvs(
@@ -109,8 +143,12 @@ def replay(
     backend: str = "nft",
     timeout: float = 0.5,
     ipvs: str | None = None,
+    kube_jumps: str | None = None,
 ) -> ReplayResult:
-    """An `iptables-save` dump (with the node's ipsets and ipvs virtual servers, if any)."""
+    """An `iptables-save` dump (with the node's ipsets and ipvs virtual servers, if any). `kube_jumps`: a
+    kube-proxy version whose jumps from the built-in chains to add (lab.replay.jumps)."""
+    rules, added = add_kube_jumps(rules, kube_jumps) if kube_jumps else (rules, [])
+    check_reaches_kube_proxy(rules)
     table = ipvs_table(ipvs) if ipvs else {}
     real_servers = [t for servers in table.values() for t in servers]
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dnat_targets(rules) + real_servers)})
@@ -118,17 +156,19 @@ def replay(
     def install(node_ns: str) -> None:
         if ipsets:
             ipset_restore_all(node_ns, ipsets)
+        create_nfacct_objects(node_ns, nfacct_names(rules))
         iptables_restore(node_ns, rules, backend)
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
 
     virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
     watcher = partial(CounterWatcher, backend=backend, rules=rules)
-    return _replay(setup, install, watcher, len(virtual or ()), timeout)
+    return _replay(setup, install, watcher, len(virtual or ()), timeout, recent_lists(rules), tuple(added))
 
 
 def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5) -> ReplayResult:
     """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction."""
+    check_nft_hooks(ruleset)
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
     return _replay(
         setup, partial(nft_apply, text=ruleset, what="ruleset"), partial(NftTraceWatcher, setup=setup), 0, timeout
@@ -141,10 +181,11 @@ def _replay(
     watcher: Callable[[str], Watcher],
     virtual: int = 0,
     timeout: float = 0.5,
+    recent: dict[str, int | None] | None = None,
+    added: tuple[str, ...] = (),
 ) -> ReplayResult:
-    """Install the rules in a fresh node, then connect until every endpoint the first connection's
-    load balancing could choose has answered (`virtual`: ipvs' real servers for the destination),
-    or something else than a DNAT happens; at most 10 attempts per endpoint, plus 10."""
+    """Install the rules in a fresh node, stand up every endpoint, and explore (`recent`: the rules' xt_recent
+    lists, {name: seconds})."""
     with build(setup) as env:
         node_ns = env.namespaces["node"]
         install(node_ns)
@@ -155,58 +196,141 @@ def _replay(
                 echo.listen(listener)
             echo.start()
             watch = watcher(node_ns)
-            attempts: list[Attempt] = []
-            wanted = 1
-            while len(attempts) < 10 * wanted + 10:
-                mark = watch.mark()
-                result = send(env.source_ns, setup.dst_ip, setup.dst_port, setup.protocol, timeout, bind=setup.source)
-                seen = watch.seen(mark, result)
-                attempts.append(_classify(env, result.reply, result.outcome, seen))
-                if len(attempts) == 1:
-                    wanted = virtual or seen.spread
-                if attempts[-1].outcome != "dnat" or len({a.endpoint for a in attempts}) >= wanted:
-                    break
+            lists = RecentLists(node_ns, recent) if recent else None
+            attempts, affinity = _explore(partial(_probe, env, watch, timeout), virtual, lists)
         finally:
             if watch is not None:
                 watch.close()
             echo.close()
-    return _summarise(setup, attempts)
+    return _summarise(setup, attempts, affinity, added)
 
 
-def _summarise(setup: Setup, attempts: list[Attempt]) -> ReplayResult:
+def _probe(env: Env, watch: Watcher, timeout: float) -> Attempt:
+    """One real connection (or datagram), and what the node's rules did to it."""
+    s = env.setup
+    mark = watch.mark()
+    result = send(env.source_ns, s.dst_ip, s.dst_port, s.protocol, timeout, bind=s.source)
+    return _classify(env, result.reply, result.outcome, watch.seen(mark, result))
+
+
+def _explore(
+    probe: Callable[[], Attempt], virtual: int, recent: RecentLists | None
+) -> tuple[list[Attempt], Affinity | None]:
+    """Connect until every endpoint the first connection's load balancing could choose has answered (`virtual`:
+    ipvs' real servers for the destination), or something else than a DNAT happens; at most 10 attempts per
+    endpoint, plus 10. Under session affinity the second connection meets the recent lists as the first left
+    them (is it sent back to the same endpoint?), and every later one meets them empty."""
+    attempts = [probe()]
+    first = attempts[0]
+    wanted = virtual or first.spread
+    affinity = None
+    if first.outcome == "dnat" and recent and (lists := recent.recorded(first.trace)):
+        attempts.append(again := probe())
+        affinity = recent.affinity(lists, first.endpoint, again.endpoint, again.trace)
+
+    def more() -> bool:
+        found = len({a.endpoint for a in attempts})
+        return attempts[-1].outcome == "dnat" and found < wanted and len(attempts) < 10 * wanted + 10
+
+    while more():
+        if recent:
+            recent.forget()
+        attempts.append(probe())
+    return attempts, affinity
+
+
+def _summarise(
+    setup: Setup, attempts: list[Attempt], affinity: Affinity | None, added: tuple[str, ...]
+) -> ReplayResult:
     first = attempts[0]
     endpoints = tuple(sorted({a.endpoint for a in attempts if a.endpoint}))
     seen = tuple(sorted({a.source_seen for a in attempts if a.source_seen}))
-    output = {"dnat": ", ".join(endpoints), "dropped": "DROP", "rejected": "REJECT"}.get(first.outcome, "")
+    output = ", ".join(endpoints) if first.outcome == "dnat" else OUTPUT_WORDS.get(first.outcome)
     masq = any(s != setup.source for s in seen)
-    return ReplayResult(setup, first.outcome, output, masq, endpoints, seen, first.trace, len(attempts))
+    return ReplayResult(
+        setup, first.outcome, output, masq, endpoints, seen, first.trace, len(attempts), affinity, added
+    )
 
 
-def read(path: str | None) -> str | None:
+def read(option: str, path: str | None) -> str | None:
     if not path:
         return None
     try:
-        return Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc.strerror}") from None
+        raise InstallError(f"{option} {path}: cannot read it: {exc.strerror}") from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InstallError(
+            f"{option} {path} line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); iptables-save, nft and "
+            "ipvsadm write UTF-8, so this is not one of their dumps as written"
+        ) from None
 
 
 def replay_from_args(args: argparse.Namespace) -> ReplayResult:
     """`lab replay`: --rules (iptables-save, with --ipsets, --ipvs) or --nft (nft list ruleset)."""
     setup = setup_from_args(args)
+    given = {"rules": args.rules, "nft": args.nft, "ipvs": args.ipvs}
+    try:
+        return _replay_dumps(args, setup)
+    except DumpError as exc:
+        where = f"--{exc.dump} {given[exc.dump]}" + (f" line {exc.line}" if exc.line else "")
+        raise InstallError(f"{where}: {exc.reason}") from None
+
+
+def _replay_dumps(args: argparse.Namespace, setup: Setup) -> ReplayResult:
     if args.nft:
-        for option, given in (("--ipsets", args.ipsets), ("--ipvs", args.ipvs)):
-            if given:
+        for option, value in (("--ipsets", args.ipsets), ("--ipvs", args.ipvs), ("--add-kube-jumps", args.kube_jumps)):
+            if value:
                 raise InstallError(f"{option} goes with --rules (an iptables or ipvs node), not with --nft")
-        return replay_nft(read(args.nft) or "", setup, timeout=args.timeout)
+        return replay_nft(read("--nft", args.nft) or "", setup, timeout=args.timeout)
+    if args.kube_jumps and (problem := check_version(args.kube_jumps)):
+        raise InstallError(f"--add-kube-jumps {args.kube_jumps}: {problem}")
     return replay(
-        read(args.rules) or "",
+        read("--rules", args.rules) or "",
         setup,
-        ipsets=read(args.ipsets),
+        ipsets=read("--ipsets", args.ipsets),
         backend=args.backend,
         timeout=args.timeout,
-        ipvs=read(args.ipvs),
+        ipvs=read("--ipvs", args.ipvs),
+        kube_jumps=args.kube_jumps,
     )
+
+
+def _ipv4(option: str, text: str) -> ipaddress.IPv4Address:
+    try:
+        address = ipaddress.IPv4Address(text)
+    except ValueError as exc:
+        raise InstallError(f"{option} {text}: expected an IPv4 address ({exc})") from None
+    if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
+        raise InstallError(f"{option} {text}: not an address of one host (unspecified, multicast or broadcast)")
+    return address
+
+
+def _node_ip(text: str) -> str:
+    address = _ipv4("--node-ip", text)
+    if address.is_loopback:
+        raise InstallError(
+            f"--node-ip {text}: a loopback address, which the node namespace has on lo already; give the node's "
+            "interface addresses (--from 127.0.0.1 sends from the node itself)"
+        )
+    if str(address) in (WORLD_ARP_ADDRESS, SINK_ARP_ADDRESS):
+        raise InstallError(f"--node-ip {text}: the lab's own router and sink use {WORLD_ARP_ADDRESS}-2")
+    return str(address)
+
+
+def _pod_cidr(text: str | None) -> str | None:
+    if not text:
+        return None
+    try:
+        network = ipaddress.IPv4Network(text)
+    except ValueError as exc:
+        raise InstallError(f"--pod-cidr {text}: expected an IPv4 CIDR ({exc})") from None
+    if network.prefixlen > 30:
+        raise InstallError(f"--pod-cidr {text}: too small to hold the node's cni0 address and a pod (at most /30)")
+    return str(network)
 
 
 def setup_from_args(args: argparse.Namespace) -> Setup:
@@ -214,21 +338,14 @@ def setup_from_args(args: argparse.Namespace) -> Setup:
     host, _, port = args.dest.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InstallError(f"--to {args.dest}: expected DST_IP:PORT with a port in 1-65535")
-
-    def checked(option: str, text: str, parse: Callable[[str], object] = ipaddress.IPv4Address) -> str:
-        try:
-            return str(parse(text))
-        except ValueError as exc:
-            raise InstallError(
-                f"{option} {text}: expected an IPv4 {'CIDR' if option == '--pod-cidr' else 'address'} ({exc})"
-            ) from None
-
-    return Setup(
-        tuple(checked("--node-ip", ip) for ip in args.node_ip),
-        checked("--pod-cidr", args.pod_cidr, ipaddress.IPv4Network) if args.pod_cidr else None,
-        checked("--from", args.source),
-        checked("--to", host),
-        int(port),
-        args.proto.upper(),
-        (),
-    )
+    node_ips = tuple(_node_ip(ip) for ip in args.node_ip)
+    if repeated := sorted({ip for ip in node_ips if node_ips.count(ip) > 1}):
+        raise InstallError(f"--node-ip {', '.join(repeated)}: given more than once")
+    source, dest = str(_ipv4("--from", args.source)), str(_ipv4("--to", host))
+    setup = Setup(node_ips, _pod_cidr(args.pod_cidr), source, dest, int(port), args.proto.upper(), ())
+    if source == setup.bridge_ip and source not in node_ips:
+        raise InstallError(
+            f"--from {source}: the node's own cni0 address (the first of --pod-cidr), which no pod can have; to "
+            "send from the node, give one of its --node-ip addresses"
+        )
+    return setup

@@ -43,6 +43,9 @@ def two_endpoints() -> str:
         ("10.0.1.7", "172.30.0.49", 80, "TCP", "REJECT", False, "rejected"),
         ("10.0.1.7", "192.168.0.2", 22, "TCP", "", False, "local"),
         ("10.0.1.7", "198.51.100.1", 53, "UDP", "", False, "forwarded"),
+        # not NATed, answered where it was sent: a pod on cni0, and an address beyond the uplink (from outside)
+        ("10.0.1.7", "10.0.1.9", 80, "TCP", "", False, "forwarded"),
+        ("203.0.113.9", "198.51.100.1", 80, "TCP", "", False, "forwarded"),
     ],
 )
 def test_replay_two_endpoints(two_endpoints, source, dst, port, protocol, output, masq, outcome):
@@ -77,8 +80,8 @@ def test_rendered_node_rules_replay_like_the_scenario():
 
 
 def test_malformed_dump_names_the_line():
-    rules = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m nosuchmatch -j ACCEPT\nCOMMIT\n"
-    with pytest.raises(InstallError, match=r"line 3 of the rules: -A INPUT -m nosuchmatch"):
+    rules = "*filter\n:KUBE-SERVICES - [0:0]\n-A INPUT -j KUBE-SERVICES\n-A INPUT -m nosuchmatch -j ACCEPT\nCOMMIT\n"
+    with pytest.raises(InstallError, match=r"line 4 of the rules: -A INPUT -m nosuchmatch"):
         replay(rules, setup("10.0.1.7", "192.168.0.2", 22))
 
 
@@ -103,8 +106,37 @@ def test_cli_json(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert {"output", "masq", "outcome", "endpoints", "source_seen", "trace"} <= data.keys()
+    assert {"output", "masq", "outcome", "endpoints", "source_seen", "affinity", "trace", "added"} <= data.keys()
     assert (data["output"], data["masq"], data["outcome"]) == ("REJECT", False, "rejected")
+
+
+def test_cli_refuses_a_dump_that_cannot_answer(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    argv = [sys.executable, "-m", "lab", "replay", "--rules", str(empty), "--node-ip", NODE[0]]
+    done = subprocess.run(
+        [*argv, "--from", "10.0.0.2", "--to", "10.96.0.1:80"], capture_output=True, text=True, cwd=REPO, check=False
+    )
+    assert done.returncode == 2, done.stdout
+    said = " ".join(done.stderr.split())
+    assert said == f"error: --rules {empty}: it holds no iptables rules (empty, or only comments)"
+
+
+def test_session_affinity_is_reported_and_every_endpoint_still_found():
+    """ClientIP affinity over three endpoints (kube-proxy 1.31's rules, nfacct counters and all): the second
+    connection from the client sticks; with the recent lists emptied between attempts all three answer."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from kubeproxy_cases import FAKE, NODE_IPS, ep, render, svc
+
+    endpoints = ("10.0.1.11", "10.0.1.12", "10.0.1.13")
+    service = svc("ns1", "svc1", "172.30.0.41", affinity_timeout=600, endpoints=tuple(map(ep, endpoints)))
+    rules = render([service], FAKE, NODE_IPS).restore_text()
+    assert "-m nfacct" in rules
+    result = replay(rules, setup("10.0.1.7", "172.30.0.41", 80))
+    assert result.output == ", ".join(f"{ip}:80" for ip in endpoints), result.as_json()
+    assert result.affinity is not None and result.affinity.sticky and result.affinity.seconds == 600
+    assert result.affinity.endpoint in result.endpoints
+    assert result.affinity.lists[0].startswith("KUBE-SEP-")
 
 
 @pytest.mark.ipvs

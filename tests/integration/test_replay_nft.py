@@ -91,14 +91,20 @@ def test_cli_nft_and_rules_give_the_same_json_fields():
 
 
 def test_malformed_nft_dump_names_the_line():
-    ruleset = "table ip t {\n  chain c {\n    ip daddr 1.2.3.4 tcp dport 80 dnat to 10.0.0.1:80 bogus\n  }\n}\n"
-    with pytest.raises(InstallError, match=r"nft rejected line 3 of the ruleset: ip daddr 1\.2\.3\.4 .* bogus\n"):
+    ruleset = (
+        "table ip t {\n  chain c {\n    type nat hook prerouting priority dstnat;\n"
+        "    ip daddr 1.2.3.4 tcp dport 80 dnat to 10.0.0.1:80 bogus\n  }\n}\n"
+    )
+    with pytest.raises(InstallError, match=r"nft rejected line 4 of the ruleset: ip daddr 1\.2\.3\.4 .* bogus\n"):
         replay_nft(ruleset, setup("10.0.1.7", "1.2.3.4", 80))
 
 
 def test_cli_malformed_nft_dump(tmp_path):
     dump = tmp_path / "bad.nft"
-    dump.write_text("add table ip t\nadd chain ip t c\nadd rule ip t c ip daddr 1.2.3.4 jump nowhere\n")
+    dump.write_text(
+        "add table ip t\nadd chain ip t c { type filter hook input priority 0; }\n"
+        "add rule ip t c ip daddr 1.2.3.4 jump nowhere\n"
+    )
     done = lab_replay("--nft", str(dump), "--from", "10.0.1.7", "--to", "1.2.3.4:80")
     assert done.returncode == 2, done.stdout
     said = " ".join(done.stderr.split())  # the terminal wraps long lines
