@@ -1,5 +1,6 @@
 """kube-proxy's packet flows as data, shared by the real-kernel agreement tests of its iptables
-(tests/integration/test_kubeproxy_agreement.py) and nftables (test_nftables_agreement.py) proxiers.
+(tests/integration/test_kubeproxy_agreement.py, test_replay_goldens.py) and nftables
+(test_nftables_agreement.py) proxiers, with the node they are replayed on and how a replay is compared.
 
 The nftables tests copy TestExternalTrafficPolicyLocal/Cluster from the iptables ones (flow names here
 are the nftables test's, which add "unmasqueraded"/"masqueraded" where the iptables test leaves it out),
@@ -11,9 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kubeproxy_cases import TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, TEST_NODE_IP
+from kubeproxy_cases import (
+    NODE_IPS,
+    TEST_EXTERNAL_CLIENT,
+    TEST_EXTERNAL_CLIENT_BLOCKED,
+    TEST_EXTERNAL_IP,
+    TEST_NODE_IP,
+    TEST_NODE_IP_ALT,
+)
+
+from lab.replay.env import Setup
+from lab.replay.run import ReplayResult
 
 POD, EXT, BLOCKED, LO = "10.0.0.2", TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, "127.0.0.1"
+
+# The fake proxier's node, replayed: its IPv4 addresses but 127.0.0.1 (the node namespace's lo has it), and
+# its LocalTrafficDetector's CIDR as the node's pod network (test_kubeproxy_agreement.py says why).
+REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
+assert set(REPLAY_NODE_IPS) == {ip for ip in NODE_IPS if "." in ip} - {"127.0.0.1"}
+REPLAY_POD_CIDR = "10.0.0.0/8"
 
 
 @dataclass(frozen=True)
@@ -22,11 +39,27 @@ class Flow:
     src: str
     dst: str
     dport: int
-    output: str  # kube-proxy's words: the endpoints reached ("IP:port, ..."), "DROP", "REJECT", or "" (not NATed)
+    output: str  # kube-proxy's words: the endpoints reached ("IP:port, ..."), "DROP", "REJECT", "ACCEPT", or ""
     masq: bool = False
     proto: str = "TCP"
     # Addresses the node owns for this flow only, besides the test's node addresses.
     node_also_has: tuple[str, ...] = ()
+
+
+def replay_setup(flow: Flow) -> Setup:
+    return Setup(
+        (*REPLAY_NODE_IPS, *flow.node_also_has), REPLAY_POD_CIDR, flow.src, flow.dst, flow.dport, flow.proto, ()
+    )
+
+
+def sorted_output(output: str | None) -> str | None:
+    return ", ".join(sorted(output.split(", "))) if output else output
+
+
+def agree(result: ReplayResult, flow: Flow) -> bool:
+    """Did the kernel do what kube-proxy's test expects: the same output (endpoints in any order; a failed
+    connection, output None, never passes for "") and the same masquerading?"""
+    return (sorted_output(result.output), result.masq) == (sorted_output(flow.output), flow.masq)
 
 
 # --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------

@@ -3,9 +3,9 @@
 kube-proxy's iptables unit tests (pkg/proxy/iptables/proxier_test.go at kubernetes/kubernetes
 531be81208e2274ef42e72525a26610a9622bcdf) trace simulated packets through the rules with their
 iptablesTracer. Here the same Services, EndpointSlices and flags (tests/kubeproxy_cases.py) are
-rendered with render_iptables(...).restore_text() (without nfacct counters: kube-proxy creates
-those objects over netlink, a fresh namespace has none), installed in a fresh node namespace, and
-every flow is a real TCP connection or UDP datagram (lab.replay.run.replay). What the kernel did is
+rendered with render_iptables(...).restore_text() (with the fake proxier's nfacct counters, whose
+objects lab.replay creates first as kube-proxy does), installed in a fresh node namespace, and every
+flow is a real TCP connection or UDP datagram (lab.replay.run.replay). What the kernel did is
 compared with kube-proxy's `output` (the endpoints reached, "DROP", "REJECT", "ACCEPT", or "" when
 not NATed) and `masq` (the receiver saw another source than the one sent).
 
@@ -31,7 +31,7 @@ The node is the fake proxier's:
   loadbalancer but will loop back with the source IP set to the VIP". So for those two flows the
   node also owns the VIP (Flow.node_also_has).
 
-Reading the kernel in kube-proxy's words:
+Reading the kernel in kube-proxy's words (lab.replay.run does it; tests/kubeproxy_flows.agree compares):
 - "ACCEPT" (a kube-proxy filter rule accepts the packet): with INPUT policy ACCEPT, a connection
   delivered to the node itself with a kube-proxy "-j ACCEPT" rule among the rules it moved;
 - "" (not NATed): the connection must really be delivered (to the node, or forwarded to the sink),
@@ -62,15 +62,13 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from lab.kubeproxy.iptables import render_iptables
 from lab.kubeproxy.service import ProxyConfig, ServicePort
-from lab.replay.env import Setup
-from lab.replay.run import ReplayResult, replay
+from lab.replay.run import replay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubeproxy_cases import (  # noqa: E402
@@ -80,7 +78,6 @@ from kubeproxy_cases import (  # noqa: E402
     NODE_IPS,
     NODE_PORTS_VARIANTS,
     TERMINATING_VARIANTS,
-    TEST_EXTERNAL_IP,
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
     cluster_ip_general_services,
@@ -94,14 +91,17 @@ from kubeproxy_cases import (  # noqa: E402
     node_ports_inputs,
     terminating_service,
 )
-from kubeproxy_flows import BLOCKED, EXT, LO, POD, Flow, external_policy_flows, masquerade_flows  # noqa: E402
-
-# The fake proxier's IPv4 addresses but 127.0.0.1 (the node namespace's lo has it).
-REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
-assert set(REPLAY_NODE_IPS) == {ip for ip in NODE_IPS if "." in ip} - {"127.0.0.1"}
-# The LocalTrafficDetector's CIDR, as this node's pod network: see the module docstring.
-POD_CIDR = "10.0.0.0/8"
-
+from kubeproxy_flows import (  # noqa: E402
+    BLOCKED,
+    EXT,
+    LO,
+    POD,
+    Flow,
+    agree,
+    external_policy_flows,
+    masquerade_flows,
+    replay_setup,
+)
 
 Inputs = tuple[list[ServicePort], ProxyConfig]
 RULESETS: dict[str, Callable[[], Inputs]] = {}
@@ -116,8 +116,7 @@ def ruleset(name: str, inputs: Callable[[], Inputs], flows: list[Flow]) -> None:
 @functools.cache
 def rules_text(name: str) -> str:
     services, config = RULESETS[name]()
-    # The nfacct objects kube-proxy creates over netlink do not exist in a fresh namespace.
-    return render_iptables(services, replace(config, nfacct_counters=False), NODE_IPS).restore_text()
+    return render_iptables(services, config, NODE_IPS).restore_text()
 
 
 # --- TestNoEndpointsReject ----------------------------------------------------------------------
@@ -317,26 +316,7 @@ def cases() -> list:
     return params
 
 
-def sorted_output(output: str) -> str:
-    return ", ".join(sorted(output.split(", "))) if output else ""
-
-
-def kernel_output(result: ReplayResult) -> str:
-    """What the kernel did, in kube-proxy's words: result.output, but "ACCEPT" for a connection
-    delivered to the node through one of kube-proxy's filter ACCEPT rules, and the outcome itself
-    for a connection that was neither NATed nor delivered (so it never passes for "")."""
-    if result.outcome == "local" and any(
-        line.startswith("filter KUBE-") and line.endswith(" -j ACCEPT") for line in result.trace
-    ):
-        return "ACCEPT"
-    if result.outcome in ("refused", "unreachable", "reset"):
-        return f"<{result.outcome}>"
-    return sorted_output(result.output)
-
-
 @pytest.mark.parametrize(("name", "flow"), cases())
 def test_flow(name: str, flow: Flow):
-    setup = Setup((*REPLAY_NODE_IPS, *flow.node_also_has), POD_CIDR, flow.src, flow.dst, flow.dport, flow.proto, ())
-    result = replay(rules_text(name), setup)
-    got = (kernel_output(result), result.masq)
-    assert got == (sorted_output(flow.output), flow.masq), json.dumps(result.as_json(), indent=1)
+    result = replay(rules_text(name), replay_setup(flow))
+    assert agree(result, flow), json.dumps(result.as_json(), indent=1)

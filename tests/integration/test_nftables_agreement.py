@@ -92,15 +92,13 @@ import pytest
 
 from lab.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
 from lab.kubeproxy.service import ProxyConfig, ServicePort
-from lab.replay.env import Setup
-from lab.replay.run import ReplayResult, replay_nft
+from lab.replay.run import replay_nft
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubeproxy_cases import (  # noqa: E402
     FAKE,
     MASQUERADE_VARIANTS,
     NODE_IPS,
-    TEST_EXTERNAL_IP,
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
     cluster_ip_general_services,
@@ -112,13 +110,19 @@ from kubeproxy_cases import (  # noqa: E402
     no_endpoints_service,
     svc,
 )
-from kubeproxy_flows import BLOCKED, EXT, POD, Flow, external_policy_flows, masquerade_flows  # noqa: E402
+from kubeproxy_flows import (  # noqa: E402
+    BLOCKED,
+    EXT,
+    POD,
+    Flow,
+    agree,
+    external_policy_flows,
+    masquerade_flows,
+    replay_setup,
+)
 
 # NewFakeProxier (nftables): pod CIDR 10.0.0.0/8, masquerade mark "0x4000", ServiceCIDR 172.30.0.0/16.
 NFT_FAKE = ProxyConfig(FAKE.cluster_cidr, masquerade_mark=FAKE.masquerade_mark, service_cidrs=("172.30.0.0/16",))
-# The fake proxier's IPv4 addresses but 127.0.0.1 (the node namespace's lo has it).
-REPLAY_NODE_IPS = (TEST_NODE_IP, TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
-POD_CIDR = "10.0.0.0/8"
 
 
 def nft_masquerade_config(variant: str) -> ProxyConfig:
@@ -397,21 +401,7 @@ def cases() -> list:
     return params
 
 
-def sorted_output(output: str) -> str:
-    return ", ".join(sorted(output.split(", "))) if output else ""
-
-
-def kernel_output(result: ReplayResult) -> str:
-    """What the kernel did, in kube-proxy's words: result.output, but the outcome itself for a
-    connection that was neither NATed nor delivered (so it never passes for "")."""
-    if result.outcome in ("refused", "unreachable", "reset"):
-        return f"<{result.outcome}>"
-    return sorted_output(result.output)
-
-
 @pytest.mark.parametrize(("name", "version", "flow"), cases())
 def test_flow(name: str, version: str, flow: Flow):
-    setup = Setup((*REPLAY_NODE_IPS, *flow.node_also_has), POD_CIDR, flow.src, flow.dst, flow.dport, flow.proto, ())
-    result = replay_nft(script(name, version), setup)
-    got = (kernel_output(result), result.masq)
-    assert got == (sorted_output(flow.output), flow.masq), json.dumps(result.as_json(), indent=1)
+    result = replay_nft(script(name, version), replay_setup(flow))
+    assert agree(result, flow), json.dumps(result.as_json(), indent=1)
