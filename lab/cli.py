@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -112,11 +113,31 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the run is so every `finally` tears its namespaces down; exits 143 like a shell."""
 
 
+_terminating = False
+
+
 def _terminate_cleanly(*_: object) -> None:
     # Helper processes forked by pyroute2 inherit this handler; they must just die, not run our teardown.
     if os.getpid() != _MAIN_PID:
         os._exit(143)
+    global _terminating
+    _terminating = True
     raise Terminated
+
+
+def _stop_if_terminated() -> None:
+    """Raise Terminated again if SIGTERM's first one was swallowed (Python ignores exceptions in weakref
+    callbacks and __del__, where the signal may have landed), so the run still stops at the next probe."""
+    if _terminating:
+        raise Terminated
+
+
+def _collect(results: list) -> Callable[[object], None]:
+    def add(result: object) -> None:
+        results.append(result)
+        _stop_if_terminated()
+
+    return add
 
 
 def _check_compare(scenarios: list[Scenario], axis: str) -> str:
@@ -160,8 +181,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for scenario, variants in selected:
             runs = []
             for topo in variants:
-                runs.append(run_variant(topo, args.timeout, args.pcap, on_result=finished.append, only=only))
+                runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
+                _stop_if_terminated()
             if args.compare and args.markdown:
                 print(compare_markdown(scenario.name, runs, args.compare))
             elif args.compare:

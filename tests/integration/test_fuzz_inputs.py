@@ -1,0 +1,235 @@
+"""Fuzz: mutants of every catalogue file and of replay dumps through the real command line, in process.
+
+Every input is untrusted, so whatever a mutant holds, `lab validate` and `lab replay` must answer with a
+result or a clear error (exit 0, 1 or 2, an `error: …` message), never a Python traceback and never a hang.
+
+The mutator is our own and seeded: the same seed makes the same mutants on every machine, so a failure
+names a seed and a mutant number that reproduce it. Each mutant applies one to three edits of the kinds
+that reach different layers: bytes the decoder must refuse, YAML structure (tags, anchors, aliases,
+brackets, indentation, duplicate keys), scalars a schema must refuse (ports, CIDRs, numbers, names),
+misspelt keys, and lines deleted, repeated or swapped. A mutant that hangs is cut by an interval timer
+after HANG_SECONDS and counts as a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+import re
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+CATALOGUE = sorted((REPO / "topologies").glob("*.yaml"))
+SEED = 20261123
+SCENARIO_MUTANTS = 250
+DUMP_MUTANTS = 150
+HANG_SECONDS = 20.0
+
+# Values a schema has to refuse or survive: out-of-range numbers, broken addresses, YAML's odd scalars.
+SCALARS = [
+    "-1", "0", "65536", "99999999999999999999999", "1e309", "0x1F", "nan", ".inf", "~", "null", "true", "''",
+    "[]", "{}", "abc", "10.0.0.0/33", "300.1.1.1", "::1", "fe80::1/64", "1.2.3", "10.244.1.0/30", "Local",
+    "Clusterr", "nftables", "ipvs", "1.3", "'1.99'", "'0.1'", "node9", "x" * 300, "\"\\x00\"", "!!int 'abc'",
+    "!!binary AAAA", "*undefined", "&a x",
+]  # fmt: skip
+# Structure that reaches the YAML layer itself.
+FRAGMENTS = [
+    "!foo ", "!!python/object:os.system ", "&a ", "*a", "<<: {x: 1}\n", "[", "]", "{", "}", "- ", ": ",
+    "\t", "\n  extra: 1\n", "%YAML 1.1\n---\n", "? ", "|\n", "---\n", "...\n", "#", "'", '"',
+]  # fmt: skip
+BYTES = [b"\xff", b"\x00", b"\xc3\x28", b"\xef\xbb\xbf", b"\r", b"\x1b[31m"]
+# Lines of an iptables-save or nft dump that change what the kernel is asked to do.
+DUMP_LINES = [
+    "COMMIT", "*nat", "*filter", "*raw", ":KUBE-SERVICES - [0:0]", "-A PREROUTING -j KUBE-SERVICES",
+    "-A KUBE-SERVICES -j DROP", "-A KUBE-SERVICES -j ACCEPT", "-A INPUT -j REJECT",
+    "-A KUBE-SEP-A -p tcp -j DNAT --to-destination ::1", "-A KUBE-SEP-A -p tcp -j DNAT --to-destination 0.0.0.0:0",
+    "-A KUBE-SVC-X -m recent --name KUBE-SEP-A --rcheck --seconds 10800 --reap -j KUBE-SEP-A",
+    "-A KUBE-SVC-X -m statistic --mode random --probability 0.0 -j KUBE-SEP-B",
+    "-A OUTPUT -m nfacct --nfacct-name nope -j DROP", "-A KUBE-SERVICES -j KUBE-NOWHERE",
+    "add table ip kube-proxy", "flush ruleset", "add chain ip kube-proxy x { type nat hook prerouting priority 0 ; }",
+    "add rule ip kube-proxy x drop", "add rule ip kube-proxy x dnat to 10.180.0.9:80",
+    "table ip kube-proxy {", "}", "",
+]  # fmt: skip
+
+
+def _words(text: str) -> list[re.Match[str]]:
+    """Scalars and keys: runs of characters that are no YAML punctuation."""
+    return list(re.finditer(r"[^\s:{}\[\],#'\"-][^\s:{}\[\],#'\"]*", text))
+
+
+def _replace_scalar(rng: random.Random, text: str, pool: list[str]) -> str:
+    words = _words(text)
+    if not words:
+        return text
+    word = rng.choice(words)
+    return text[: word.start()] + rng.choice(pool) + text[word.end() :]
+
+
+def _misspell(rng: random.Random, text: str) -> str:
+    keys = list(re.finditer(r"([A-Za-z][A-Za-z0-9]+)(?=:)", text))
+    if not keys:
+        return text
+    key = rng.choice(keys)
+    name = key.group(1)
+    cut = rng.randrange(len(name))
+    typo = rng.choice([name[:cut] + name[cut + 1 :], name[:cut] + name[cut].swapcase() + name[cut + 1 :]])
+    return text[: key.start()] + typo + text[key.end() :]
+
+
+def _insert(rng: random.Random, text: str, fragment: str) -> str:
+    at = rng.randrange(len(text) + 1)
+    return text[:at] + fragment + text[at:]
+
+
+def _lines(rng: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+    kind = rng.randrange(4)
+    if kind == 0:
+        del lines[i]
+    elif kind == 1:
+        lines.insert(j, lines[i])  # a repeated line is a duplicate key or list item
+    elif kind == 2:
+        lines[i], lines[j] = lines[j], lines[i]
+    else:
+        lines[i] = " " * rng.choice([1, 2, 4]) + lines[i] if rng.random() < 0.5 else lines[i].lstrip()
+    return "\n".join(lines)
+
+
+TextEdit = Callable[[random.Random, str], str]
+SCENARIO_EDITS: list[TextEdit] = [
+    lambda rng, t: _replace_scalar(rng, t, SCALARS),
+    _misspell,
+    lambda rng, t: _insert(rng, t, rng.choice(FRAGMENTS)),
+    _lines,
+    lambda rng, t: t[: rng.randrange(len(t) + 1)],
+]
+DUMP_EDITS: list[TextEdit] = [
+    lambda rng, t: _replace_scalar(rng, t, [*SCALARS, "DROP", "ACCEPT", "KUBE-MARK-DROP", "0x4000/0x4000"]),
+    lambda rng, t: _insert(rng, t, "\n" + rng.choice(DUMP_LINES) + "\n"),
+    _lines,
+    lambda rng, t: t[: rng.randrange(len(t) + 1)],
+]
+
+
+def mutants(original: str, edits: list[TextEdit], seed: int, count: int) -> Iterator[tuple[int, bytes]]:
+    """`count` mutants of `original`, each from its own seeded generator so any one can be made alone."""
+    for number in range(count):
+        rng = random.Random(f"{seed}/{number}")
+        text = original
+        for _ in range(rng.randint(1, 3)):
+            text = rng.choice(edits)(rng, text)
+        data = text.encode()
+        if rng.random() < 0.1:  # bytes no text edit can make: invalid UTF-8, NUL, a BOM, control codes
+            at = rng.randrange(len(data) + 1)
+            data = data[:at] + rng.choice(BYTES) + data[at:]
+        yield number, data
+
+
+class Hung(Exception):
+    pass
+
+
+def _on_alarm(*_: object) -> None:
+    raise Hung
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_cli(argv: list[str]) -> tuple[int, str]:
+    """`lab ARGV` in this process: its exit status and what it printed to stderr. Raises what escapes main()."""
+    term = signal.getsignal(signal.SIGTERM)  # lab replay installs its own handler: give pytest its own back
+    stderr = io.StringIO()
+    try:
+        with _time_limit(HANG_SECONDS), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+            main(argv)
+    except SystemExit as done:
+        return (done.code if isinstance(done.code, int) else 0), stderr.getvalue()
+    finally:
+        signal.signal(signal.SIGTERM, term)
+    return 0, stderr.getvalue()
+
+
+def check_mutant(tmp_path: Path, name: str, data: bytes, argv: Callable[[Path], list[str]]) -> tuple[int, str]:
+    """lab's exit status for this mutant, and "" when it answered properly, else what went wrong (the mutant is
+    kept for a rerun)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    try:
+        status, said = run_cli(argv(path))
+    except Hung:
+        return -1, f"{name}: no answer within {HANG_SECONDS:g} s (kept at {path})"
+    except Exception as exc:  # noqa: BLE001 - any exception escaping main() is the traceback a user would see
+        return -1, f"{name}: {type(exc).__name__}: {exc} (kept at {path})"
+    if status not in (0, 1, 2) or "Traceback" in said or (status == 2 and "error" not in said):
+        return status, f"{name}: exit {status}: {said.strip()[:300]} (kept at {path})"
+    path.unlink()
+    return status, ""
+
+
+def fuzz(
+    tmp_path: Path, original: str, edits: list[TextEdit], count: int, argv: Callable[[int, Path], list[str]]
+) -> None:
+    """Every mutant answered; and the mutants really reach lab: some refused, some still valid."""
+    statuses, failures = [], []
+    for number, data in mutants(original, edits, SEED, count):
+        status, problem = check_mutant(tmp_path, f"mutant-{number}", data, lambda p, n=number: argv(n, p))
+        statuses.append(status)
+        if problem:
+            failures.append(problem)
+    assert not failures, f"{len(failures)} of {count} mutants (seed {SEED}):\n" + "\n".join(failures[:20])
+    assert statuses.count(2) >= count // 4, f"too few mutants refused: {statuses.count(2)} of {count}"
+    assert statuses.count(0) + statuses.count(1) >= count // 20, "too few mutants still ran: the edits are too blunt"
+
+
+@pytest.mark.parametrize("scenario", CATALOGUE, ids=lambda p: p.stem)
+def test_validate_answers_every_mutant_of_a_catalogue_file(scenario, tmp_path):
+    fuzz(tmp_path, scenario.read_text(), SCENARIO_EDITS, SCENARIO_MUTANTS, lambda _, p: ["validate", str(p)])
+
+
+DUMPS = {
+    "rules": (REPO / "tests/fixtures/replay/two-endpoints.rules", ["--rules"]),
+    "nft": (REPO / "tests/fixtures/replay/two-endpoints.nft", ["--nft"]),
+    # kube-proxy's own golden: only its chains, replayed as a node holds it
+    "golden": (REPO / "tests/golden/iptables/overall_iptables_rules.txt", ["--add-kube-jumps", "--rules"]),
+}
+REPLAY_PROBE = ["--node-ip", "192.168.0.2", "--pod-cidr", "10.0.0.0/8", "--timeout", "0.2"]
+REPLAY_FLOWS = [
+    ["--from", "10.0.1.9", "--to", "172.30.0.41:80"],
+    ["--from", "203.0.113.9", "--to", "172.30.0.49:80"],
+    ["--from", "192.168.0.2", "--to", "172.30.0.42:80"],
+]
+
+
+@pytest.mark.parametrize("kind", DUMPS)
+def test_replay_answers_every_mutant_of_a_dump(kind, tmp_path):
+    dump, option = DUMPS[kind]
+
+    def argv(number: int, path: Path) -> list[str]:
+        return ["replay", *option, str(path), *REPLAY_PROBE, *REPLAY_FLOWS[number % len(REPLAY_FLOWS)]]
+
+    fuzz(tmp_path, dump.read_text(), DUMP_EDITS, DUMP_MUTANTS, argv)
+
+
+def test_the_mutator_is_deterministic_and_reaches_every_kind_of_edit():
+    original = CATALOGUE[0].read_text()
+    first = list(mutants(original, SCENARIO_EDITS, SEED, 50))
+    assert first == list(mutants(original, SCENARIO_EDITS, SEED, 50))
+    assert len({data for _, data in first}) > 45  # nearly all distinct
+    assert any(not data.decode("utf-8", "replace").isprintable() for _, data in first)
