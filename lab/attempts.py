@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from lab.install import RuleHit
 from lab.model.topology import ENTRY, Expected, ProbeSpec, Topology
+from lab.probe.evidence.base import RuleHit
 from lab.probe.session import Observation, ProbeSession
 from lab.verdict import Verdict, judge
 

@@ -1,4 +1,4 @@
-"""install: feed rendered rules to the real tools inside a namespace, and read state back.
+"""install: feed rendered rules to the real tools inside a namespace, and run commands there.
 
 Every command runs through `ip netns exec <ns>`: the tools never see the host's namespace.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
 
 from plumbum import ProcessExecutionError, local
 
@@ -102,99 +101,3 @@ def _explain_restore_error(tool: str, stderr: str, text: str, what: str) -> str:
     lines = text.splitlines()
     line = lines[number - 1].strip() if 0 < number <= len(lines) else "?"
     return f"{tool} rejected line {number} of the {what}: {line}\n{stderr.strip()}"
-
-
-def iptables_save(netns: str, backend: str = "nft", counters: bool = False) -> str:
-    argv = [_tool("save", backend)] + (["-c"] if counters else [])
-    return str(_in_netns(netns, *argv)())  # type: ignore[operator]
-
-
-@dataclass(frozen=True)
-class RuleHit:
-    table: str
-    chain: str
-    rule: str  # the rule as iptables-save prints it, or "policy ACCEPT" for a chain's policy
-    packets: int
-    # What the rule did, when its text does not say it the iptables way (`-j X`): nftables' trace.
-    action: str = ""
-
-    @property
-    def verdict(self) -> str:
-        if self.action:
-            return self.action
-        match = re.search(r"-j (\S+)", self.rule)
-        return match.group(1) if match else self.rule.split()[-1]
-
-    def __str__(self) -> str:
-        return f"{self.table} {self.chain}: {self.rule}"
-
-
-_COUNTED_RULE = re.compile(r"^\[(\d+):\d+\] -A (\S+) (.*)$")
-_POLICY = re.compile(r"^:(\S+) (ACCEPT|DROP) \[(\d+):\d+\]$")
-
-
-def parse_counters(save_text: str) -> dict[tuple[str, str, int, str], int]:
-    """`iptables-save -c` → {(table, chain, position, rule): packets}; position keeps equal rules apart."""
-    counters: dict[tuple[str, str, int, str], int] = {}
-    table = ""
-    positions: dict[tuple[str, str], int] = {}
-    for line in save_text.splitlines():
-        if line.startswith("*"):
-            table = line[1:]
-        elif policy := _POLICY.match(line):
-            counters[(table, policy.group(1), -1, f"policy {policy.group(2)}")] = int(policy.group(3))
-        elif rule := _COUNTED_RULE.match(line):
-            chain = rule.group(2)
-            pos = positions.get((table, chain), 0)
-            positions[(table, chain)] = pos + 1
-            counters[(table, chain, pos, rule.group(3))] = int(rule.group(1))
-    return counters
-
-
-# The order a forwarded or locally generated packet meets the hooks kube-proxy uses.
-HOOK_ORDER = [
-    ("raw", "PREROUTING"),
-    ("mangle", "PREROUTING"),
-    ("nat", "PREROUTING"),
-    ("filter", "INPUT"),
-    ("nat", "INPUT"),
-    ("filter", "FORWARD"),
-    ("raw", "OUTPUT"),
-    ("mangle", "OUTPUT"),
-    ("nat", "OUTPUT"),
-    ("filter", "OUTPUT"),
-    ("nat", "POSTROUTING"),
-]
-
-
-def counter_hits(
-    before: dict[tuple[str, str, int, str], int], after: dict[tuple[str, str, int, str], int]
-) -> list[RuleHit]:
-    """Rules whose packet counters moved between two snapshots, in the order a packet walks them.
-
-    Each built-in chain is walked in hook order and every jump to a user chain is followed where
-    it was taken, so the list reads like a trace. ACCEPT policies are left out: they are where
-    every packet that nothing stopped ends up, replies included.
-    """
-    moved = {key: packets - before.get(key, 0) for key, packets in after.items() if packets > before.get(key, 0)}
-    by_chain: dict[tuple[str, str], list[RuleHit]] = {}
-    for (table, chain, _, rule), packets in moved.items():
-        by_chain.setdefault((table, chain), []).append(RuleHit(table, chain, rule, packets))
-    ordered: list[RuleHit] = []
-    seen: set[tuple[str, str]] = set()
-
-    def walk(table: str, chain: str) -> None:
-        if (table, chain) in seen:
-            return
-        seen.add((table, chain))
-        for hit in by_chain.get((table, chain), []):
-            if hit.rule != "policy ACCEPT":
-                ordered.append(hit)
-            if (table, hit.verdict) in by_chain:
-                walk(table, hit.verdict)
-
-    for table, chain in HOOK_ORDER:
-        walk(table, chain)
-    for table, chain in by_chain:
-        walk(table, chain)
-    return ordered

@@ -3,7 +3,8 @@
 Probes run strictly one after another so that each one's captures, backend arrivals and
 rule-counter movements belong to it alone. The rules a probe met are read from iptables' packet
 counters, or, on nodes in nftables mode, from the kernel's trace of the probe's forward packets
-(`nft monitor trace`: nftables keeps no counters on kube-proxy's rules).
+(`nft monitor trace`: nftables keeps no counters on kube-proxy's rules): one Evidence per actor whose
+rules are read (lab.probe.evidence), as lab replay reads its node's.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lab.install import RuleHit, counter_hits, iptables_save, parse_counters, run_command
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import Realized
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
 from lab.probe.echo import EchoServers, Listener
+from lab.probe.evidence.base import Evidence, RuleHit
+from lab.probe.evidence.counters import CounterEvidence
+from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.fib import input_refusal
-from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,7 @@ class ProbeSession:
         self.echo = EchoServers()
         self.captures = Captures()
         self.names = self.topo.address_names()
-        self.counters: dict[str, dict] = {}
-        self.tracers: dict[str, NftTracer] = {}
+        self.evidence: dict[str, Evidence] = {}
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
@@ -92,10 +93,7 @@ class ProbeSession:
             self.echo.start()
             self.captures.start()
             for actor in self.rule_actors:
-                if actor in self.traced:
-                    self.tracers[actor] = NftTracer(self.realized.namespaces[actor])
-                else:
-                    self.counters[actor] = self._counters(actor)
+                self.evidence[actor] = self._evidence(self.realized.namespaces[actor], actor in self.traced)
         except BaseException:
             self.__exit__()
             raise
@@ -104,39 +102,31 @@ class ProbeSession:
     def __exit__(self, *_: object) -> None:
         self.echo.close()
         self.captures.close()
-        for tracer in self.tracers.values():
-            tracer.close()
+        for evidence in self.evidence.values():
+            evidence.close()
+
+    def _evidence(self, ns: str, traced: bool) -> Evidence:
+        if traced:
+            return TraceEvidence(ns)
+        # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too.
+        return CounterEvidence(ns, self.topo.cluster.iptables_backend, bridge=self.ebtables)
 
     def rules_changed(self) -> None:
         """Rules were replaced (a step): their counters start again from zero."""
-        self.counters = {actor: self._counters(actor) for actor in self.counters}
-
-    def _counters(self, node: str) -> dict:
-        ns = self.realized.namespaces[node]
-        counters = parse_counters(iptables_save(ns, self.topo.cluster.iptables_backend, counters=True))
-        if self.ebtables:
-            # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too; its table is named apart from iptables'.
-            bridged = parse_counters(run_command(ns, ("ebtables-save", "-c")))
-            counters |= {(f"bridge {table}", *rest): packets for (table, *rest), packets in bridged.items()}
-        return counters
+        for evidence in self.evidence.values():
+            evidence.restart()
 
     def run(self, probe: ProbeSpec) -> Observation:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
-        trace_marks = {actor: tracer.mark() for actor, tracer in self.tracers.items()}
+        marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
         result = send(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, probe.protocol, self.timeout)
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
         for actor in _by_first_sight(self.rule_actors, frames):
-            if actor in self.tracers:
-                events = packet_events(self.tracers[actor].since(trace_marks[actor]), forward)
-                hits += [(actor, hit) for hit in rule_hits(events)]
-                continue
-            after = self._counters(actor)
-            hits += [(actor, hit) for hit in counter_hits(self.counters[actor], after)]
-            self.counters[actor] = after
+            hits += [(actor, hit) for hit in self.evidence[actor].hits(marks[actor], forward)]
         backend = node_name = source_ip = None
         if result.reply:
             backend, node_name = result.reply.get("backend"), result.reply.get("node")

@@ -33,7 +33,7 @@ from lab.replay.dump import (
 from lab.replay.env import SINK_ARP_ADDRESS, WORLD_ARP_ADDRESS, Env, Setup, build
 from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
 from lab.replay.nfacct import create_nfacct_objects
-from lab.replay.watch import CounterWatcher, NftTraceWatcher, Seen, Watcher
+from lab.replay.watch import Seen, Watcher, counter_watcher, nft_trace_watcher
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def replay(
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
 
     virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
-    watcher = partial(CounterWatcher, backend=backend, rules=rules)
+    watcher = partial(counter_watcher, backend=backend, rules=rules)
     return _replay(setup, install, watcher, len(virtual or ()), timeout, recent_lists(rules), tuple(added))
 
 
@@ -171,7 +171,7 @@ def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5)
     check_nft_hooks(ruleset)
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
     return _replay(
-        setup, partial(nft_apply, text=ruleset, what="ruleset"), partial(NftTraceWatcher, setup=setup), 0, timeout
+        setup, partial(nft_apply, text=ruleset, what="ruleset"), partial(nft_trace_watcher, setup=setup), 0, timeout
     )
 
 
@@ -200,7 +200,7 @@ def _replay(
             attempts, affinity = _explore(partial(_probe, env, watch, timeout), virtual, lists)
         finally:
             if watch is not None:
-                watch.close()
+                watch.evidence.close()
             echo.close()
     return _summarise(setup, attempts, affinity, added)
 
@@ -208,7 +208,7 @@ def _replay(
 def _probe(env: Env, watch: Watcher, timeout: float) -> Attempt:
     """One real connection (or datagram), and what the node's rules did to it."""
     s = env.setup
-    mark = watch.mark()
+    mark = watch.evidence.mark()
     result = send(env.source_ns, s.dst_ip, s.dst_port, s.protocol, timeout, bind=s.source)
     return _classify(env, result.reply, result.outcome, watch.seen(mark, result))
 

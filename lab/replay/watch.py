@@ -1,20 +1,21 @@
-"""What a probe's packet met in the node's rules: iptables' counters, or the kernel's nftables trace.
+"""What a probe's packet met in the node's rules: the node's evidence (lab.probe.evidence), read for replay.
 
-Both watchers answer the same question for the replay loop (lab.replay.run): after one connection,
-which rules did its first packet meet (readable lines, in order), did one of them DROP or REJECT it,
-and among how many endpoints did the load-balancing rule that picked its endpoint choose.
+Counters and the nftables trace answer the same question for the replay loop (lab.replay.run): after one
+connection, which rules did its first packet meet (readable lines, in order), did one of them DROP or REJECT
+it, and among how many endpoints did the load-balancing rule that picked its endpoint choose.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
 
-from lab.install import counter_hits, iptables_save, parse_counters
 from lab.probe.client import ClientResult
-from lab.probe.nftrace import TCP_SYN, NftTracer, packet_events, rule_hits
+from lab.probe.evidence.base import Evidence, RuleHit
+from lab.probe.evidence.counters import CounterEvidence
+from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.replay.dump import chain_candidates
 from lab.replay.env import Setup
 
@@ -26,45 +27,46 @@ class Seen:
     spread: int = 1  # endpoints the rule that picked this packet's endpoint chose among (1: none)
 
 
-class Watcher(Protocol):
-    def mark(self) -> object:
-        """Taken just before a probe is sent."""
-        ...
+@dataclass(frozen=True)
+class Watcher:
+    """The node's evidence, and how replay reads a probe's spread and first packet from it."""
+
+    evidence: Evidence
+    spread: Callable[[list[RuleHit]], int]
+    # Is a trace's `packet:` line the probe's first packet, given what the client saw?
+    first_packet: Callable[[str, ClientResult], bool]
 
     def seen(self, mark: object, client: ClientResult) -> Seen:
         """What the probe sent since `mark` met; `client` is what the client saw."""
-        ...
+        hits = self.evidence.hits(mark, partial(self.first_packet, client=client))
+        return Seen(tuple(map(str, hits)), frozenset(h.verdict for h in hits), self.spread(hits))
 
-    def close(self) -> None: ...
 
-
-class CounterWatcher:
+def counter_watcher(netns: str, backend: str, rules: str) -> Watcher:
     """iptables: the rules whose packet counters moved (`iptables-save -c` before and after)."""
+    return Watcher(CounterEvidence(netns, backend), partial(_statistic_spread, rules=rules), _any_packet)
 
-    def __init__(self, netns: str, backend: str, rules: str) -> None:
-        self.netns, self.backend, self.rules = netns, backend, rules
-        self._last = self._snapshot()
 
-    def _snapshot(self) -> dict[tuple[str, str, int, str], int]:
-        return parse_counters(iptables_save(self.netns, self.backend, counters=True))
+def nft_trace_watcher(netns: str, setup: Setup) -> Watcher:
+    """nftables: the kernel's own trace of the probe's first packet (`nft monitor trace`)."""
+    return Watcher(TraceEvidence(netns), _numgen_spread, partial(is_probe_packet, setup=setup))
 
-    def mark(self) -> object:
-        return self._last  # the snapshot after the previous probe is the one before this one
 
-    def seen(self, mark: object, client: ClientResult) -> Seen:
-        after = self._snapshot()
-        hits = counter_hits(mark, after)  # type: ignore[arg-type]
-        self._last = after
-        # -m statistic: the chain that jumped to the endpoint's KUBE-SEP chain, and its other choices.
-        picks = [set(chain_candidates(self.rules, h.chain)) for h in hits if h.verdict.startswith("KUBE-SEP-")]
-        spread = max(1, len(picks[0])) if picks else 1
-        return Seen(tuple(map(str, hits)), frozenset(h.verdict for h in hits), spread)
+def _any_packet(packet: str, client: ClientResult) -> bool:
+    return True  # counters are not asked: they count every packet alike
 
-    def close(self) -> None:
-        pass
+
+def _statistic_spread(hits: list[RuleHit], rules: str) -> int:
+    """-m statistic: the chain that jumped to the endpoint's KUBE-SEP chain, and its other choices."""
+    picks = [set(chain_candidates(rules, h.chain)) for h in hits if h.verdict.startswith("KUBE-SEP-")]
+    return max(1, len(picks[0])) if picks else 1
 
 
 _NUMGEN = re.compile(r"\bnumgen (?:random|inc) mod (\d+)\b")
+
+
+def _numgen_spread(hits: list[RuleHit]) -> int:
+    return next((int(m.group(1)) for h in hits if (m := _NUMGEN.search(h.rule))), 1)
 
 
 def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:
@@ -81,23 +83,3 @@ def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:
         return bool(TCP_SYN.search(packet))
     port = client.local.rpartition(":")[2]
     return f" udp sport {port} " in f"{packet} " if port else " udp sport " in packet
-
-
-class NftTraceWatcher:
-    """nftables: the kernel's own trace of the probe's first packet (`nft monitor trace`)."""
-
-    def __init__(self, netns: str, setup: Setup) -> None:
-        self.setup = setup
-        self.tracer = NftTracer(netns)
-
-    def mark(self) -> object:
-        return self.tracer.mark()
-
-    def seen(self, mark: object, client: ClientResult) -> Seen:
-        events = self.tracer.since(mark)  # type: ignore[arg-type]
-        hits = rule_hits(packet_events(events, partial(is_probe_packet, setup=self.setup, client=client)))
-        spread = next((int(m.group(1)) for h in hits if (m := _NUMGEN.search(h.rule))), 1)
-        return Seen(tuple(map(str, hits)), frozenset(h.verdict for h in hits), spread)
-
-    def close(self) -> None:
-        self.tracer.close()

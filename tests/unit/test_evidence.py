@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from lab.install import counter_hits, parse_counters
 from lab.probe.capture import Frame
+from lab.probe.evidence.counters import counter_hits, parse_counters
 
 BEFORE = """\
 *filter

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from lab.probe.client import ClientResult
-from lab.probe.nftrace import event_verdict, packet_events, parse_trace, rule_hits
+from lab.probe.evidence.nftrace import event_verdict, packet_events, parse_trace, rule_hits
 from lab.replay.dump import Target, nft_dnat_targets
 from lab.replay.env import Setup
 from lab.replay.watch import is_probe_packet

@@ -1,4 +1,4 @@
-"""The kernel's own trace of a probe: `nft monitor trace` inside a node namespace.
+"""The kernel's own trace of a probe as evidence: `nft monitor trace` inside a node namespace.
 
 A table of our own (`inet lab-trace`, hooked before conntrack) sets nftrace on every packet; the
 kernel then reports each rule a packet meets, in every nftables table (kube-proxy's nftables mode,
@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.install import RuleHit, nft_apply, require
+from lab.install import nft_apply, require
 from lab.netns.enter import in_netns
+from lab.probe.evidence.base import RuleHit
 
 TRACE_TABLE = """\
 table inet lab-trace {
@@ -98,8 +99,9 @@ def rule_hits(events: list[TraceEvent]) -> list[RuleHit]:
     return list(hits.values())
 
 
-class NftTracer:
-    """`nft monitor trace` in one namespace, with a barrier so a probe's events are all read."""
+class TraceEvidence:
+    """`nft monitor trace` in one namespace, with a barrier so a probe's events are all read: the rules
+    met by the packets a probe wants (nftables keeps no counters on kube-proxy's rules)."""
 
     def __init__(self, netns: str) -> None:
         self.netns = netns
@@ -155,6 +157,12 @@ class NftTracer:
         # Markers and the port-unreachable errors they cause are loopback-only traffic.
         markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
         return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        return rule_hits(packet_events(self.since(mark), wanted))  # type: ignore[arg-type]
+
+    def restart(self) -> None:
+        """Replaced rules are traced as they are: nothing read before carries over."""
 
     def close(self) -> None:
         self._proc.terminate()

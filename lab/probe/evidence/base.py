@@ -1,0 +1,47 @@
+"""What every kind of evidence answers: the rules a probe's packets met, as RuleHits in the order met."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RuleHit:
+    table: str
+    chain: str
+    rule: str  # the rule as iptables-save prints it, or "policy ACCEPT" for a chain's policy
+    packets: int
+    # What the rule did, when its text does not say it the iptables way (`-j X`): nftables' trace.
+    action: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.action:
+            return self.action
+        match = re.search(r"-j (\S+)", self.rule)
+        return match.group(1) if match else self.rule.split()[-1]
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.chain}: {self.rule}"
+
+
+class Evidence(Protocol):
+    """One namespace's rules, asked after each probe what they did to it."""
+
+    def mark(self) -> object:
+        """Taken just before a probe is sent."""
+        ...
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        """The rules the probe's packets met since `mark`, in the order met. `wanted` tells the probe's
+        packets from others by a trace's `packet:` line; counters count every packet alike and ignore it."""
+        ...
+
+    def restart(self) -> None:
+        """The rules were replaced (a step): what was read of the old ones no longer applies."""
+        ...
+
+    def close(self) -> None: ...
