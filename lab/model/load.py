@@ -8,18 +8,17 @@ import itertools
 import math
 import platform
 import shlex
-import types
-import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
-from lab.model.errors import ScenarioError, did_you_mean
+from lab.model.errors import ScenarioError
+from lab.model.resolve.parse import check_manifests, parse
 from lab.model.topology import (
     ENTRY,
     TUNNEL_NAME,
@@ -78,8 +77,8 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
-    _check_manifests(source)
-    base = _validate(source, source.data)
+    check_manifests(source)
+    base = parse(source)
     file_axes = [_MatrixAxis(source, name, tuple(values)) for name, values in base.matrix.items()]
     flag_axes = [
         _MatrixAxis(source, name, tuple(values), _flag(name, values)) for name, values in (matrix or {}).items()
@@ -100,7 +99,7 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
         choice = tuple(zip(axes.values(), indexes, strict=True))
         variant = _variant(source, choice) if choice else source
-        parsed = _validate(variant, variant.data) if choice else base
+        parsed = parse(variant) if choice else base
         values = tuple((axis.name, axis.values[k]) for axis, k in choice)
         variants.append(_Resolver(variant, parsed, values, declared).topology())
     return Scenario(base.name, source.file, base.description, tuple(variants))
@@ -186,15 +185,6 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
     return paths
 
 
-def _check_manifests(source: Source) -> None:
-    """Refuse what Kubernetes' API would (kubectl apply --validate=strict): a field its objects do not have."""
-    workload = source.data.get("workload")
-    for i, manifest in enumerate(workload if isinstance(workload, list) else []):
-        if isinstance(manifest, dict) and (problem := k8s.api_problem(manifest)):
-            path, message = problem
-            raise source.error(("workload", i, *path), message)
-
-
 def _axis_takes(axis: str, value: Axis) -> bool:
     """Whether a variant could give the axis this value: the field's own type and constraints decide."""
     model = schema.Cluster if axis in CLUSTER_AXES else k8s.ServiceSpec
@@ -205,82 +195,6 @@ def _axis_takes(axis: str, value: Axis) -> bool:
     except ValidationError:
         return False
     return True
-
-
-def _validate(source: Source, data: dict[str, Any]) -> schema.ScenarioFile:
-    try:
-        return schema.ScenarioFile.model_validate(data)
-    except ValidationError as exc:
-        path, error = _most_telling([(_field_path(e, data), e) for e in exc.errors()])
-        raise source.error(path, _explain(error)) from None
-
-
-def _most_telling(errors: list[tuple[FieldPath, Any]]) -> tuple[FieldPath, Any]:
-    """The error to show of the first field that is wrong."""
-    first = errors[0]
-    # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling.
-    if first[1]["type"] == "missing":
-        siblings = (e for e in errors if e[1]["type"] == "extra_forbidden" and e[0][:-1] == first[0][:-1])
-        first = next(siblings, first)
-    # A union (`expect: {...}` or a list of them) fails in each of its forms; the form that got furthest into
-    # the value is the one the user meant.
-    return max((e for e in errors if e[0][: len(first[0])] == first[0]), key=lambda e: len(e[0]))
-
-
-def _field_path(error: Any, data: Any) -> FieldPath:
-    """Where in the file pydantic's error is: its loc without the union members it names (`str`, `Expectation`)."""
-    path: list[str | int] = []
-    node = data
-    loc = error["loc"]
-    for i, part in enumerate(loc):
-        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int)):
-            path.append(part)
-            node = node[part]
-        elif i == len(loc) - 1 and error["type"] == "missing":
-            path.append(part)
-    return tuple(path)
-
-
-def _explain(error: Any) -> str:
-    kind, message = error["type"], error["msg"]
-    if kind == "extra_forbidden":
-        return "unknown field" + did_you_mean(str(error["loc"][-1]), _allowed_fields(error["loc"]))
-    if kind == "missing":
-        return "required field is missing"
-    if kind == "union_tag_invalid":
-        return f"unsupported kind {error['input'].get('kind')!r}; expected Pod, Deployment, ReplicaSet or Service"
-    if kind == "union_tag_not_found":
-        return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet or Service)"
-    if kind == "literal_error":
-        return f"{message}, not {error['input']!r}"
-    return message.removeprefix("Value error, ")
-
-
-def _allowed_fields(loc: tuple[str | int, ...]) -> list[str]:
-    """The fields the schema has where loc's last part was found."""
-    kind: Any = schema.ScenarioFile
-    for part in loc[:-1]:
-        kind = _inner_type(kind, part)
-    if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
-        return []
-    return [f.alias or name for name, f in kind.model_fields.items()]
-
-
-def _inner_type(kind: Any, part: str | int) -> Any:
-    """The type at `part` of a pydantic loc inside `kind`: a model's field, a list's item, a dict's value, or
-    the member of a union that pydantic names (`Expectation`, `list[Expectation]`)."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in args if a is not type(None)]
-        named = [a for a in members if str(part).split("[")[0] == getattr(typing.get_origin(a) or a, "__name__", "")]
-        return named[0] if named else _inner_type(members[0], part)  # Optional[Model]: pydantic names no member
-    if origin is list:
-        return args[0]
-    if origin is dict:
-        return args[1]
-    if isinstance(kind, type) and issubclass(kind, BaseModel):
-        return next((f.annotation for name, f in kind.model_fields.items() if (f.alias or name) == part), None)
-    return None
 
 
 def _kubelet_labels(node: str) -> dict[str, str]:
