@@ -21,6 +21,7 @@ cloud network. The rules are rendered by pure functions (unit-tested) and fed to
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from lab.install import _feed, _tool, ip_batch, iptables_restore
@@ -183,8 +184,9 @@ def decide(realized: Realized) -> list[Decision]:
     return decisions
 
 
-def install_actors(realized: Realized) -> list[Decision]:
-    """Start kube-proxy's health servers, run the load balancers' checks, install every actor's rules."""
+def install_actors(realized: Realized, closers: ExitStack) -> list[Decision]:
+    """Start kube-proxy's health servers, run the load balancers' checks, install every actor's rules.
+    The servers are stopped by `closers`, which the pipeline unwinds before the namespaces go."""
     topo = realized.topology
     backend = topo.cluster.iptables_backend
     if topo.masq_agent:
@@ -200,7 +202,7 @@ def install_actors(realized: Realized) -> list[Decision]:
     decisions: list[Decision] = []
     if topo.load_balancers:
         servers = HealthServers()
-        realized.closers.append(servers.close)
+        closers.callback(servers.close)
         for listener in health_listeners(realized):
             servers.listen(listener)
         servers.start()
@@ -214,5 +216,4 @@ def install_actors(realized: Realized) -> list[Decision]:
     ]
     if routes:
         ip_batch(fabric, list(dict.fromkeys(routes)))
-    realized.lb_decisions = list(decisions)
     return decisions

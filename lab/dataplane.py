@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lab.install import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply, run_command
@@ -96,12 +97,12 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
         write_sysctls(ns, dict(plane.sysctls))
 
 
-def install_node(realized: Realized, node_name: str, resync: bool = False) -> None:
-    """What kube-proxy writes for realized.topology, loaded into the node."""
-    topo = realized.topology
-    load(realized.namespaces[node_name], node_dataplane(topo, node_name), topo.cluster.iptables_backend, resync)
+def render(topo: Topology) -> dict[str, NodeDataplane]:
+    """What kube-proxy writes on every node for this topology."""
+    return {node.name: node_dataplane(topo, node.name) for node in topo.nodes}
 
 
-def install(realized: Realized, resync: bool = False) -> None:
-    for node in realized.topology.nodes:
-        install_node(realized, node.name, resync)
+def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> None:
+    """Each node's rendered dataplane, loaded into the node."""
+    for node, plane in planes.items():
+        load(realized.namespaces[node], plane, realized.topology.cluster.iptables_backend, resync)

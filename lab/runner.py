@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.actors import install_actors
 from lab.attempts import run_probe
-from lab.dataplane import install
+from lab.dataplane import install, render
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import realize
 from lab.probe.session import Observation, ProbeSession
@@ -82,16 +83,19 @@ def run_variant(
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []
     start = time.perf_counter()
-    with realize(topo) as realized:
+    # Whatever a stage starts in the namespaces (health servers) is stopped here, before realize removes them.
+    with ExitStack() as stack:
+        realized = stack.enter_context(realize(topo))
         built = time.perf_counter()
-        install(realized)
-        install_actors(realized)
+        install(realized, render(topo))
+        install_actors(realized, stack)
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:
+            running = topo  # what kube-proxy was last told: steps may delete Services
             for probe in topo.probes:
                 if probe.before:  # even for a probe left out: later ones expect what it changed
-                    run_steps(realized, probe)
-                    session.rules_changed()
+                    running = run_steps(realized, running, probe, lambda t: install(realized, render(t), resync=True))
+                    session.rules_changed(running)
                 if only is not None and probe.name not in only:
                     continue
                 observed, verdict = run_probe(session, probe, topo)

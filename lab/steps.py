@@ -3,24 +3,27 @@ kube-proxy's next sync carries to every node."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from lab.dataplane import install
 from lab.install import InstallError, run_command
-from lab.model.topology import ProbeSpec
+from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import Realized
 
 
-def run_steps(realized: Realized, probe: ProbeSpec) -> None:
+def run_steps(realized: Realized, topo: Topology, probe: ProbeSpec, resync: Callable[[Topology], None]) -> Topology:
+    """Do the probe's steps, in order, to the cluster running `topo`; the topology they leave. A deleted Service
+    is gone from it, and `resync` (the pipeline's) loads what kube-proxy's next sync writes for it before the
+    next step runs."""
     for step in probe.before:
         try:
             if step.delete_service:
-                topo = realized.topology
                 kept = tuple(s for s in topo.services if (s.namespace, s.name) != step.delete_service)
-                realized.topology = replace(topo, services=kept)
-                install(realized, resync=True)
+                topo = replace(topo, services=kept)
+                resync(topo)
             else:
                 for node in step.nodes:
                     run_command(realized.namespaces[node], step.argv)
         except InstallError as exc:
-            raise InstallError(f"{realized.topology.file}: probe {probe.name}, before: {step}: {exc}") from None
+            raise InstallError(f"{topo.file}: probe {probe.name}, before: {step}: {exc}") from None
+    return topo

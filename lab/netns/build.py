@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from lab.install import run_command
 from lab.model.topology import ExternalSpec, NodeSpec, PodSpec, Topology
@@ -62,32 +63,23 @@ def _vtep_mac(index: int) -> str:
     return f"66:ee:00:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Realized:
-    """A built topology: which namespace each actor lives in, and how long building took."""
+    """A built topology: which namespace each actor lives in, and how long building took. Later stages only
+    read it: what they start is theirs to stop, and a step's new Topology travels beside it (lab.runner)."""
 
     prefix: str
-    topology: Topology
-    namespaces: dict[str, str]
-    seconds: float = 0.0
-    pod_ports: dict[str, str] = field(default_factory=dict)  # pod → its veth on the node's cni0
+    topology: Topology  # the one built; a step changes only what kube-proxy is told, never what was built
+    namespaces: Mapping[str, str]
+    seconds: float
+    pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
     tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
-    closers: list[Callable[[], None]] = field(default_factory=list)  # things to stop before the namespaces go
-    lb_decisions: list[object] = field(default_factory=list)  # lab.actors.Decision: what each LB chose, and why
 
     def ns_of(self, actor: str) -> str:
         pod = next((p for p in self.topology.pods if p.name == actor), None)
         if pod is not None and pod.host_network:
             return self.namespaces[pod.node]
         return self.namespaces[actor]
-
-    def teardown(self) -> None:
-        try:
-            while self.closers:
-                self.closers.pop()()
-        finally:
-            remove_namespaces(list(self.namespaces.values()))
-            release(self.prefix)
 
 
 def _prefixlen(cidr: str) -> int:
@@ -289,28 +281,26 @@ def realize(topo: Topology, prefix: str | None = None) -> Iterator[Realized]:
     ensure_br_netfilter()
     prefix = prefix or new_prefix()
     start = time.perf_counter()
-    realized = Realized(prefix, topo, {})
+    names: dict[str, str] = {}  # actor → namespace, filled as each is made: what to remove however far it got
     try:
         with ExitStack() as stack:
             builder = _Builder(topo, prefix, stack)
-            try:
-                builder.fabric()
+            names = builder.names
+            builder.fabric()
+            for node in topo.nodes:
+                builder.node(node)
+            # Routers before the hosts behind them.
+            for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
+                builder.external(ext)
+            pod_ports = {pod.name: builder.pod(pod, i) for i, pod in enumerate(topo.pods) if not pod.host_network}
+            if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
                 for node in topo.nodes:
-                    builder.node(node)
-                # Routers before the hosts behind them.
-                for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
-                    builder.external(ext)
-                for i, pod in enumerate(topo.pods):
-                    if not pod.host_network:
-                        realized.pod_ports[pod.name] = builder.pod(pod, i)
-                if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
-                    for node in topo.nodes:
-                        builder.promiscuous_bridge(node)
-                builder.routes_to_vips()
-            finally:
-                realized.namespaces = dict(builder.names)
-                realized.tunnel_device = builder.tunnel_device
-        realized.seconds = time.perf_counter() - start
-        yield realized
+                    builder.promiscuous_bridge(node)
+            builder.routes_to_vips()
+        seconds = time.perf_counter() - start
+        yield Realized(
+            prefix, topo, MappingProxyType(dict(names)), seconds, MappingProxyType(pod_ports), builder.tunnel_device
+        )
     finally:
-        realized.teardown()
+        remove_namespaces(list(names.values()))
+        release(prefix)

@@ -111,8 +111,9 @@ class ProbeSession:
         # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too.
         return CounterEvidence(ns, self.topo.cluster.iptables_backend, bridge=self.ebtables)
 
-    def rules_changed(self) -> None:
-        """Rules were replaced (a step): their counters start again from zero."""
+    def rules_changed(self, topo: Topology) -> None:
+        """Rules were replaced (a step), now kube-proxy's for `topo`: their counters start again from zero."""
+        self.topo = topo
         for evidence in self.evidence.values():
             evidence.restart()
 

@@ -3,6 +3,8 @@ cni routed-tunnel leave the host's own network namespace as it was, and no names
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import pytest
 from conftest import REPO, lab_namespaces
 
@@ -34,13 +36,14 @@ def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name)
 
 def test_load_balancer_health_checks_decide_the_backends():
     from lab.actors import install_actors
-    from lab.dataplane import install
+    from lab.dataplane import install, render
     from lab.netns.build import realize
 
     topo = load_scenario(REPO / "topologies" / "lb-loopback-internal-lb.yaml", {"proxyMode": ["iptables"]}).variants[0]
-    with realize(topo) as realized:
-        install(realized)
-        decisions = {(d.lb.name, d.frontend.service): d for d in install_actors(realized)}
+    with ExitStack() as stack:
+        realized = stack.enter_context(realize(topo))
+        install(realized, render(topo))
+        decisions = {(d.lb.name, d.frontend.service): d for d in install_actors(realized, stack)}
         local = decisions[("clb-internal", "default/ingress-local")]
         assert [(c.node, c.status) for c in local.checks] == [("node1", 200), ("node2", 503), ("node3", 503)]
         assert '"localEndpoints": 1' in local.checks[0].body and local.backends == ("node1",)
