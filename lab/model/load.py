@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import itertools
-import math
 import platform
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
-
-from pydantic import TypeAdapter, ValidationError
+from typing import NamedTuple
 
 from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
-from lab.model.errors import ScenarioError
+from lab.model.resolve.matrix import Variant, expand
 from lab.model.resolve.parse import check_manifests, parse
 from lab.model.topology import (
     ENTRY,
@@ -40,25 +36,12 @@ from lab.model.topology import (
     ServiceSpec,
     StepSpec,
     Topology,
-    axis_text,
 )
-from lab.model.yamlsrc import FieldPath, Source, load_yaml
+from lab.model.yamlsrc import FieldPath, load_yaml
 
-CLUSTER_AXES = {
-    "proxyMode",
-    "kubeVersion",
-    "iptablesBackend",
-    "kubeProxyClusterCIDR",
-    "hairpinMode",
-    "brNetfilter",
-    "cni",
-    "ipvsBindLoadBalancerIPs",
-}
-SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
 NODE_PORT_RANGE = range(30000, 32768)
 # The nodes are namespaces of this machine: their architecture is its own, by Go's name (kubelet's label).
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
 # kube-proxy honours status.loadBalancer.ingress[].ipMode from 1.30 (LoadBalancerIPMode beta, on by default;
 # alpha and off by default in 1.29). Before, an ipMode: Proxy address is programmed like any other.
 IP_MODE_SINCE = 30
@@ -79,122 +62,11 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
     check_manifests(source)
     base = parse(source)
-    file_axes = [_MatrixAxis(source, name, tuple(values)) for name, values in base.matrix.items()]
-    flag_axes = [
-        _MatrixAxis(source, name, tuple(values), _flag(name, values)) for name, values in (matrix or {}).items()
-    ]
-    axes = {a.name: a for a in file_axes + flag_axes}  # a flag replaces the file's axis in its place
-    for axis in axes.values():
-        axis.check()
-    count = math.prod(len(a.values) for a in axes.values())
-    if count > MAX_VARIANTS:
-        raise _too_many(source, flag_axes, count)
-    # `when` may name any value the file or the command line lists, whichever variants run.
-    declared: dict[str, list[Axis]] = {}
-    for axis in file_axes + flag_axes:
-        declared[axis.name] = declared.get(axis.name, []) + [
-            v for v in axis.values if v not in declared.get(axis.name, [])
-        ]
-    variants = []
-    for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
-        choice = tuple(zip(axes.values(), indexes, strict=True))
-        variant = _variant(source, choice) if choice else source
-        parsed = parse(variant) if choice else base
-        values = tuple((axis.name, axis.values[k]) for axis, k in choice)
-        variants.append(_Resolver(variant, parsed, values, declared).topology())
-    return Scenario(base.name, source.file, base.description, tuple(variants))
-
-
-def _flag(axis: str, values: list[Axis]) -> str:
-    return f"--matrix {axis}={','.join(axis_text(v) for v in values)}"
-
-
-def _too_many(source: Source, flag_axes: list[_MatrixAxis], count: int) -> ScenarioError:
-    message = f"the matrix expands to {count} variants; at most {MAX_VARIANTS} are run from one file"
-    if flag_axes:
-        return ScenarioError(" ".join(a.flag or "" for a in flag_axes), None, "", f"{message} ({source.file})")
-    return source.error(("matrix",), message)
-
-
-@dataclass(frozen=True)
-class _MatrixAxis:
-    """One axis of the matrix and where its values were written: the file's `matrix`, or a --matrix flag."""
-
-    source: Source
-    name: str
-    values: tuple[Axis, ...]
-    flag: str | None = None
-
-    def error(self, index: int | None, message: str) -> ScenarioError:
-        """An error about the axis (index None) or one of its values, at the line or the flag that gave it."""
-        if self.flag:
-            return ScenarioError(
-                self.flag, None, "", message if index is None else f"{self.values[index]!r}: {message}"
-            )
-        path: FieldPath = ("matrix", self.name) if index is None else ("matrix", self.name, index)
-        return self.source.error(path, message)
-
-    def check(self) -> None:
-        if self.name not in CLUSTER_AXES | SERVICE_AXES:
-            raise self.error(
-                None, f"unknown matrix axis; expected one of {', '.join(sorted(CLUSTER_AXES | SERVICE_AXES))}"
-            )
-        if not self.values:
-            raise self.error(None, "needs at least one value")
-        for k, value in enumerate(self.values):
-            if value in self.values[:k]:
-                first = self.values.index(value)
-                where = "" if self.flag else f" (line {self.source.line_of(('matrix', self.name, first))})"
-                raise self.error(k, f"{axis_text(value)!r} is listed twice{where}")
-
-
-@dataclass(frozen=True)
-class _VariantSource(Source):
-    """The file as one variant reads it: an error about a field the variant set names the matrix value instead."""
-
-    origins: dict[FieldPath, tuple[_MatrixAxis, int]] = field(default_factory=dict)
-
-    def error(self, path: FieldPath, message: str) -> ScenarioError:
-        for where, (axis, k) in self.origins.items():
-            if path[: len(where)] == where:
-                return axis.error(k, message)
-        return super().error(path, message)
-
-
-def _variant(source: Source, choice: tuple[tuple[_MatrixAxis, int], ...]) -> _VariantSource:
-    """The file with one value of each axis set where it applies (the cluster, the Services)."""
-    data = copy.deepcopy(source.data)
-    origins = {path: (axis, k) for axis, k in choice for path in _set_axis(data, axis.name, axis.values[k])}
-    return _VariantSource(source.file, data, source.lines, origins)
-
-
-def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
-    """Write one matrix value where it applies; the paths written."""
-    if axis in CLUSTER_AXES:
-        data.setdefault("cluster", {})[axis] = value
-        return [("cluster", axis)]
-    # externalTrafficPolicy only means something for Services with external frontends.
-    types = (
-        ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
+    variants = tuple(
+        _Resolver(v, parse(v.source) if v.values else base).topology()
+        for v in expand(source, base.matrix, matrix or {})
     )
-    paths: list[FieldPath] = []
-    for i, manifest in enumerate(data.get("workload", [])):
-        if manifest.get("kind") == "Service" and manifest["spec"].get("type", "ClusterIP") in types:
-            manifest["spec"][axis] = value
-            paths.append(("workload", i, "spec", axis))
-    return paths
-
-
-def _axis_takes(axis: str, value: Axis) -> bool:
-    """Whether a variant could give the axis this value: the field's own type and constraints decide."""
-    model = schema.Cluster if axis in CLUSTER_AXES else k8s.ServiceSpec
-    info = next(f for f in model.model_fields.values() if f.alias == axis)
-    kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
-    try:
-        TypeAdapter(kind).validate_python(value)
-    except ValidationError:
-        return False
-    return True
+    return Scenario(base.name, source.file, base.description, variants)
 
 
 def _kubelet_labels(node: str) -> dict[str, str]:
@@ -226,17 +98,10 @@ class _PodPlan(NamedTuple):
 class _Resolver:
     """Binds every name to an address, reporting the first inconsistency with its line."""
 
-    def __init__(
-        self,
-        source: Source,
-        parsed: schema.ScenarioFile,
-        variant: tuple[tuple[str, Axis], ...],
-        declared: dict[str, list[Axis]],
-    ) -> None:
-        self.src = source
+    def __init__(self, variant: Variant, parsed: schema.ScenarioFile) -> None:
+        self.src = variant.source
         self.f = parsed
         self.variant = variant
-        self.declared = declared
 
     def topology(self) -> Topology:
         cluster = self._cluster()
@@ -250,7 +115,7 @@ class _Resolver:
         topo = Topology(
             scenario=self.f.name,
             file=self.src.file,
-            variant=self.variant,
+            variant=self.variant.values,
             cluster=cluster,
             nodes=nodes,
             pods=pods,
@@ -807,19 +672,7 @@ class _Resolver:
         return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
 
     def _applies(self, path: FieldPath, item: schema.Conditional) -> bool:
-        """Whether this variant matches the item's `when` (checked against the declared matrix)."""
-        axes = self.declared
-        for axis, value in item.when.items():
-            if axis not in axes:
-                raise self.src.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
-            # A value this run's matrix leaves out applies to no variant, so that `--matrix proxyMode=ipvs` keeps a
-            # file's nftables expectations; one no variant could ever have is a mistake.
-            if value not in axes[axis] and not _axis_takes(axis, value):
-                raise self.src.error(
-                    (*path, "when", axis), f"{value!r} is no value of {axis} (the matrix lists {axes[axis]})"
-                )
-        variant = dict(self.variant)
-        return all(variant.get(a) == v for a, v in item.when.items())
+        return self.variant.applies(path, item.when)
 
     def _expected(self, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
         options = probe.expect if isinstance(probe.expect, list) else [probe.expect]

@@ -12,7 +12,8 @@ import pytest
 from lab import cli
 from lab.model import yamlsrc
 from lab.model.errors import ScenarioError
-from lab.model.load import MAX_VARIANTS, load_scenario
+from lab.model.load import load_scenario
+from lab.model.resolve.matrix import MAX_VARIANTS
 from lab.model.schema import Outcome
 
 BASE = """\
