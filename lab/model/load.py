@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import platform
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from lab.kubeproxy.versions import check_version
 from lab.model import k8s, schema
+from lab.model.resolve.checks import disjoint, hosts, inside, node_names, unique
+from lab.model.resolve.cluster import honours_ip_mode, resolve_cluster
 from lab.model.resolve.matrix import Variant, expand
+from lab.model.resolve.network import resolve_externals, resolve_nodes
 from lab.model.resolve.parse import check_manifests, parse
 from lab.model.topology import (
     ENTRY,
@@ -31,7 +31,6 @@ from lab.model.topology import (
     PodSpec,
     PortSpec,
     ProbeSpec,
-    RouteSpec,
     ServicePortSpec,
     ServiceSpec,
     StepSpec,
@@ -40,11 +39,6 @@ from lab.model.topology import (
 from lab.model.yamlsrc import FieldPath, load_yaml
 
 NODE_PORT_RANGE = range(30000, 32768)
-# The nodes are namespaces of this machine: their architecture is its own, by Go's name (kubelet's label).
-ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-# kube-proxy honours status.loadBalancer.ingress[].ipMode from 1.30 (LoadBalancerIPMode beta, on by default;
-# alpha and off by default in 1.29). Before, an ipMode: Proxy address is programmed like any other.
-IP_MODE_SINCE = 30
 
 
 @dataclass(frozen=True)
@@ -69,19 +63,6 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     return Scenario(base.name, source.file, base.description, variants)
 
 
-def _kubelet_labels(node: str) -> dict[str, str]:
-    """The labels kubelet puts on every node; a scenario's own labels add to them or replace them."""
-    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": ARCH}
-
-
-def _hosts(cidr: str) -> Iterator[str]:
-    return (str(ip) for ip in ipaddress.IPv4Network(cidr).hosts())
-
-
-def _inside(address: str, cidr: str) -> bool:
-    return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(cidr)
-
-
 class _PodPlan(NamedTuple):
     """A pod the workload asks for, placed on its node, before it has an address."""
 
@@ -104,9 +85,9 @@ class _Resolver:
         self.variant = variant
 
     def topology(self) -> Topology:
-        cluster = self._cluster()
-        nodes = self._nodes(cluster)
-        externals = self._externals(cluster, nodes)
+        cluster = resolve_cluster(self.src, self.f.cluster)
+        nodes = resolve_nodes(self.src, self.f.nodes, cluster)
+        externals = resolve_externals(self.src, self.f.external_hosts, cluster, nodes)
         pods = self._pods(cluster, nodes)
         services = self._services(cluster, nodes, pods)
         egress = self._egress(cluster, nodes)
@@ -129,149 +110,6 @@ class _Resolver:
             masq_agent=self._masq_agent(nodes),
         )
         return Topology(**{**topo.__dict__, "probes": self._probes(topo)})
-
-    def _cluster(self) -> ClusterSpec:
-        c = self.f.cluster
-        if problem := check_version(c.kube_version):
-            raise self.src.error(("cluster", "kubeVersion"), problem)
-        nets = {"clusterCIDR": c.cluster_cidr, "serviceCIDR": c.service_cidr, "underlay": c.underlay}
-        for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
-            if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
-                raise self.src.error(("cluster", b), f"{nb} overlaps {a} {na}; the three networks must be disjoint")
-        return ClusterSpec(
-            proxy_mode=c.proxy_mode,
-            kube_version=c.kube_version,
-            iptables_backend=c.iptables_backend,
-            cluster_cidr=c.cluster_cidr,
-            kube_proxy_cluster_cidr=c.kube_proxy_cluster_cidr,
-            service_cidr=c.service_cidr,
-            hairpin_mode=c.hairpin_mode,
-            underlay=c.underlay,
-            gateway_ip=next(_hosts(c.underlay)),
-            br_netfilter=c.br_netfilter,
-            cni=c.cni,
-            tunnel=c.tunnel,
-            ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
-        )
-
-    def _unique(self, kind: str, items: list[tuple[FieldPath, str]]) -> None:
-        seen: dict[str, FieldPath] = {}
-        for path, value in items:
-            if value in seen:
-                raise self.src.error(path, f"{kind} {value!r} is already used at line {self.src.line_of(seen[value])}")
-            seen[value] = path
-
-    def _underlay_address(self, path: FieldPath, ip: str, cluster: ClusterSpec) -> None:
-        if not _inside(ip, cluster.underlay):
-            raise self.src.error(path, f"{ip} is outside the underlay {cluster.underlay} (cluster.underlay)")
-        net = ipaddress.IPv4Network(cluster.underlay)
-        if ip in (str(net.network_address), str(net.broadcast_address), cluster.gateway_ip):
-            raise self.src.error(
-                path, f"{ip} is reserved in {cluster.underlay} (network, broadcast or the gateway {cluster.gateway_ip})"
-            )
-
-    def _nodes(self, cluster: ClusterSpec) -> tuple[NodeSpec, ...]:
-        nodes = []
-        for i, n in enumerate(self.f.nodes):
-            self._underlay_address(("nodes", i, "ip"), n.ip, cluster)
-            if not ipaddress.IPv4Network(n.pod_cidr).subnet_of(ipaddress.IPv4Network(cluster.cluster_cidr)):
-                raise self.src.error(
-                    ("nodes", i, "podCIDR"), f"{n.pod_cidr} is not inside clusterCIDR {cluster.cluster_cidr}"
-                )
-            for j in range(i):
-                if ipaddress.IPv4Network(n.pod_cidr).overlaps(ipaddress.IPv4Network(self.f.nodes[j].pod_cidr)):
-                    raise self.src.error(
-                        ("nodes", i, "podCIDR"),
-                        f"{n.pod_cidr} overlaps {self.f.nodes[j].name}'s {self.f.nodes[j].pod_cidr}",
-                    )
-            labels = tuple(sorted((_kubelet_labels(n.name) | n.labels).items()))
-            if cluster.cni == "routed-tunnel":
-                # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
-                block = ipaddress.IPv4Network(n.pod_cidr)
-                nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, "", labels, str(block.network_address)))
-            else:
-                nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(_hosts(n.pod_cidr)), labels))
-        self._unique("node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
-        self._unique("address", [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)])
-        return tuple(nodes)
-
-    def _disjoint(self, path: FieldPath, cidr: str, cluster: ClusterSpec, what: str) -> None:
-        nets = {"underlay": cluster.underlay, "clusterCIDR": cluster.cluster_cidr, "serviceCIDR": cluster.service_cidr}
-        for name, net in nets.items():
-            if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(net)):
-                raise self.src.error(path, f"{what} {cidr} overlaps {name} {net}")
-
-    def _externals(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[ExternalSpec, ...]:
-        declared = self.f.external_hosts
-        routers = {h.name: (i, h) for i, h in enumerate(declared) if h.network}
-        lans: list[tuple[FieldPath, str]] = []
-        for i, h in routers.values():
-            assert h.network is not None
-            path: FieldPath = ("externalHosts", i, "network")
-            self._disjoint(path, h.network, cluster, "network")
-            for other_path, other in lans:
-                if ipaddress.IPv4Network(h.network).overlaps(ipaddress.IPv4Network(other)):
-                    raise self.src.error(path, f"{h.network} overlaps {other} (line {self.src.line_of(other_path)})")
-            if ipaddress.IPv4Network(h.network).num_addresses < 4:
-                raise self.src.error(path, f"{h.network} is too small for a router and a host; use /30 or larger")
-            lans.append((path, h.network))
-        underlay_names = {n.name: n.ip for n in nodes} | {h.name: h.ip for h in declared if not h.behind}
-        hosts = []
-        for i, h in enumerate(declared):
-            path = ("externalHosts", i)
-            if h.behind:
-                if h.behind not in routers:
-                    known = ", ".join(sorted(routers)) or "none: give a host a `network`"
-                    raise self.src.error((*path, "behind"), f"{h.behind!r} is not a router; routers: {known}")
-                if h.network or h.routes:
-                    raise self.src.error((*path, "behind"), "a host behind a router cannot route itself")
-                lan = routers[h.behind][1].network
-                assert lan is not None
-                net = ipaddress.IPv4Network(lan)
-                if not _inside(h.ip, lan):
-                    raise self.src.error((*path, "ip"), f"{h.ip} is outside {h.behind}'s network {lan}")
-                if h.ip in (str(net.network_address), str(net.broadcast_address), next(_hosts(lan))):
-                    raise self.src.error(
-                        (*path, "ip"), f"{h.ip} is reserved in {lan} (network, broadcast or the router's address)"
-                    )
-            else:
-                self._underlay_address((*path, "ip"), h.ip, cluster)
-            routes = []
-            for j, r in enumerate(h.routes):
-                if h.behind:
-                    raise self.src.error((*path, "routes"), "only a host on the underlay can route")
-                hops = []
-                for k, hop in enumerate(r.via):
-                    hpath: FieldPath = (*path, "routes", j, "via", k)
-                    if hop == h.name:
-                        raise self.src.error(hpath, "a route cannot point at its own router")
-                    if hop in underlay_names:
-                        hops.append(underlay_names[hop])
-                        continue
-                    try:
-                        ipaddress.IPv4Address(hop)
-                    except ValueError:
-                        known = ", ".join(sorted(underlay_names))
-                        raise self.src.error(
-                            hpath, f"unknown next hop {hop!r}: a node, a host on the underlay ({known}) or an address"
-                        ) from None
-                    if not _inside(hop, cluster.underlay):
-                        raise self.src.error(hpath, f"{hop} is not on the underlay {cluster.underlay}: not a next hop")
-                    hops.append(hop)
-                if len(set(hops)) != len(hops):
-                    raise self.src.error((*path, "routes", j, "via"), "a next hop is listed twice")
-                routes.append(RouteSpec(r.to, tuple(hops)))
-            if h.masquerade and not h.network:
-                raise self.src.error((*path, "masquerade"), "only a router with a `network` can masquerade its hosts")
-            lan_ip = next(_hosts(h.network)) if h.network else ""
-            hosts.append(
-                ExternalSpec(h.name, h.ip, h.network or "", lan_ip, tuple(routes), h.masquerade, h.behind or "")
-            )
-        named = [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)]
-        self._unique("name", named + [(("externalHosts", i, "name"), h.name) for i, h in enumerate(hosts)])
-        addressed = [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)]
-        self._unique("address", addressed + [(("externalHosts", i, "ip"), h.ip) for i, h in enumerate(hosts)])
-        return tuple(hosts)
 
     def _place(self, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
         if spec.node_name:
@@ -310,7 +148,7 @@ class _Resolver:
             ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
             labels = tuple(sorted(w.labels.items()))
             pods.append(PodSpec(w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready))
-        self._unique("pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
+        unique(self.src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
         return tuple(pods)
 
     def _pod_addresses(self, wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
@@ -323,12 +161,12 @@ class _Resolver:
                 given[w.ip] = (*w.path, "status", "podIP")
         # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
         skip = 0 if cluster.cni == "routed-tunnel" else 1
-        free = {n.name: (a for a in itertools.islice(_hosts(n.pod_cidr), skip, None) if a not in given) for n in nodes}
+        free = {n.name: (a for a in itertools.islice(hosts(n.pod_cidr), skip, None) if a not in given) for n in nodes}
         addresses = []
         for w in wanted:
             address = w.node.ip if w.spec.host_network else w.ip or next(free[w.node.name], None)
             if address is None:
-                room = sum(1 for _ in itertools.islice(_hosts(w.node.pod_cidr), skip, None))
+                room = sum(1 for _ in itertools.islice(hosts(w.node.pod_cidr), skip, None))
                 placed = sum(1 for o in wanted if o.node == w.node and not o.spec.host_network)
                 raise self.src.error(
                     w.path,
@@ -340,7 +178,7 @@ class _Resolver:
 
     def _check_pod_ip(self, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
         net = ipaddress.IPv4Network(node.pod_cidr)
-        if not _inside(ip, node.pod_cidr):
+        if not inside(ip, node.pod_cidr):
             raise self.src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
         if ip in given:
             raise self.src.error(path, f"{ip} is already a pod's podIP at line {self.src.line_of(given[ip])}")
@@ -354,7 +192,7 @@ class _Resolver:
     ) -> tuple[ServiceSpec, ...]:
         manifests = [(i, m) for i, m in enumerate(self.f.workload) if isinstance(m, k8s.Service)]
         taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
-        free_ips = (ip for ip in itertools.islice(_hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
+        free_ips = (ip for ip in itertools.islice(hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
         taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
         taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
         free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
@@ -363,7 +201,7 @@ class _Resolver:
             path: FieldPath = ("workload", i, "spec")
             spec = m.spec
             cluster_ip = spec.cluster_ip or next(free_ips)
-            if not _inside(cluster_ip, cluster.service_cidr):
+            if not inside(cluster_ip, cluster.service_cidr):
                 raise self.src.error(
                     (*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}"
                 )
@@ -384,14 +222,15 @@ class _Resolver:
                 eps = self._endpoints((*path, "ports", j), p, selected)
                 ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
             ingress = [ing.ip for ing in m.status.load_balancer.ingress]
-            honours_ip_mode = int(cluster.kube_version.split(".")[1]) >= IP_MODE_SINCE
-            lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honours_ip_mode]
+            lb_ips = [
+                ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honours_ip_mode(cluster)
+            ]
             if spec.load_balancer_ip and not ingress:
                 lb_ips = ingress = [spec.load_balancer_ip]
             if ingress and spec.type != "LoadBalancer":
                 raise self.src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
             for k, ip in enumerate(spec.external_ips + ingress):
-                if _inside(ip, cluster.service_cidr) or _inside(ip, cluster.cluster_cidr):
+                if inside(ip, cluster.service_cidr) or inside(ip, cluster.cluster_cidr):
                     raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
             self._check_node_port((*path, "healthCheckNodePort"), spec.health_check_node_port)
             local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
@@ -415,11 +254,13 @@ class _Resolver:
                     ingress_ips=tuple(ingress),
                 )
             )
-        self._unique(
+        unique(
+            self.src,
             "Service",
             [(("workload", i, "metadata", "name"), f"{m.metadata.namespace}/{m.metadata.name}") for i, m in manifests],
         )
-        self._unique(
+        unique(
+            self.src,
             "clusterIP",
             [
                 (("workload", i, "spec", "clusterIP"), s.cluster_ip)
@@ -466,22 +307,13 @@ class _Resolver:
                     routes.setdefault(vip, target.ip)
         return tuple(routes.items())
 
-    def _node_names(self, path: FieldPath, names: list[str], nodes: tuple[NodeSpec, ...]) -> tuple[str, ...]:
-        known = [n.name for n in nodes]
-        for k, name in enumerate(names):
-            if name not in known:
-                raise self.src.error((*path, k), f"unknown node {name!r}; expected one of {', '.join(known)}")
-        if len(set(names)) != len(names):
-            raise self.src.error(path, "a node is listed twice")
-        return tuple(names)
-
     def _egress(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> EgressSpec | None:
         g = self.f.egress_gateway
         if g is None:
             return None
         path: FieldPath = ("egressGateway",)
         for k, cidr in enumerate(g.destinations):
-            self._disjoint((*path, "destinations", k), cidr, cluster, "destination")
+            disjoint(self.src, (*path, "destinations", k), cidr, cluster, "destination")
         known = {n.name for n in nodes}
         for node, address in g.node_addresses.items():
             if node not in known:
@@ -496,9 +328,9 @@ class _Resolver:
         public += [((*path, "nodeAddresses", n), a) for n, a in g.node_addresses.items()]
         for where, address in public:
             for net in (cluster.underlay, cluster.cluster_cidr, cluster.service_cidr):
-                if _inside(address, net):
+                if inside(address, net):
                     raise self.src.error(where, f"{address} is inside {net}: a public address is outside the cluster")
-        self._unique("public address", [(where, a) for where, a in public])
+        unique(self.src, "public address", [(where, a) for where, a in public])
         if not public:
             raise self.src.error(path, "give `address` (every node's) or `nodeAddresses` (an elastic IP per node)")
         return EgressSpec(tuple(g.destinations), g.address or "", tuple(g.node_addresses.items()))
@@ -507,7 +339,7 @@ class _Resolver:
         a = self.f.ip_masq_agent
         if a is None:
             return None
-        chosen = self._node_names(("ipMasqAgent", "nodes"), a.nodes, nodes) if a.nodes is not None else None
+        chosen = node_names(self.src, ("ipMasqAgent", "nodes"), a.nodes, nodes) if a.nodes is not None else None
         return MasqAgentSpec(tuple(a.non_masquerade_cidrs), chosen or tuple(n.name for n in nodes))
 
     def _load_balancers(
@@ -555,7 +387,7 @@ class _Resolver:
             path = ("loadBalancers", i)
             if lb.services is None:
                 chosen = [s for s in lb_services if f"{s.namespace}/{s.name}" not in claimed]
-            pool = self._node_names((*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
+            pool = node_names(self.src, (*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
             if lb.forward == "vip" and lb.avoid_source_backend:
                 raise self.src.error(
                     (*path, "avoidSourceBackend"), "needs `forward: nodePort` (a routed VIP has one next hop)"
@@ -565,18 +397,18 @@ class _Resolver:
             if address in taken:
                 raise self.src.error((*path, "address"), f"{address} is already {taken[address]}'s address")
             for net in (cluster.cluster_cidr, cluster.service_cidr):
-                if _inside(address, net):
+                if inside(address, net):
                     raise self.src.error((*path, "address"), f"{address} is inside {net}")
             frontends = []
             for svc in chosen:
                 for vip in svc.ingress_ips:
-                    if _inside(vip, cluster.underlay):
+                    if inside(vip, cluster.underlay):
                         raise self.src.error(
                             (*path, "services"),
                             f"{svc.name}'s load balancer IP {vip} is inside the underlay {cluster.underlay}: nodes "
                             "would look for it on their own link instead of routing it to the load balancer",
                         )
-                    behind = bool(egress) and any(_inside(vip, d) for d in egress.destinations)  # type: ignore[union-attr]
+                    behind = bool(egress) and any(inside(vip, d) for d in egress.destinations)  # type: ignore[union-attr]
                     for port in svc.ports:
                         if lb.forward == "nodePort" and not port.node_port:
                             raise self.src.error((*path, "services"), f"{svc.name} has no NodePort to forward to")
@@ -603,13 +435,13 @@ class _Resolver:
                     frontends=tuple(frontends),
                 )
             )
-        self._unique("load balancer name", [(("loadBalancers", i, "name"), lb.name) for i, lb, _ in wanted])
+        unique(self.src, "load balancer name", [(("loadBalancers", i, "name"), lb.name) for i, lb, _ in wanted])
         vips = [
             (("loadBalancers", i), f.vip + f":{f.port}/{f.protocol}")
             for (i, _, _), b in zip(wanted, balancers, strict=True)
             for f in b.frontends
         ]
-        self._unique("load balancer frontend", vips)
+        unique(self.src, "load balancer frontend", vips)
         return tuple(balancers)
 
     def _probes(self, topo: Topology) -> tuple[ProbeSpec, ...]:
@@ -637,7 +469,7 @@ class _Resolver:
                     before=self._steps(path, p, topo),
                 )
             )
-        self._unique("probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
+        unique(self.src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
         return tuple(probes)
 
     def _target(self, path: FieldPath, to: schema.Target, topo: Topology) -> tuple[str, int, str, str]:
@@ -700,7 +532,7 @@ class _Resolver:
                 raise self.src.error((*spath, "run"), f"cannot split the command line: {exc}") from None
             if not argv:
                 raise self.src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
-            nodes = self._node_names((*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
+            nodes = node_names(self.src, (*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
             steps.append(StepSpec(argv=argv, nodes=nodes))
         return tuple(steps)
 
@@ -748,7 +580,7 @@ class _Resolver:
         nodes = [n.name for n in topo.nodes]
         if e.node and e.node not in nodes and e.node != ENTRY:
             raise self.src.error((*path, "node"), f"unknown node {e.node!r}")
-        entries = self._node_names((*path, "entries"), e.entries, topo.nodes)
+        entries = node_names(self.src, (*path, "entries"), e.entries, topo.nodes)
         source = source_ip = local = remote = None
         if isinstance(e.source, schema.SourceByPlacement):
             self._source_name((*path, "source", "local"), e.source.local, topo)
