@@ -3,42 +3,35 @@
 from __future__ import annotations
 
 import ipaddress
-import itertools
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
-from lab.model import k8s, schema
-from lab.model.resolve.checks import disjoint, hosts, inside, node_names, unique
-from lab.model.resolve.cluster import honours_ip_mode, resolve_cluster
+from lab.model import schema
+from lab.model.resolve.checks import disjoint, inside, node_names, unique
+from lab.model.resolve.cluster import resolve_cluster
 from lab.model.resolve.matrix import Variant, expand
 from lab.model.resolve.network import resolve_externals, resolve_nodes
 from lab.model.resolve.parse import check_manifests, parse
+from lab.model.resolve.workload import resolve_pods, resolve_services
 from lab.model.topology import (
     ENTRY,
     TUNNEL_NAME,
     Axis,
     ClusterSpec,
     EgressSpec,
-    EndpointSpec,
     Expected,
     ExternalSpec,
     FrontendSpec,
     LoadBalancerSpec,
     MasqAgentSpec,
     NodeSpec,
-    PodSpec,
-    PortSpec,
     ProbeSpec,
-    ServicePortSpec,
     ServiceSpec,
     StepSpec,
     Topology,
 )
 from lab.model.yamlsrc import FieldPath, load_yaml
-
-NODE_PORT_RANGE = range(30000, 32768)
 
 
 @dataclass(frozen=True)
@@ -63,19 +56,6 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
     return Scenario(base.name, source.file, base.description, variants)
 
 
-class _PodPlan(NamedTuple):
-    """A pod the workload asks for, placed on its node, before it has an address."""
-
-    path: FieldPath  # its manifest (a Pod, or the Deployment or ReplicaSet it is a replica of)
-    name: str
-    namespace: str
-    node: NodeSpec
-    labels: dict[str, str]
-    spec: k8s.PodSpec
-    ip: str | None = None  # status.podIP
-    ready: bool = True
-
-
 class _Resolver:
     """Binds every name to an address, reporting the first inconsistency with its line."""
 
@@ -88,8 +68,8 @@ class _Resolver:
         cluster = resolve_cluster(self.src, self.f.cluster)
         nodes = resolve_nodes(self.src, self.f.nodes, cluster)
         externals = resolve_externals(self.src, self.f.external_hosts, cluster, nodes)
-        pods = self._pods(cluster, nodes)
-        services = self._services(cluster, nodes, pods)
+        pods = resolve_pods(self.src, self.f.workload, cluster, nodes)
+        services = resolve_services(self.src, self.f.workload, cluster, pods)
         egress = self._egress(cluster, nodes)
         balancers = self._load_balancers(cluster, nodes, externals, services, egress)
         claimed = {f.vip for lb in balancers for f in lb.frontends}
@@ -110,185 +90,6 @@ class _Resolver:
             masq_agent=self._masq_agent(nodes),
         )
         return Topology(**{**topo.__dict__, "probes": self._probes(topo)})
-
-    def _place(self, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
-        if spec.node_name:
-            match = [n for n in nodes if n.name == spec.node_name]
-            if not match:
-                known = ", ".join(n.name for n in nodes)
-                raise self.src.error((*path, "nodeName"), f"unknown node {spec.node_name!r}; expected one of {known}")
-            return match
-        match = [n for n in nodes if set(spec.node_selector.items()) <= set(n.labels)]
-        if not match:
-            raise self.src.error((*path, "nodeSelector"), f"{spec.node_selector} matches no node's labels")
-        return match
-
-    def _pods(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> tuple[PodSpec, ...]:
-        wanted: list[_PodPlan] = []
-        for i, m in enumerate(self.f.workload):
-            path: FieldPath = ("workload", i)
-            if isinstance(m, k8s.Pod):
-                node = self._place((*path, "spec"), m.spec, nodes)[0]
-                meta, status = m.metadata, m.status
-                wanted.append(
-                    _PodPlan(path, meta.name, meta.namespace, node, meta.labels, m.spec, status.pod_ip, status.ready)
-                )
-            elif isinstance(m, k8s.Deployment):
-                tpl = m.spec.template
-                if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
-                    raise self.src.error((*path, "spec", "selector"), "selector does not match the template's labels")
-                placed = self._place((*path, "spec", "template", "spec"), tpl.spec, nodes)
-                for r in range(m.spec.replicas):
-                    node = placed[r % len(placed)]
-                    name = f"{m.metadata.name}-{r}"
-                    wanted.append(_PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec))
-        addresses = self._pod_addresses(wanted, nodes, cluster)
-        pods = []
-        for w, address in zip(wanted, addresses, strict=True):
-            ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
-            labels = tuple(sorted(w.labels.items()))
-            pods.append(PodSpec(w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready))
-        unique(self.src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
-        return tuple(pods)
-
-    def _pod_addresses(self, wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
-        """Each pod's address: its node's with hostNetwork, else status.podIP, else the next free one in its node's
-        podCIDR."""
-        given: dict[str, FieldPath] = {}
-        for w in wanted:
-            if w.ip and not w.spec.host_network:
-                self._check_pod_ip((*w.path, "status", "podIP"), w.ip, w.node, given)
-                given[w.ip] = (*w.path, "status", "podIP")
-        # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
-        skip = 0 if cluster.cni == "routed-tunnel" else 1
-        free = {n.name: (a for a in itertools.islice(hosts(n.pod_cidr), skip, None) if a not in given) for n in nodes}
-        addresses = []
-        for w in wanted:
-            address = w.node.ip if w.spec.host_network else w.ip or next(free[w.node.name], None)
-            if address is None:
-                room = sum(1 for _ in itertools.islice(hosts(w.node.pod_cidr), skip, None))
-                placed = sum(1 for o in wanted if o.node == w.node and not o.spec.host_network)
-                raise self.src.error(
-                    w.path,
-                    f"{w.node.name}'s podCIDR {w.node.pod_cidr} has room for {room} pods, and {placed} are placed "
-                    f"there; no address is left for {w.name} (give {w.node.name} a larger podCIDR)",
-                )
-            addresses.append(address)
-        return addresses
-
-    def _check_pod_ip(self, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
-        net = ipaddress.IPv4Network(node.pod_cidr)
-        if not inside(ip, node.pod_cidr):
-            raise self.src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
-        if ip in given:
-            raise self.src.error(path, f"{ip} is already a pod's podIP at line {self.src.line_of(given[ip])}")
-        if ip in (str(net.network_address), str(net.broadcast_address), node.bridge_ip, node.tunnel_ip):
-            raise self.src.error(
-                path, f"{ip} is reserved in {node.pod_cidr}: network, broadcast or {node.name}'s own (cni0, tunnel)"
-            )
-
-    def _services(
-        self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], pods: tuple[PodSpec, ...]
-    ) -> tuple[ServiceSpec, ...]:
-        manifests = [(i, m) for i, m in enumerate(self.f.workload) if isinstance(m, k8s.Service)]
-        taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
-        free_ips = (ip for ip in itertools.islice(hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
-        taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
-        taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
-        free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
-        services = []
-        for i, m in manifests:
-            path: FieldPath = ("workload", i, "spec")
-            spec = m.spec
-            cluster_ip = spec.cluster_ip or next(free_ips)
-            if not inside(cluster_ip, cluster.service_cidr):
-                raise self.src.error(
-                    (*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}"
-                )
-            selected = [
-                p
-                for p in pods
-                if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
-            ]
-            if not selected:
-                raise self.src.error(
-                    (*path, "selector"), f"{spec.selector or '{}'} selects no pod in namespace {m.metadata.namespace!r}"
-                )
-            external = spec.type != "ClusterIP"
-            ports = []
-            for j, p in enumerate(spec.ports):
-                self._check_node_port((*path, "ports", j, "nodePort"), p.node_port)
-                node_port = (p.node_port or next(free_ports)) if external else 0
-                eps = self._endpoints((*path, "ports", j), p, selected)
-                ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
-            ingress = [ing.ip for ing in m.status.load_balancer.ingress]
-            lb_ips = [
-                ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honours_ip_mode(cluster)
-            ]
-            if spec.load_balancer_ip and not ingress:
-                lb_ips = ingress = [spec.load_balancer_ip]
-            if ingress and spec.type != "LoadBalancer":
-                raise self.src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
-            for k, ip in enumerate(spec.external_ips + ingress):
-                if inside(ip, cluster.service_cidr) or inside(ip, cluster.cluster_cidr):
-                    raise self.src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
-            self._check_node_port((*path, "healthCheckNodePort"), spec.health_check_node_port)
-            local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
-            hcnp = (spec.health_check_node_port or next(free_ports)) if local_lb else 0
-            services.append(
-                ServiceSpec(
-                    name=m.metadata.name,
-                    namespace=m.metadata.namespace,
-                    type=spec.type,
-                    cluster_ip=cluster_ip,
-                    ports=tuple(ports),
-                    external_ips=tuple(spec.external_ips),
-                    load_balancer_ips=tuple(lb_ips),
-                    load_balancer_source_ranges=tuple(spec.load_balancer_source_ranges),
-                    external_policy=spec.external_traffic_policy,
-                    internal_policy=spec.internal_traffic_policy,
-                    health_check_node_port=hcnp,
-                    affinity_timeout=spec.session_affinity_config.client_ip.timeout_seconds
-                    if spec.session_affinity == "ClientIP"
-                    else 0,
-                    ingress_ips=tuple(ingress),
-                )
-            )
-        unique(
-            self.src,
-            "Service",
-            [(("workload", i, "metadata", "name"), f"{m.metadata.namespace}/{m.metadata.name}") for i, m in manifests],
-        )
-        unique(
-            self.src,
-            "clusterIP",
-            [
-                (("workload", i, "spec", "clusterIP"), s.cluster_ip)
-                for (i, _), s in zip(manifests, services, strict=True)
-            ],
-        )
-        return tuple(services)
-
-    def _check_node_port(self, path: FieldPath, port: int | None) -> None:
-        if port is not None and port not in NODE_PORT_RANGE:
-            first, last = NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1
-            raise self.src.error(
-                path, f"expected a port in {first}-{last} (kube-apiserver's --service-node-port-range)"
-            )
-
-    def _endpoints(self, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec]) -> tuple[EndpointSpec, ...]:
-        target = port.target_port if port.target_port is not None else port.port
-        eps = []
-        for pod in pods:
-            if isinstance(target, int):
-                number: int | None = target
-            else:
-                number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
-            if number is not None:
-                eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready))
-        if isinstance(target, str) and not eps:
-            raise self.src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
-        return tuple(eps)
 
     def _lb_routes(self, nodes: tuple[NodeSpec, ...], services: tuple[ServiceSpec, ...]) -> tuple[tuple[str, str], ...]:
         """Where the gateway (standing in for a pass-through load balancer) sends each VIP.
