@@ -12,10 +12,11 @@ from lab.kubeproxy.iptables import render_iptables
 from lab.kubeproxy.ipvs import render_ipvs
 from lab.kubeproxy.nftables import render_nftables
 from lab.model.topology import Topology
-from lab.netns.build import Realized
+from lab.netns.build import NodeSetup, Realized
 from lab.netns.enter import write_sysctls
 
 IPVS_DEVICE = "kube-ipvs0"
+ROUTE_LOCALNET = "net.ipv4.conf.all.route_localnet"
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,8 @@ class NodeDataplane:
     ipsets: str = ""
     ipvs: str = ""
     dummy_addresses: tuple[str, ...] = ()
-    sysctls: tuple[tuple[str, str], ...] = ()
+    sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
+    setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
 
     def text(self) -> str:
         """What `lab render` prints: each part under a heading naming the tool that loads it."""
@@ -51,6 +53,12 @@ def _kernel() -> tuple[int, int]:
     return major, minor
 
 
+def _setup(route_localnet: bool) -> NodeSetup:
+    """kube-proxy sets route_localnet on start so NodePorts answer on 127.0.0.1 (iptables with localhost NodePorts,
+    ipvs up to 1.20; nftables never): the node has it from the start, before the rules that need it."""
+    return NodeSetup(((ROUTE_LOCALNET, "1"),) if route_localnet else ())
+
+
 def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
     node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
@@ -67,10 +75,12 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
             ipvs=rules.ipvsadm_restore(),
             dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
             sysctls=sysctls,
+            setup=_setup(dict(sysctls).get(ROUTE_LOCALNET) == "1"),
         )
     if topo.cluster.proxy_mode == "nftables":
         return NodeDataplane("nftables", nft=render_nftables(services, config, [node.ip], version).script())
-    return NodeDataplane("iptables", render_iptables(services, config, [node.ip], version).restore_text())
+    rendered = render_iptables(services, config, [node.ip], version)
+    return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(rendered.route_localnet))
 
 
 def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> None:
@@ -100,6 +110,11 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
 def render(topo: Topology) -> dict[str, NodeDataplane]:
     """What kube-proxy writes on every node for this topology."""
     return {node.name: node_dataplane(topo, node.name) for node in topo.nodes}
+
+
+def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
+    """What realize sets on each node, as rendered."""
+    return {node: plane.setup for node, plane in planes.items()}
 
 
 def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> None:

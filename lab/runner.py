@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lab.actors import install_actors
 from lab.attempts import run_probe
-from lab.dataplane import install, render
+from lab.dataplane import install, render, setups
 from lab.model.topology import ProbeSpec, Topology
 from lab.netns.build import realize
 from lab.probe.session import Observation, ProbeSession
@@ -72,6 +72,18 @@ def cannot_run(topo: Topology) -> str:
     return ""
 
 
+def tunnel_kind(topo: Topology) -> str:
+    """Which device carries cni routed-tunnel on this host: ipip where the kernel has it, else VXLAN ("" for
+    bridge). Asked here, once per variant, so that realize builds what it is told."""
+    if topo.cluster.cni != "routed-tunnel":
+        return ""
+    if topo.cluster.tunnel != "auto":
+        return topo.cluster.tunnel
+    from lab.doctor import kernel_has
+
+    return "ipip" if kernel_has("ipip") else "vxlan"
+
+
 def run_variant(
     topo: Topology,
     timeout: float = 0.5,
@@ -83,11 +95,12 @@ def run_variant(
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []
     start = time.perf_counter()
+    planes = render(topo)
     # Whatever a stage starts in the namespaces (health servers) is stopped here, before realize removes them.
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo))
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
         built = time.perf_counter()
-        install(realized, render(topo))
+        install(realized, planes)
         install_actors(realized, stack)
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:

@@ -7,13 +7,15 @@ Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's name
            or an egress gateway (lab/actors.py) it sends no ICMP redirects and tracks bridged traffic
            too (bridge-nf-call-iptables), so a load balancer's NAT is undone on answers that go from
            node to node over the underlay, as a cloud network does wherever the answer travels.
-  node     eth0 on the underlay, forwarding and br_netfilter as kubelet/CNI leave them, and per cni:
+  node     eth0 on the underlay, forwarding and br_netfilter as kubelet/CNI leave them, the sysctls kube-proxy
+           sets on start (route_localnet, as render decided: NodeSetup), and per cni:
            bridge         cni0 holding the pod CIDR's first address, routes to the other nodes' pod CIDRs
                           via their underlay addresses
            routed-tunnel  no bridge: a /32 route per pod to its veth (proxy ARP answers the pods' gateway
                           169.254.1.1, as Calico does); a tunnel device with the pod block's first (network)
-                          address, the other nodes' pod CIDRs routed through it: ipip `tunl0` where the kernel
-                          has ipip, else VXLAN `vxlan.calico` with static neighbour and FDB entries
+                          address, the other nodes' pod CIDRs routed through it: ipip `tunl0` or VXLAN
+                          `vxlan.calico` with static neighbour and FDB entries, as the pipeline decided (it asks
+                          the host's kernel for ipip)
   pod      eth0 (veth into the node's cni0), default route via cni0; routed-tunnel: eth0 with the pod's
            /32, default route via 169.254.1.1
   external eth0 on the underlay, default route via the gateway; a router (a host with `network` or
@@ -25,15 +27,16 @@ Interfaces are created straight into their namespaces (veth with a peer namespac
 from __future__ import annotations
 
 import ipaddress
+import shlex
+import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from lab.install import run_command
 from lab.model.topology import ExternalSpec, NodeSpec, PodSpec, Topology
-from lab.netns.enter import ensure_br_netfilter, write_sysctls
+from lab.netns.enter import NamespaceError, ensure_br_netfilter, write_sysctls
 from lab.netns.links import NetBuilder
 from lab.netns.runs import new_prefix, release, remove_namespaces
 
@@ -41,6 +44,7 @@ FABRIC = "fabric"
 LAN_BRIDGE = "lan0"
 POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local address, answered by proxy ARP
 VXLAN_DEVICE = "vxlan.calico"
+TUNNEL_DEVICES = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}  # cni routed-tunnel's device, by tunnel kind
 VXLAN_ID, VXLAN_PORT = 4096, 4789
 RTNH_F_ONLINK = 4
 SCOPE_LINK = 253
@@ -48,15 +52,20 @@ IFF_PROMISC = 0x100
 DEDUP_CHAIN = "KUBE-DEDUP"  # kubelet's (kubenet) ebtables chain against promiscuous-bridge duplicates
 
 
-def tunnel_kind(topo: Topology) -> str:
-    """Which device carries cni routed-tunnel here: ipip where the kernel has it, else VXLAN ("" for bridge)."""
-    if topo.cluster.cni != "routed-tunnel":
-        return ""
-    if topo.cluster.tunnel != "auto":
-        return topo.cluster.tunnel
-    from lab.doctor import kernel_has
+@dataclass(frozen=True)
+class NodeSetup:
+    """What render decided one node needs before any rule is loaded (realize asks no renderer): the sysctls
+    kube-proxy sets when it starts."""
 
-    return "ipip" if kernel_has("ipip") else "vxlan"
+    sysctls: tuple[tuple[str, str], ...] = ()
+
+
+def _run(netns: str, argv: tuple[str, ...]) -> None:
+    """A command in a namespace being built (install's tools come after realize)."""
+    done = subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True, check=False)
+    if done.returncode:
+        said = (done.stderr or done.stdout).strip()
+        raise NamespaceError(f"`{shlex.join(argv)}` in {netns} exited with {done.returncode}: {said}")
 
 
 def _vtep_mac(index: int) -> str:
@@ -92,11 +101,14 @@ def _veth_name(pod: PodSpec, index: int) -> str:
 
 
 class _Builder(NetBuilder):
-    def __init__(self, topo: Topology, prefix: str, stack: ExitStack) -> None:
+    def __init__(
+        self, topo: Topology, prefix: str, stack: ExitStack, setups: Mapping[str, NodeSetup], tunnel: str
+    ) -> None:
         super().__init__(prefix, stack)
         self.topo = topo
-        self.tunnel = tunnel_kind(topo)
-        self.tunnel_device = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}.get(self.tunnel, "")
+        self.setups = setups
+        self.tunnel = tunnel
+        self.tunnel_device = TUNNEL_DEVICES.get(tunnel, "")
 
     def fabric(self) -> None:
         self.open(FABRIC)
@@ -145,8 +157,7 @@ class _Builder(NetBuilder):
             {
                 "net.ipv4.ip_forward": "1",
                 "net.bridge.bridge-nf-call-iptables": "1" if self.topo.cluster.br_netfilter else "0",
-                # kube-proxy (iptables, localhost NodePorts on) sets this so 127.0.0.1:NodePort can be DNATed.
-                "net.ipv4.conf.all.route_localnet": "1",
+                **dict(self.setups[node.name].sysctls),
             },
         )
 
@@ -172,7 +183,7 @@ class _Builder(NetBuilder):
             ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.bridge_ip, "-j", "ACCEPT"),
             ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.pod_cidr, "-j", "DROP"),
         ):
-            run_command(ns, ("ebtables", "-t", "filter", *rule))
+            _run(ns, ("ebtables", "-t", "filter", *rule))
 
     def tunnel_to_other_nodes(self, node: NodeSpec) -> None:
         """Calico's node: the tunnel device with an address from the pod block, other blocks through it."""
@@ -276,15 +287,22 @@ class _Builder(NetBuilder):
 
 
 @contextmanager
-def realize(topo: Topology, prefix: str | None = None) -> Iterator[Realized]:
-    """Build the topology; on any failure, or on leaving the block, remove everything built."""
+def realize(
+    topo: Topology, setups: Mapping[str, NodeSetup], tunnel: str, prefix: str | None = None
+) -> Iterator[Realized]:
+    """Build the topology, each node as `setups` (render's, by node name) says and cni routed-tunnel's device
+    of the `tunnel` kind ("ipip" or "vxlan"; "" for cni bridge); on any failure, or on leaving the block,
+    remove everything built."""
+    kinds = tuple(TUNNEL_DEVICES) if topo.cluster.cni == "routed-tunnel" else ("",)
+    if tunnel not in kinds:
+        raise ValueError(f"cni {topo.cluster.cni} is built with tunnel {' or '.join(map(repr, kinds))}, not {tunnel!r}")
     ensure_br_netfilter()
     prefix = prefix or new_prefix()
     start = time.perf_counter()
     names: dict[str, str] = {}  # actor → namespace, filled as each is made: what to remove however far it got
     try:
         with ExitStack() as stack:
-            builder = _Builder(topo, prefix, stack)
+            builder = _Builder(topo, prefix, stack, setups, tunnel)
             names = builder.names
             builder.fabric()
             for node in topo.nodes:

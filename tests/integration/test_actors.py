@@ -36,13 +36,14 @@ def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name)
 
 def test_load_balancer_health_checks_decide_the_backends():
     from lab.actors import install_actors
-    from lab.dataplane import install, render
+    from lab.dataplane import install, render, setups
     from lab.netns.build import realize
 
     topo = load_scenario(REPO / "topologies" / "lb-loopback-internal-lb.yaml", {"proxyMode": ["iptables"]}).variants[0]
+    planes = render(topo)
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo))
-        install(realized, render(topo))
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel=""))
+        install(realized, planes)
         decisions = {(d.lb.name, d.frontend.service): d for d in install_actors(realized, stack)}
         local = decisions[("clb-internal", "default/ingress-local")]
         assert [(c.node, c.status) for c in local.checks] == [("node1", 200), ("node2", 503), ("node3", 503)]

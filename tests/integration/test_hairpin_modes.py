@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from conftest import REPO
 
+from lab.dataplane import render, setups
 from lab.model.load import load_scenario
 from lab.netns.build import realize
 
@@ -29,7 +30,7 @@ def _link(ns: str, ifname: str) -> dict:
 @pytest.mark.parametrize("mode", ["hairpin-veth", "promiscuous-bridge", "none"])
 def test_each_hairpin_mode_on_the_node(host_unchanged, mode):
     (topo,) = load_scenario(HAIRPIN, {"proxyMode": ["iptables"], "hairpinMode": [mode]}).variants
-    with realize(topo) as realized:
+    with realize(topo, setups(render(topo)), tunnel="") as realized:
         node1 = realized.namespaces["node1"]
         cni0 = _link(node1, "cni0")
         assert "UP" in cni0["flags"], cni0["flags"]

@@ -11,6 +11,7 @@ import time
 
 from conftest import REPO, lab_namespaces
 
+from lab.dataplane import render, setups
 from lab.model.load import load_scenario
 from lab.runner import run_variant
 
@@ -35,7 +36,7 @@ def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch):
 
     monkeypatch.setattr(build._Builder, "pod", explode)
     try:
-        with build.realize(topo):
+        with build.realize(topo, setups(render(topo)), tunnel=""):
             raise AssertionError("realize should have failed")
     except RuntimeError as exc:
         assert "boom" in str(exc)
