@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.model import schema
-from lab.model.resolve.checks import disjoint, inside, node_names, unique
+from lab.model.resolve.actors import gateway_routes, resolve_egress, resolve_load_balancers, resolve_masq_agent
+from lab.model.resolve.checks import node_names, unique
 from lab.model.resolve.cluster import resolve_cluster
 from lab.model.resolve.matrix import Variant, expand
 from lab.model.resolve.network import resolve_externals, resolve_nodes
@@ -18,16 +19,8 @@ from lab.model.topology import (
     ENTRY,
     TUNNEL_NAME,
     Axis,
-    ClusterSpec,
-    EgressSpec,
     Expected,
-    ExternalSpec,
-    FrontendSpec,
-    LoadBalancerSpec,
-    MasqAgentSpec,
-    NodeSpec,
     ProbeSpec,
-    ServiceSpec,
     StepSpec,
     Topology,
 )
@@ -49,11 +42,11 @@ def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None)
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
     check_manifests(source)
     base = parse(source)
-    variants = tuple(
+    variants = [
         _Resolver(v, parse(v.source) if v.values else base).topology()
         for v in expand(source, base.matrix, matrix or {})
-    )
-    return Scenario(base.name, source.file, base.description, variants)
+    ]
+    return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
 class _Resolver:
@@ -70,9 +63,8 @@ class _Resolver:
         externals = resolve_externals(self.src, self.f.external_hosts, cluster, nodes)
         pods = resolve_pods(self.src, self.f.workload, cluster, nodes)
         services = resolve_services(self.src, self.f.workload, cluster, pods)
-        egress = self._egress(cluster, nodes)
-        balancers = self._load_balancers(cluster, nodes, externals, services, egress)
-        claimed = {f.vip for lb in balancers for f in lb.frontends}
+        egress = resolve_egress(self.src, self.f.egress_gateway, cluster, nodes)
+        balancers = resolve_load_balancers(self.src, self.f.load_balancers, cluster, nodes, externals, services, egress)
         topo = Topology(
             scenario=self.f.name,
             file=self.src.file,
@@ -84,166 +76,12 @@ class _Resolver:
             services=services,
             probes=(),
             description=self.f.description,
-            lb_routes=tuple(r for r in self._lb_routes(nodes, services) if r[0] not in claimed),
+            lb_routes=gateway_routes(nodes, services, balancers),
             load_balancers=balancers,
             egress=egress,
-            masq_agent=self._masq_agent(nodes),
+            masq_agent=resolve_masq_agent(self.src, self.f.ip_masq_agent, nodes),
         )
         return Topology(**{**topo.__dict__, "probes": self._probes(topo)})
-
-    def _lb_routes(self, nodes: tuple[NodeSpec, ...], services: tuple[ServiceSpec, ...]) -> tuple[tuple[str, str], ...]:
-        """Where the gateway (standing in for a pass-through load balancer) sends each VIP.
-
-        Like a cloud LB health-checking healthCheckNodePort, a Local Service's VIP goes to a node
-        with a ready local endpoint; otherwise to the first node.
-        """
-        routes = {}
-        for svc in services:
-            target = nodes[0]
-            if svc.external_policy == "Local":
-                hosting = {ep.node for p in svc.ports for ep in p.endpoints if ep.ready}
-                target = next((n for n in nodes if n.name in hosting), nodes[0])
-            for vip in svc.external_ips + svc.load_balancer_ips:
-                if vip not in {n.ip for n in nodes}:
-                    routes.setdefault(vip, target.ip)
-        return tuple(routes.items())
-
-    def _egress(self, cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]) -> EgressSpec | None:
-        g = self.f.egress_gateway
-        if g is None:
-            return None
-        path: FieldPath = ("egressGateway",)
-        for k, cidr in enumerate(g.destinations):
-            disjoint(self.src, (*path, "destinations", k), cidr, cluster, "destination")
-        known = {n.name for n in nodes}
-        for node, address in g.node_addresses.items():
-            if node not in known:
-                raise self.src.error(
-                    (*path, "nodeAddresses", node), f"unknown node {node!r}; expected one of {', '.join(sorted(known))}"
-                )
-            try:
-                ipaddress.IPv4Address(address)
-            except ValueError:
-                raise self.src.error((*path, "nodeAddresses", node), f"{address!r} is not an IPv4 address") from None
-        public = [((*path, "address"), g.address)] if g.address else []
-        public += [((*path, "nodeAddresses", n), a) for n, a in g.node_addresses.items()]
-        for where, address in public:
-            for net in (cluster.underlay, cluster.cluster_cidr, cluster.service_cidr):
-                if inside(address, net):
-                    raise self.src.error(where, f"{address} is inside {net}: a public address is outside the cluster")
-        unique(self.src, "public address", [(where, a) for where, a in public])
-        if not public:
-            raise self.src.error(path, "give `address` (every node's) or `nodeAddresses` (an elastic IP per node)")
-        return EgressSpec(tuple(g.destinations), g.address or "", tuple(g.node_addresses.items()))
-
-    def _masq_agent(self, nodes: tuple[NodeSpec, ...]) -> MasqAgentSpec | None:
-        a = self.f.ip_masq_agent
-        if a is None:
-            return None
-        chosen = node_names(self.src, ("ipMasqAgent", "nodes"), a.nodes, nodes) if a.nodes is not None else None
-        return MasqAgentSpec(tuple(a.non_masquerade_cidrs), chosen or tuple(n.name for n in nodes))
-
-    def _load_balancers(
-        self,
-        cluster: ClusterSpec,
-        nodes: tuple[NodeSpec, ...],
-        externals: tuple[ExternalSpec, ...],
-        services: tuple[ServiceSpec, ...],
-        egress: EgressSpec | None,
-    ) -> tuple[LoadBalancerSpec, ...]:
-        lb_services = [s for s in services if s.type == "LoadBalancer" and s.ingress_ips]
-        claimed: dict[str, FieldPath] = {}
-        wanted: list[tuple[int, schema.LoadBalancer, list[ServiceSpec]]] = []
-        for i, lb in enumerate(self.f.load_balancers):
-            path: FieldPath = ("loadBalancers", i)
-            if lb.services is None:
-                wanted.append((i, lb, []))
-                continue
-            chosen = []
-            for k, ref in enumerate(lb.services):
-                ns, _, name = ref.rpartition("/")
-                svc = next((s for s in services if s.name == name and s.namespace == (ns or "default")), None)
-                spath: FieldPath = (*path, "services", k)
-                if svc is None:
-                    raise self.src.error(spath, f"no Service {ns or 'default'}/{name} in the workload")
-                if svc.type != "LoadBalancer" or not svc.ingress_ips:
-                    raise self.src.error(
-                        spath,
-                        f"Service {svc.namespace}/{svc.name} has no load balancer IP (type LoadBalancer, "
-                        "status.loadBalancer.ingress or loadBalancerIP)",
-                    )
-                key = f"{svc.namespace}/{svc.name}"
-                if key in claimed:
-                    raise self.src.error(
-                        spath, f"{key} is already served by the load balancer at line {self.src.line_of(claimed[key])}"
-                    )
-                claimed[key] = spath
-                chosen.append(svc)
-            wanted.append((i, lb, chosen))
-        defaults = [i for i, lb, _ in wanted if lb.services is None]
-        if len(defaults) > 1:
-            raise self.src.error(("loadBalancers", defaults[1]), "only one load balancer may leave out `services`")
-        balancers = []
-        for i, lb, chosen in wanted:
-            path = ("loadBalancers", i)
-            if lb.services is None:
-                chosen = [s for s in lb_services if f"{s.namespace}/{s.name}" not in claimed]
-            pool = node_names(self.src, (*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
-            if lb.forward == "vip" and lb.avoid_source_backend:
-                raise self.src.error(
-                    (*path, "avoidSourceBackend"), "needs `forward: nodePort` (a routed VIP has one next hop)"
-                )
-            address = lb.address or cluster.gateway_ip
-            taken = {n.ip: n.name for n in nodes} | {e.ip: e.name for e in externals}
-            if address in taken:
-                raise self.src.error((*path, "address"), f"{address} is already {taken[address]}'s address")
-            for net in (cluster.cluster_cidr, cluster.service_cidr):
-                if inside(address, net):
-                    raise self.src.error((*path, "address"), f"{address} is inside {net}")
-            frontends = []
-            for svc in chosen:
-                for vip in svc.ingress_ips:
-                    if inside(vip, cluster.underlay):
-                        raise self.src.error(
-                            (*path, "services"),
-                            f"{svc.name}'s load balancer IP {vip} is inside the underlay {cluster.underlay}: nodes "
-                            "would look for it on their own link instead of routing it to the load balancer",
-                        )
-                    behind = bool(egress) and any(inside(vip, d) for d in egress.destinations)  # type: ignore[union-attr]
-                    for port in svc.ports:
-                        if lb.forward == "nodePort" and not port.node_port:
-                            raise self.src.error((*path, "services"), f"{svc.name} has no NodePort to forward to")
-                        frontends.append(
-                            FrontendSpec(
-                                f"{svc.namespace}/{svc.name}",
-                                vip,
-                                port.port,
-                                port.protocol,
-                                port.node_port,
-                                svc.health_check_node_port if svc.external_policy == "Local" else 0,
-                                behind,
-                            )
-                        )
-            balancers.append(
-                LoadBalancerSpec(
-                    name=lb.name,
-                    address=address,
-                    source=lb.source,
-                    forward=lb.forward,
-                    pool=pool or tuple(n.name for n in nodes),
-                    health_check=lb.health_check,
-                    avoid_source_backend=lb.avoid_source_backend,
-                    frontends=tuple(frontends),
-                )
-            )
-        unique(self.src, "load balancer name", [(("loadBalancers", i, "name"), lb.name) for i, lb, _ in wanted])
-        vips = [
-            (("loadBalancers", i), f.vip + f":{f.port}/{f.protocol}")
-            for (i, _, _), b in zip(wanted, balancers, strict=True)
-            for f in b.frontends
-        ]
-        unique(self.src, "load balancer frontend", vips)
-        return tuple(balancers)
 
     def _probes(self, topo: Topology) -> tuple[ProbeSpec, ...]:
         actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
