@@ -28,12 +28,12 @@ from rich.console import Console
 from rich.text import Text
 
 from lab.argtypes import count, seconds
-from lab.install import InstallError
-from lab.model.errors import ScenarioError
-from lab.model.load import Scenario, load_scenario
-from lab.model.topology import axis_text
-from lab.netns.enter import NamespaceError
+from lab.describe.errors import ScenarioError
+from lab.describe.load import Scenario, load_scenario
+from lab.describe.topology import axis_text
+from lab.install.tools import InstallError
 from lab.probe.capture import pcap_dir
+from lab.realize.enter import NamespaceError
 from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -150,11 +150,11 @@ def _check_compare(scenarios: list[Scenario], axis: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.netns.runs import remove_leftovers
+    from lab.pipeline import run_variant
+    from lab.realize.runs import remove_leftovers
     from lab.report.compare import compare_markdown, compare_table
     from lab.report.records import summary
     from lab.report.terminal import print_scenario
-    from lab.runner import run_variant
 
     if args.markdown and not args.compare:
         err.print("--markdown prints the --compare tables: give --compare AXIS too")
@@ -210,8 +210,8 @@ def _print_json(results: list, runs: list, interrupted: bool) -> None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from lab.dataplane import node_dataplane
-    from lab.kubeproxy.nftables import check_nftables_version
+    from lab.render.dataplane import node_dataplane
+    from lab.render.kubeproxy.nftables import check_nftables_version
 
     scenario = _load_all([args.file], args.matrix)[0]
     variants = _select(scenario, args.variant)
@@ -251,7 +251,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from lab.netns.runs import remove_leftovers
+    from lab.realize.runs import remove_leftovers
 
     _require_root("down")
     for line in remove_leftovers(include_live=args.all).lines():
@@ -282,14 +282,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from lab.bench import run_bench, run_replay_bench
+    from lab.bench.stages import run_bench, run_replay_bench
 
     _require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
     if args.scale:
+        from lab.bench.scale import run_scale_bench
         from lab.doctor import kernel_has
-        from lab.scalebench import run_scale_bench
 
         modes = ["iptables", "iptables-legacy", "nftables"] + (
             ["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else []
@@ -378,7 +378,7 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
     )
-    from lab.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
+    from lab.render.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
 
     replay.add_argument(
         "--add-kube-jumps",

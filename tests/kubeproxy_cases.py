@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lab.kubeproxy.iptables import IptablesRules, render_iptables
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.iptables import IptablesRules, render_iptables
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 TEST_NODE_IP = "192.168.0.2"
 TEST_NODE_IP_ALT = "192.168.1.2"

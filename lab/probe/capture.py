@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.netns.enter import NamespaceError, in_netns
-from lab.probe.loop import SocketLoop
+from lab.install.loop import SocketLoop
+from lab.realize.enter import NamespaceError, in_netns
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800

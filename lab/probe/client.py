@@ -21,7 +21,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from lab.netns.enter import in_netns
+from lab.realize.enter import in_netns
 
 SOL_IP, IP_RECVERR = 0, 11  # linux/in.h; Python's socket module does not export IP_RECVERR
 SO_EE_ORIGIN_ICMP = 2

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from lab.netns.enter import in_netns
+from lab.realize.enter import in_netns
 
 NETLINK_ROUTE = 0
 RTN_LOCAL = 2

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lab.model.topology import ProbeSpec, Topology
-from lab.netns.build import Realized
+from lab.describe.topology import ProbeSpec, Topology
+from lab.install.echo import EchoServers, Listener
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
-from lab.probe.echo import EchoServers, Listener
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.fib import input_refusal
+from lab.realize.build import Realized
 
 
 @dataclass(frozen=True)

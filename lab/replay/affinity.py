@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.netns.enter import in_netns
+from lab.realize.enter import in_netns
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from lab.install import InstallError
+from lab.install.tools import InstallError
 
 
 class DumpError(InstallError):

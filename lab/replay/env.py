@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from lab.netns.enter import ensure_br_netfilter, write_sysctls
-from lab.netns.links import NetBuilder
-from lab.netns.runs import new_prefix, release, remove_namespaces
+from lab.realize.enter import ensure_br_netfilter, write_sysctls
+from lab.realize.links import NetBuilder
+from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.replay.dump import Target
 
 # Own addresses of the router and the sink, only ever the sender address of their ARP requests

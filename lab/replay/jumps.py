@@ -4,7 +4,7 @@ kube-proxy writes its chains with `iptables-restore --noflush` (the payload its 
 against: tests/golden/iptables) and hooks them into the built-in chains apart from that payload, with
 `iptables -I`; kubelet up to 1.26 adds KUBE-MARK-DROP and KUBE-FIREWALL. A dump holding only the payload
 acts on no packet. check_reaches_kube_proxy() refuses such a dump; add_kube_jumps() completes it with
-what lab.kubeproxy.iptables knows those components add (jump_rules, kubelet_rules), in the order a
+what lab.render.kubeproxy.iptables knows those components add (jump_rules, kubelet_rules), in the order a
 fresh node holds them (IptablesRules.builtin_rules).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from lab.kubeproxy.iptables import (
+from lab.render.kubeproxy.iptables import (
     DEFAULT_VERSION,
     KUBE_FIREWALL,
     KUBE_MARK_DROP,
@@ -23,7 +23,7 @@ from lab.kubeproxy.iptables import (
     jump_rules,
     kubelet_rules,
 )
-from lab.kubeproxy.versions import IPTABLES_VERSIONS
+from lab.render.kubeproxy.versions import IPTABLES_VERSIONS
 from lab.replay.dump import DumpError
 
 BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")

@@ -12,8 +12,8 @@ import os
 import socket
 import struct
 
-from lab.install import InstallError
-from lab.netns.enter import in_netns
+from lab.install.tools import InstallError
+from lab.realize.enter import in_netns
 
 NETLINK_NETFILTER = 12
 NFNL_SUBSYS_ACCT = 7

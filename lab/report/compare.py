@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from lab.model.topology import axis_text
-from lab.runner import ProbeResult, VariantRun
+from lab.describe.topology import axis_text
+from lab.pipeline import ProbeResult, VariantRun
 
 
 def _cell(result: ProbeResult | None, skipped: str) -> tuple[str, str]:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from lab.model.errors import ScenarioError
-from lab.model.load import load_scenario
-from lab.model.topology import ProbeSpec, Topology
+from lab.describe.errors import ScenarioError
+from lab.describe.load import load_scenario
+from lab.describe.topology import ProbeSpec, Topology
+from lab.pipeline import ProbeResult, VariantRun, run_variant
 from lab.report.records import evidence_lines, headline
-from lab.runner import ProbeResult, VariantRun, run_variant
 
 _runs: dict[tuple[str, tuple], VariantRun] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lab.runner import ProbeResult, VariantRun
+from lab.pipeline import ProbeResult, VariantRun
 
 
 def expected_text(result: ProbeResult) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from lab.pipeline import ProbeResult, VariantRun
 from lab.report.records import evidence_lines, expected_text, headline, observed_text
-from lab.runner import ProbeResult, VariantRun
 
 
 def scenario_table(name: str, runs: list[VariantRun]) -> Table:

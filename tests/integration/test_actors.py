@@ -8,16 +8,16 @@ from contextlib import ExitStack
 import pytest
 from conftest import REPO, lab_namespaces
 
-from lab.model.load import load_scenario
-from lab.netns.runs import new_prefix
-from lab.runner import run_variant
+from lab.describe.load import load_scenario
+from lab.pipeline import run_variant
+from lab.realize.runs import new_prefix
 
 SCENARIOS = ["lb-loopback-internal-lb.yaml", "metallb-bgp-ipip.yaml"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name):
-    from lab.netns import build
+    from lab.realize import build
 
     prefixes: list[str] = []
 
@@ -35,9 +35,10 @@ def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name)
 
 
 def test_load_balancer_health_checks_decide_the_backends():
-    from lab.actors import install_actors
-    from lab.dataplane import install, render, setups
-    from lab.netns.build import realize
+    from lab.install.actors import install_actors
+    from lab.install.dataplane import install
+    from lab.realize.build import realize
+    from lab.render.dataplane import render, setups
 
     topo = load_scenario(REPO / "topologies" / "lb-loopback-internal-lb.yaml", {"proxyMode": ["iptables"]}).variants[0]
     planes = render(topo)

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from lab.dataplane import render, setups
-from lab.model.load import load_scenario
-from lab.netns.build import realize
+from lab.describe.load import load_scenario
+from lab.realize.build import realize
+from lab.render.dataplane import render, setups
 
 HAIRPIN = REPO / "topologies" / "hairpin.yaml"
 

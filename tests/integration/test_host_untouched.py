@@ -11,9 +11,9 @@ import time
 
 from conftest import REPO, lab_namespaces
 
-from lab.dataplane import render, setups
-from lab.model.load import load_scenario
-from lab.runner import run_variant
+from lab.describe.load import load_scenario
+from lab.pipeline import run_variant
+from lab.render.dataplane import render, setups
 
 
 def test_run_leaves_host_untouched_and_no_namespaces(host_unchanged):
@@ -26,7 +26,7 @@ def test_run_leaves_host_untouched_and_no_namespaces(host_unchanged):
 
 
 def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch):
-    from lab.netns import build
+    from lab.realize import build
 
     topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
     before = lab_namespaces()

@@ -4,7 +4,7 @@ Each case loads restore_text() with iptables-restore inside `unshare -n` (a fres
 that disappears with the process) and reads it back with iptables-save there. iptables-save
 prints options in its own order, so the check is per chain: the same chains, the same number of
 rules and the same jump targets in the same order. The host's own netns is never touched.
-One case per kube-proxy layout era (lab/kubeproxy/versions.py) loads that version's restore_text(),
+One case per kube-proxy layout era (lab/render/kubeproxy/versions.py) loads that version's restore_text(),
 which up to 1.26 includes kubelet's KUBE-MARK-DROP / KUBE-FIREWALL rules, and 1.19-1.20's
 "-m physdev" externalIP rules (needs the kernel's xt_physdev).
 """
@@ -18,8 +18,8 @@ from dataclasses import replace
 
 import pytest
 
-from lab.kubeproxy.iptables import IptablesRules, render_iptables
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.iptables import IptablesRules, render_iptables
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 NODE_IPS = ("192.168.0.2", "127.0.0.1", "192.168.1.2")
 # nfacct objects do not exist in a fresh netns, so nfacct_counters stays off (the default).

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, render_ipvs
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, render_ipvs
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 NODE_IPS = ("192.168.0.2", "127.0.0.1", "192.168.1.2", "192.168.99.3")
 CONFIG = ProxyConfig(cluster_cidr="10.0.0.0/8")

@@ -66,8 +66,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.iptables import render_iptables
-from lab.kubeproxy.service import ProxyConfig, ServicePort
+from lab.render.kubeproxy.iptables import render_iptables
+from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.replay.run import replay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -18,8 +18,8 @@ PRIVATE_RUN = 'mount -t tmpfs -o mode=0755 lab-test /run && mkdir /run/netns /ru
 PRELUDE = """
 import json, os, signal, subprocess, sys, time
 from contextlib import ExitStack
-from lab.netns import runs
-from lab.netns.links import NetBuilder
+from lab.realize import runs
+from lab.realize.links import NetBuilder
 
 def build(actors):
     prefix = runs.new_prefix()
@@ -162,7 +162,7 @@ def test_release_removes_a_recorded_namespace_the_builder_never_got(host_unchang
     """SIGTERM during create_netns: the namespace is pinned, but the builder (and so the teardown) never hears
     of it. The run recorded it first, so release() removes it before forgetting the run."""
     got = in_private_run("""
-        from lab.netns.enter import create_netns
+        from lab.realize.enter import create_netns
         prefix = build(["a"])
         runs.record(prefix, f"{prefix}-b")
         create_netns(f"{prefix}-b")

@@ -12,7 +12,7 @@ result is compared with kube-proxy's `output` (the endpoints reached, "DROP", "R
 not NATed) and `masq` (the receiver saw another source than the one sent).
 
 Every flow runs against each distinct transaction: kube-proxy 1.30, 1.31-1.33 (the same script:
-see lab.kubeproxy.nftables) and 1.34-1.35, so a case id starts with the versions it stands for.
+see lab.render.kubeproxy.nftables) and 1.34-1.35, so a case id starts with the versions it stands for.
 kube-proxy's tests only know the 1.34+ layout; the older ones are what those releases wrote, and
 their kernel result is expected to be the same unless listed below.
 
@@ -90,8 +90,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
-from lab.kubeproxy.service import ProxyConfig, ServicePort
+from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
+from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.replay.run import replay_nft
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
-from lab.model.load import load_scenario
-from lab.runner import VariantRun, run_variant
+from lab.describe.load import load_scenario
+from lab.pipeline import VariantRun, run_variant
 
 SCENARIO = REPO / "topologies" / "lb-local-from-pods.yaml"
 NO_ENDPOINT_DROP = (

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
+from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
 
 pytestmark = pytest.mark.nftables
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 from conftest import REPO
 
-from lab.dataplane import node_dataplane
-from lab.install import InstallError
-from lab.model.load import load_scenario
+from lab.describe.load import load_scenario
+from lab.install.tools import InstallError
+from lab.render.dataplane import node_dataplane
 from lab.replay.env import Setup
 from lab.replay.run import replay
 

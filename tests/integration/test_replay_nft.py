@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from lab.install import InstallError
+from lab.install.tools import InstallError
 from lab.replay.env import Setup
 from lab.replay.run import replay_nft
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, lab_namespaces
 
-from lab.install import InstallError
-from lab.model.load import load_scenario
-from lab.runner import run_variant
+from lab.describe.load import load_scenario
+from lab.install.tools import InstallError
+from lab.pipeline import run_variant
 
 STEPS = REPO / "tests" / "integration" / "topologies" / "steps.yaml"
 

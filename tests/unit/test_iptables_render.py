@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy import hashing
-from lab.kubeproxy.iptables import JUMP_RULES
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy import hashing
+from lab.render.kubeproxy.iptables import JUMP_RULES
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubeproxy_cases import FAKE, NODE_IPS, NODE_PORTS_VARIANTS, ep, node_ports_inputs, render, svc  # noqa: E402

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, check_ipvs_version, render_ipvs
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, check_ipvs_version, render_ipvs
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "ipvs"
 CURRENT, LEGACY = "1.31", "1.20"

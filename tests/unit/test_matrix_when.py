@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from test_model import BASE, error_for, write
 
-from lab.model.errors import ScenarioError
-from lab.model.load import load_scenario
+from lab.describe.errors import ScenarioError
+from lab.describe.load import load_scenario
 
 PER_MODE = BASE.replace(
     "    expect: {outcome: delivered, source: node2}\n",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.model.errors import ScenarioError
-from lab.model.load import load_scenario
+from lab.describe.errors import ScenarioError
+from lab.describe.load import load_scenario
 
 BASE = """\
 name: t

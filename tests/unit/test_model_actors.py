@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.actors import Decision, fabric_rules, local_endpoints, masq_agent_rules
-from lab.attempts import resolve, run_probe
-from lab.model.errors import ScenarioError
-from lab.model.load import load_scenario
+from lab.describe.errors import ScenarioError
+from lab.describe.load import load_scenario
+from lab.install.actors import Decision, fabric_rules, local_endpoints, masq_agent_rules
+from lab.install.health import CheckResult, HealthListener, response, service_body
+from lab.judge.attempts import resolve, run_probe
 from lab.probe.capture import Frame
-from lab.probe.health import CheckResult, HealthListener, response, service_body
 from lab.probe.session import Observation, _stray_answer
 
 BASE = """\

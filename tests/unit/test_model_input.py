@@ -10,11 +10,11 @@ from typing import get_args
 import pytest
 
 from lab import cli
-from lab.model import yamlsrc
-from lab.model.errors import ScenarioError
-from lab.model.load import load_scenario
-from lab.model.resolve.matrix import MAX_VARIANTS
-from lab.model.schema import Outcome
+from lab.describe import yamlsrc
+from lab.describe.errors import ScenarioError
+from lab.describe.load import load_scenario
+from lab.describe.resolve.matrix import MAX_VARIANTS
+from lab.describe.schema import Outcome
 
 BASE = """\
 name: t

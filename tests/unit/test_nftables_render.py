@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.kubeproxy.nftables import NFTABLES_VERSIONS, NftRules, render_nftables
-from lab.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, NftRules, render_nftables
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "nftables"
 
@@ -511,7 +511,7 @@ def test_headless_and_ipv6_services_are_skipped():
 )
 def test_service_chain_name_base(namespace, name, proto, port, expected):
     """Test_servicePortChainNameBase (81810de6)."""
-    from lab.kubeproxy.nftables import service_chain_base
+    from lab.render.kubeproxy.nftables import service_chain_base
 
     assert service_chain_base(namespace, name, proto, port) == expected
 
@@ -529,14 +529,14 @@ def test_service_chain_name_base(namespace, name, proto, port, expected):
 )
 def test_endpoint_chain_name_base(endpoint, expected):
     """Test_servicePortEndpointChainNameBase (81810de6)."""
-    from lab.kubeproxy.nftables import endpoint_chain_base
+    from lab.render.kubeproxy.nftables import endpoint_chain_base
 
     assert endpoint_chain_base("testing", "service", "tcp", "http", endpoint) == expected
 
 
 def test_long_names_are_truncated_with_the_hash_kept():
     """Test_servicePortEndpointChainNameBase "truncated, 1" (81810de6)."""
-    from lab.kubeproxy.nftables import endpoint_chain_base
+    from lab.render.kubeproxy.nftables import endpoint_chain_base
 
     ns = "very-long-namespace-name-abcdefghijklmnopqrstuvwxyz0123456789xx"
     name = "very-long-service-name-why-would-you-even-do-this-i-mean-really"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.dataplane import ROUTE_LOCALNET, render, setups
-from lab.model.load import load_scenario
+from lab.describe.load import load_scenario
+from lab.render.dataplane import ROUTE_LOCALNET, render, setups
 
 HAIRPIN = Path(__file__).resolve().parents[2] / "topologies" / "hairpin.yaml"
 

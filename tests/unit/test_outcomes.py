@@ -9,12 +9,12 @@ import struct
 import pytest
 from test_model import BASE, error_for, write
 
-from lab.model.load import load_scenario
-from lab.model.topology import Expected
+from lab.describe.load import load_scenario
+from lab.describe.topology import Expected
+from lab.judge.verdict import judge
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
 from lab.probe.session import Observation, _explain
-from lab.verdict import judge
 
 NET_UNREACHABLE = IcmpError(3, 0, "192.168.56.1")
 PORT_UNREACHABLE = IcmpError(3, 3, "10.244.1.2")

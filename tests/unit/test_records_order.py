@@ -7,11 +7,11 @@ from itertools import permutations
 from test_model import BASE, write
 from test_model_actors import ScriptedSession
 
-from lab.attempts import run_probe
-from lab.model.load import load_scenario
+from lab.describe.load import load_scenario
+from lab.judge.attempts import run_probe
+from lab.pipeline import ProbeResult
 from lab.probe.session import Observation
 from lab.report.records import observed_text, to_record
-from lab.runner import ProbeResult
 
 JOINED = ("backend", "node", "source", "source_ip", "source_by_entry")  # (each connection's own lines keep their order)
 SEEN = [

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lab.cli import parser
-from lab.install import InstallError
-from lab.kubeproxy.iptables import jump_rules, kubelet_rules
+from lab.install.tools import InstallError
+from lab.render.kubeproxy.iptables import jump_rules, kubelet_rules
 from lab.replay.dump import (
     DumpError,
     check_nft_hooks,

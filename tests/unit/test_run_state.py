@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.netns.runs import Cleanup, RunState, alive, process_start, start_time
+from lab.realize.runs import Cleanup, RunState, alive, process_start, start_time
 
 STAT = "1234 (a (weird) ) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 1 0 0 20 0 1 0 987654 10000 100"
 

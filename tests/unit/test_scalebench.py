@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 
+from lab.bench.scale import _transit
 from lab.probe.capture import Frame
-from lab.scalebench import _transit
 
 
 def syn(src: str, dst: str, flags: int = 0x02) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from lab.install import run_command
+from lab.install.tools import run_command
 from lab.probe.evidence.base import RuleHit
 
 Counters = dict[tuple[str, str, int, str], int]  # (table, chain, position, rule) → packets

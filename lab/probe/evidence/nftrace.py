@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.install import nft_apply, require
-from lab.netns.enter import in_netns
+from lab.install.tools import nft_apply, require
 from lab.probe.evidence.base import RuleHit
+from lab.realize.enter import in_netns
 
 TRACE_TABLE = """\
 table inet lab-trace {

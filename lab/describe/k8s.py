@@ -1,0 +1,192 @@
+"""The subset of Kubernetes manifests the lab understands.
+
+Real manifests carry many more fields (images, resources, probes): every field Kubernetes' API has is accepted
+and ignored unless it decides networking, then checked here; a field the API does not have is refused first
+(`api_problem`), as `kubectl apply --validate=strict` would.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lab.describe.errors import did_you_mean
+from lab.describe.ipv4 import Address, SourceRange
+from lab.describe.k8s_fields import FIELDS
+from lab.describe.yamlsrc import FieldPath
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+Problem = tuple[FieldPath, str]  # where, and what is wrong
+KINDS = ("Pod", "Deployment", "ReplicaSet", "Service")
+# Beyond release-1.37's API: the lab's own `status.ready` (whether the pod's endpoints are ready; a real pod says
+# it in status.conditions), and Service fields that alpha releases wrote until 1.20 (ipFamily) and 1.21
+# (topologyKeys), which `kubectl get -o yaml` of such a cluster still shows.
+EXTRA_FIELDS = {"PodStatus": "ready", "ServiceSpec": "ipFamily topologyKeys:[]"}
+
+
+@functools.cache
+def _fields(kind: str) -> dict[str, str]:
+    """A Kubernetes type's fields, each with its shape (see k8s_fields)."""
+    specs = f"{FIELDS[kind]} {EXTRA_FIELDS.get(kind, '')}".split()
+    return {name: shape for name, _, shape in (spec.partition(":") for spec in specs)}
+
+
+def api_problem(manifest: dict[str, Any]) -> Problem | None:
+    """The first field of a manifest that Kubernetes' API refuses (a name or a shape it does not have), if any;
+    a kind the lab does not read is left to the schema."""
+    kind = manifest.get("kind")
+    return _shape_problem(manifest, kind, ()) if kind in KINDS else None
+
+
+def _shape_problem(value: Any, shape: str, path: FieldPath) -> Problem | None:
+    if value is None or shape == "*":  # null is "not set" to the API server, whatever the field
+        return None
+    if shape.startswith("["):
+        if not isinstance(value, list):
+            return path, "expected a list"
+        return _first(_shape_problem(v, shape[1:-1], (*path, k)) for k, v in enumerate(value))
+    if shape == "{}":
+        if not isinstance(value, dict):
+            return path, "expected a mapping"
+        return _first(_shape_problem(v, "", (*path, key)) for key, v in value.items())
+    if not shape:
+        return (path, "expected a single value, not a list or a mapping") if isinstance(value, list | dict) else None
+    if not isinstance(value, dict):
+        return path, f"expected a mapping (a Kubernetes {shape})"
+    return _object_problem(value, shape, path)
+
+
+def _first(problems: Iterable[Problem | None]) -> Problem | None:
+    return next((p for p in problems if p), None)
+
+
+def _object_problem(value: dict[str, Any], kind: str, path: FieldPath) -> Problem | None:
+    fields = _fields(kind)
+    for key, item in value.items():
+        if key not in fields:
+            return (*path, key), f"unknown field: a Kubernetes {kind} has no {key!r}" + did_you_mean(key, fields)
+        if problem := _shape_problem(item, fields[key], (*path, key)):
+            return problem
+    return None
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class Metadata(Loose):
+    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+    namespace: str = "default"
+    labels: dict[str, str] = {}
+
+
+class ContainerPort(Loose):
+    name: str | None = None
+    container_port: int = Field(alias="containerPort", ge=1, le=65535)
+    protocol: Literal["TCP", "UDP"] = "TCP"
+
+
+class Container(Loose):
+    name: str = "main"
+    ports: list[ContainerPort] = []
+
+
+class PodSpec(Loose):
+    node_name: str | None = Field(None, alias="nodeName")
+    node_selector: dict[str, str] = Field({}, alias="nodeSelector")
+    host_network: bool = Field(False, alias="hostNetwork")
+    containers: list[Container] = []
+
+
+class PodStatus(Loose):
+    pod_ip: str | None = Field(None, alias="podIP")
+    ready: bool = True
+
+
+class Pod(Loose):
+    kind: Literal["Pod"]
+    metadata: Metadata
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+class TemplateMetadata(Loose):
+    labels: dict[str, str] = {}
+
+
+class PodTemplate(Loose):
+    metadata: TemplateMetadata = TemplateMetadata()
+    spec: PodSpec = PodSpec()
+
+
+class Selector(Loose):
+    match_labels: dict[str, str] = Field({}, alias="matchLabels")
+
+
+class WorkloadSpec(Loose):
+    replicas: int = Field(1, ge=0, le=64)
+    selector: Selector = Selector()
+    template: PodTemplate
+
+
+class Deployment(Loose):
+    kind: Literal["Deployment", "ReplicaSet"]
+    metadata: Metadata
+    spec: WorkloadSpec
+
+
+class ServicePortSpec(Loose):
+    name: str = ""
+    port: int = Field(ge=1, le=65535)
+    target_port: Port | str | None = Field(None, alias="targetPort")
+    node_port: int | None = Field(None, alias="nodePort", ge=1, le=65535)
+    protocol: Literal["TCP", "UDP"] = "TCP"
+
+
+class ClientIPConfig(Loose):
+    timeout_seconds: int = Field(10800, alias="timeoutSeconds", ge=1, le=86400)  # the API's bounds
+
+
+class AffinityConfig(Loose):
+    client_ip: ClientIPConfig = Field(ClientIPConfig(), alias="clientIP")
+
+
+class ServiceSpec(Loose):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    selector: dict[str, str] = {}
+    cluster_ip: Address | None = Field(None, alias="clusterIP")
+    ports: list[ServicePortSpec] = Field(min_length=1)
+    external_ips: list[Address] = Field([], alias="externalIPs")
+    load_balancer_ip: Address | None = Field(None, alias="loadBalancerIP")
+    load_balancer_source_ranges: list[SourceRange] = Field([], alias="loadBalancerSourceRanges")
+    external_traffic_policy: Literal["Cluster", "Local"] = Field("Cluster", alias="externalTrafficPolicy")
+    internal_traffic_policy: Literal["Cluster", "Local"] = Field("Cluster", alias="internalTrafficPolicy")
+    health_check_node_port: int | None = Field(None, alias="healthCheckNodePort")
+    session_affinity: Literal["None", "ClientIP"] = Field("None", alias="sessionAffinity")
+    session_affinity_config: AffinityConfig = Field(AffinityConfig(), alias="sessionAffinityConfig")
+
+
+class IngressIP(Loose):
+    ip: Address
+    ip_mode: Literal["VIP", "Proxy"] = Field("VIP", alias="ipMode")
+
+
+class LoadBalancerStatus(Loose):
+    ingress: list[IngressIP] = []
+
+
+class ServiceStatus(Loose):
+    load_balancer: LoadBalancerStatus = Field(LoadBalancerStatus(), alias="loadBalancer")
+
+
+class Service(Loose):
+    kind: Literal["Service"]
+    metadata: Metadata
+    spec: ServiceSpec
+    status: ServiceStatus = ServiceStatus()
+
+
+Manifest = Annotated[Pod | Deployment | Service, Field(discriminator="kind")]

@@ -1,0 +1,72 @@
+"""describe: a scenario file in, one checked Topology per matrix variant out.
+
+The file is read (yamlsrc), checked against the schema (resolve.parse) and expanded into its matrix variants
+(resolve.matrix); each variant then runs the chain of resolve steps in `_resolve`, each step checking its part of
+the file against what the steps before it returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.describe import schema
+from lab.describe.resolve.actors import gateway_routes, resolve_egress, resolve_load_balancers, resolve_masq_agent
+from lab.describe.resolve.cluster import resolve_cluster
+from lab.describe.resolve.matrix import Variant, expand
+from lab.describe.resolve.network import resolve_externals, resolve_nodes
+from lab.describe.resolve.parse import check_manifests, parse
+from lab.describe.resolve.probes import resolve_probes
+from lab.describe.resolve.workload import resolve_pods, resolve_services
+from lab.describe.topology import Axis, Topology
+from lab.describe.yamlsrc import load_yaml
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    file: str
+    description: str
+    variants: tuple[Topology, ...]
+
+
+def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None) -> Scenario:
+    """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line)."""
+    source = load_yaml(path)
+    if not isinstance(source.data, dict):
+        raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    check_manifests(source)
+    base = parse(source)
+    # A list, not a generator expression: a StopIteration from a step would turn into a RuntimeError there.
+    variants = [_resolve(v, parse(v.source) if v.values else base) for v in expand(source, base.matrix, matrix or {})]
+    return Scenario(base.name, source.file, base.description, tuple(variants))
+
+
+def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
+    """One variant's Topology: every name bound to an address, the first inconsistency reported with its line."""
+    src = variant.source
+    cluster = resolve_cluster(src, f.cluster)
+    nodes = resolve_nodes(src, f.nodes, cluster)
+    externals = resolve_externals(src, f.external_hosts, cluster, nodes)
+    pods = resolve_pods(src, f.workload, cluster, nodes)
+    services = resolve_services(src, f.workload, cluster, pods)
+    egress = resolve_egress(src, f.egress_gateway, cluster, nodes)
+    balancers = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)
+    fabric = Topology(
+        scenario=f.name,
+        file=src.file,
+        variant=variant.values,
+        cluster=cluster,
+        nodes=nodes,
+        pods=pods,
+        externals=externals,
+        services=services,
+        probes=(),
+        description=f.description,
+        lb_routes=gateway_routes(nodes, services, balancers),
+        load_balancers=balancers,
+        egress=egress,
+        masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
+    )
+    return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric))

@@ -1,0 +1,45 @@
+"""Checks and address arithmetic that several resolve steps share, each error at the line of the field."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+from lab.describe.topology import ClusterSpec, NodeSpec
+from lab.describe.yamlsrc import FieldPath, Source
+
+
+def hosts(cidr: str) -> Iterator[str]:
+    return (str(ip) for ip in ipaddress.IPv4Network(cidr).hosts())
+
+
+def inside(address: str, cidr: str) -> bool:
+    return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(cidr)
+
+
+def unique(src: Source, kind: str, items: list[tuple[FieldPath, str]]) -> None:
+    """Refuse a value given twice, at its second place, naming the line of its first."""
+    seen: dict[str, FieldPath] = {}
+    for path, value in items:
+        if value in seen:
+            raise src.error(path, f"{kind} {value!r} is already used at line {src.line_of(seen[value])}")
+        seen[value] = path
+
+
+def node_names(src: Source, path: FieldPath, names: list[str], nodes: tuple[NodeSpec, ...]) -> tuple[str, ...]:
+    """A list of node names, each a node of the scenario and none twice."""
+    known = [n.name for n in nodes]
+    for k, name in enumerate(names):
+        if name not in known:
+            raise src.error((*path, k), f"unknown node {name!r}; expected one of {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise src.error(path, "a node is listed twice")
+    return tuple(names)
+
+
+def disjoint(src: Source, path: FieldPath, cidr: str, cluster: ClusterSpec, what: str) -> None:
+    """Refuse a network outside the cluster (a router's LAN, an egress destination) that overlaps its own."""
+    nets = {"underlay": cluster.underlay, "clusterCIDR": cluster.cluster_cidr, "serviceCIDR": cluster.service_cidr}
+    for name, net in nets.items():
+        if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(net)):
+            raise src.error(path, f"{what} {cidr} overlaps {name} {net}")

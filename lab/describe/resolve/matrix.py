@@ -1,0 +1,170 @@
+"""The matrix: its axes checked where they were written (the file's `matrix`, or a --matrix flag), bounded, and
+expanded into variants, each the file with one value of every axis set where it applies."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from lab.describe import k8s, schema
+from lab.describe.errors import ScenarioError
+from lab.describe.topology import Axis, axis_text
+from lab.describe.yamlsrc import FieldPath, Source
+
+CLUSTER_AXES = {
+    "proxyMode",
+    "kubeVersion",
+    "iptablesBackend",
+    "kubeProxyClusterCIDR",
+    "hairpinMode",
+    "brNetfilter",
+    "cni",
+    "ipvsBindLoadBalancerIPs",
+}
+SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
+MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant to resolve: the file as it reads it, and the matrix values it was given."""
+
+    source: Source
+    values: tuple[tuple[str, Axis], ...]  # (axis, value) in the matrix's order; () without a matrix
+    declared: dict[str, list[Axis]]  # every value the file or the command line lists for each axis
+
+    def applies(self, path: FieldPath, when: dict[str, Axis]) -> bool:
+        """Whether this variant matches an item's `when` (checked against the declared matrix)."""
+        axes = self.declared
+        for axis, value in when.items():
+            if axis not in axes:
+                raise self.source.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
+            # A value this run's matrix leaves out applies to no variant, so that `--matrix proxyMode=ipvs` keeps a
+            # file's nftables expectations; one no variant could ever have is a mistake.
+            if value not in axes[axis] and not _axis_takes(axis, value):
+                raise self.source.error(
+                    (*path, "when", axis), f"{value!r} is no value of {axis} (the matrix lists {axes[axis]})"
+                )
+        chosen = dict(self.values)
+        return all(chosen.get(a) == v for a, v in when.items())
+
+
+def expand(source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, list[Axis]]) -> Iterator[Variant]:
+    """The variants of the file, in the matrix's order (the file's axes, then the flags' new ones); the axes and
+    their bound are checked before the first is given."""
+    written = [_MatrixAxis(source, name, tuple(values)) for name, values in file_axes.items()]
+    flagged = [_MatrixAxis(source, name, tuple(values), _flag(name, values)) for name, values in flags.items()]
+    axes = {a.name: a for a in written + flagged}  # a flag replaces the file's axis in its place
+    for axis in axes.values():
+        axis.check()
+    count = math.prod(len(a.values) for a in axes.values())
+    if count > MAX_VARIANTS:
+        raise _too_many(source, flagged, count)
+    # `when` may name any value the file or the command line lists, whichever variants run.
+    declared: dict[str, list[Axis]] = {}
+    for axis in written + flagged:
+        declared[axis.name] = declared.get(axis.name, []) + [
+            v for v in axis.values if v not in declared.get(axis.name, [])
+        ]
+    for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
+        choice = tuple(zip(axes.values(), indexes, strict=True))
+        values = tuple((axis.name, axis.values[k]) for axis, k in choice)
+        yield Variant(_variant(source, choice) if choice else source, values, declared)
+
+
+def _flag(axis: str, values: list[Axis]) -> str:
+    return f"--matrix {axis}={','.join(axis_text(v) for v in values)}"
+
+
+def _too_many(source: Source, flagged: list[_MatrixAxis], count: int) -> ScenarioError:
+    message = f"the matrix expands to {count} variants; at most {MAX_VARIANTS} are run from one file"
+    if flagged:
+        return ScenarioError(" ".join(a.flag or "" for a in flagged), None, "", f"{message} ({source.file})")
+    return source.error(("matrix",), message)
+
+
+@dataclass(frozen=True)
+class _MatrixAxis:
+    """One axis of the matrix and where its values were written: the file's `matrix`, or a --matrix flag."""
+
+    source: Source
+    name: str
+    values: tuple[Axis, ...]
+    flag: str | None = None
+
+    def error(self, index: int | None, message: str) -> ScenarioError:
+        """An error about the axis (index None) or one of its values, at the line or the flag that gave it."""
+        if self.flag:
+            return ScenarioError(
+                self.flag, None, "", message if index is None else f"{self.values[index]!r}: {message}"
+            )
+        path: FieldPath = ("matrix", self.name) if index is None else ("matrix", self.name, index)
+        return self.source.error(path, message)
+
+    def check(self) -> None:
+        if self.name not in CLUSTER_AXES | SERVICE_AXES:
+            raise self.error(
+                None, f"unknown matrix axis; expected one of {', '.join(sorted(CLUSTER_AXES | SERVICE_AXES))}"
+            )
+        if not self.values:
+            raise self.error(None, "needs at least one value")
+        for k, value in enumerate(self.values):
+            if value in self.values[:k]:
+                first = self.values.index(value)
+                where = "" if self.flag else f" (line {self.source.line_of(('matrix', self.name, first))})"
+                raise self.error(k, f"{axis_text(value)!r} is listed twice{where}")
+
+
+@dataclass(frozen=True)
+class _VariantSource(Source):
+    """The file as one variant reads it: an error about a field the variant set names the matrix value instead."""
+
+    origins: dict[FieldPath, tuple[_MatrixAxis, int]] = field(default_factory=dict)
+
+    def error(self, path: FieldPath, message: str) -> ScenarioError:
+        for where, (axis, k) in self.origins.items():
+            if path[: len(where)] == where:
+                return axis.error(k, message)
+        return super().error(path, message)
+
+
+def _variant(source: Source, choice: tuple[tuple[_MatrixAxis, int], ...]) -> _VariantSource:
+    """The file with one value of each axis set where it applies (the cluster, the Services)."""
+    data = copy.deepcopy(source.data)
+    origins = {path: (axis, k) for axis, k in choice for path in _set_axis(data, axis.name, axis.values[k])}
+    return _VariantSource(source.file, data, source.lines, origins)
+
+
+def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
+    """Write one matrix value where it applies; the paths written."""
+    if axis in CLUSTER_AXES:
+        data.setdefault("cluster", {})[axis] = value
+        return [("cluster", axis)]
+    # externalTrafficPolicy only means something for Services with external frontends.
+    types = (
+        ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
+    )
+    paths: list[FieldPath] = []
+    for i, manifest in enumerate(data.get("workload", [])):
+        if manifest.get("kind") == "Service" and manifest["spec"].get("type", "ClusterIP") in types:
+            manifest["spec"][axis] = value
+            paths.append(("workload", i, "spec", axis))
+    return paths
+
+
+def _axis_takes(axis: str, value: Axis) -> bool:
+    """Whether a variant could give the axis this value: the field's own type and constraints decide."""
+    model = schema.Cluster if axis in CLUSTER_AXES else k8s.ServiceSpec
+    info = next(f for f in model.model_fields.values() if f.alias == axis)
+    kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    try:
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError:
+        return False
+    return True

@@ -1,0 +1,98 @@
+"""The file's data against the schema: a ScenarioFile, or the first wrong field named as the user wrote it."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from lab.describe import k8s, schema
+from lab.describe.errors import did_you_mean
+from lab.describe.yamlsrc import FieldPath, Source
+
+
+def check_manifests(source: Source) -> None:
+    """Refuse what Kubernetes' API would (kubectl apply --validate=strict): a field its objects do not have."""
+    workload = source.data.get("workload")
+    for i, manifest in enumerate(workload if isinstance(workload, list) else []):
+        if isinstance(manifest, dict) and (problem := k8s.api_problem(manifest)):
+            path, message = problem
+            raise source.error(("workload", i, *path), message)
+
+
+def parse(source: Source) -> schema.ScenarioFile:
+    try:
+        return schema.ScenarioFile.model_validate(source.data)
+    except ValidationError as exc:
+        path, error = _most_telling([(_field_path(e, source.data), e) for e in exc.errors()])
+        raise source.error(path, _explain(error)) from None
+
+
+def _most_telling(errors: list[tuple[FieldPath, Any]]) -> tuple[FieldPath, Any]:
+    """The error to show of the first field that is wrong."""
+    first = errors[0]
+    # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling.
+    if first[1]["type"] == "missing":
+        siblings = (e for e in errors if e[1]["type"] == "extra_forbidden" and e[0][:-1] == first[0][:-1])
+        first = next(siblings, first)
+    # A union (`expect: {...}` or a list of them) fails in each of its forms; the form that got furthest into
+    # the value is the one the user meant.
+    return max((e for e in errors if e[0][: len(first[0])] == first[0]), key=lambda e: len(e[0]))
+
+
+def _field_path(error: Any, data: Any) -> FieldPath:
+    """Where in the file pydantic's error is: its loc without the union members it names (`str`, `Expectation`)."""
+    path: list[str | int] = []
+    node = data
+    loc = error["loc"]
+    for i, part in enumerate(loc):
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int)):
+            path.append(part)
+            node = node[part]
+        elif i == len(loc) - 1 and error["type"] == "missing":
+            path.append(part)
+    return tuple(path)
+
+
+def _explain(error: Any) -> str:
+    kind, message = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field" + did_you_mean(str(error["loc"][-1]), _allowed_fields(error["loc"]))
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        return f"unsupported kind {error['input'].get('kind')!r}; expected Pod, Deployment, ReplicaSet or Service"
+    if kind == "union_tag_not_found":
+        return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet or Service)"
+    if kind == "literal_error":
+        return f"{message}, not {error['input']!r}"
+    return message.removeprefix("Value error, ")
+
+
+def _allowed_fields(loc: tuple[str | int, ...]) -> list[str]:
+    """The fields the schema has where loc's last part was found."""
+    kind: Any = schema.ScenarioFile
+    for part in loc[:-1]:
+        kind = _inner_type(kind, part)
+    if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+        return []
+    return [f.alias or name for name, f in kind.model_fields.items()]
+
+
+def _inner_type(kind: Any, part: str | int) -> Any:
+    """The type at `part` of a pydantic loc inside `kind`: a model's field, a list's item, a dict's value, or
+    the member of a union that pydantic names (`Expectation`, `list[Expectation]`)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        named = [a for a in members if str(part).split("[")[0] == getattr(typing.get_origin(a) or a, "__name__", "")]
+        return named[0] if named else _inner_type(members[0], part)  # Optional[Model]: pydantic names no member
+    if origin is list:
+        return args[0]
+    if origin is dict:
+        return args[1]
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return next((f.annotation for name, f in kind.model_fields.items() if (f.alias or name) == part), None)
+    return None

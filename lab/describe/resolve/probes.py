@@ -1,0 +1,173 @@
+"""The probes, against the resolved fabric and workload: each one's source actor, destination (an address, a
+node's port, or a Service's port via clusterIP, NodePort, externalIP or load balancer IP), the expectation and
+the steps before it that apply to this variant (their `when`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+
+from lab.describe import schema
+from lab.describe.resolve.checks import node_names, unique
+from lab.describe.resolve.matrix import Variant
+from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, StepSpec, Topology
+from lab.describe.yamlsrc import FieldPath, Source
+
+
+def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topology) -> tuple[ProbeSpec, ...]:
+    """Every probe of the file; `topo` is this variant's topology without them."""
+    src = variant.source
+    actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
+    probes = []
+    for i, p in enumerate(declared):
+        path: FieldPath = ("probes", i)
+        if p.source not in actors:
+            raise src.error(
+                (*path, "from"),
+                f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
+            )
+        dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo)
+        probes.append(
+            ProbeSpec(
+                name=p.name,
+                source=p.source,
+                target=target,
+                dst_ip=dst_ip,
+                dst_port=dst_port,
+                protocol=p.protocol or protocol,
+                expected=_expected(variant, path, p, topo),
+                why=p.why,
+                attempts=p.attempts,
+                before=_steps(variant, path, p, topo),
+            )
+        )
+    unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
+    return tuple(probes)
+
+
+def _target(src: Source, path: FieldPath, to: schema.Target, topo: Topology) -> tuple[str, int, str, str]:
+    """Where the probe connects (address, port, the protocol the port says) and how reports describe it."""
+    if to.address:
+        return to.address, int(to.port), "TCP", f"{to.address}:{to.port}"
+    node = None
+    if to.node:
+        node = next((n for n in topo.nodes if n.name == to.node), None)
+        if node is None:
+            raise src.error((*path, "node"), f"unknown node {to.node!r}")
+    if not to.service:
+        assert node is not None
+        return node.ip, int(to.port), "TCP", f"{node.name}:{to.port}"
+    svc = next((s for s in topo.services if s.name == to.service and s.namespace == to.namespace), None)
+    if svc is None:
+        raise src.error((*path, "service"), f"no Service {to.namespace}/{to.service} in the workload")
+    port = svc.port(to.port)
+    if port is None:
+        known = ", ".join(f"{p.port}" + (f" ({p.name})" if p.name else "") for p in svc.ports)
+        raise src.error((*path, "port"), f"Service {svc.name} has no port {to.port!r}; it has {known}")
+    label = f"{svc.name}:{port.port} via {to.via}"
+    if to.via == "clusterIP":
+        return svc.cluster_ip, port.port, port.protocol, label
+    if to.via == "nodePort":
+        if not port.node_port:
+            raise src.error((*path, "via"), f"Service {svc.name} is {svc.type}: it has no NodePort")
+        assert node is not None
+        return node.ip, port.node_port, port.protocol, f"{label} on {node.name}"
+    vips = svc.external_ips if to.via == "externalIP" else svc.ingress_ips
+    if not vips:
+        raise src.error((*path, "via"), f"Service {svc.name} has no {to.via} address")
+    return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
+
+
+def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
+    """The first expectation whose `when` this variant matches."""
+    options = probe.expect if isinstance(probe.expect, list) else [probe.expect]
+    for k, e in enumerate(options):
+        epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")
+        if variant.applies(epath, e.when):
+            return _expectation(variant.source, epath, e, topo)
+    raise variant.source.error(
+        (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
+    )
+
+
+def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
+    pods = {p.name for p in topo.pods}
+    backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
+    for b in backends:
+        if b not in pods:
+            raise src.error((*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(pods))}")
+    nodes = [n.name for n in topo.nodes]
+    if e.node and e.node not in nodes and e.node != ENTRY:
+        raise src.error((*path, "node"), f"unknown node {e.node!r}")
+    entries = node_names(src, (*path, "entries"), e.entries, topo.nodes)
+    source = source_ip = local = remote = None
+    if isinstance(e.source, schema.SourceByPlacement):
+        _source_name(src, (*path, "source", "local"), e.source.local, topo)
+        _source_name(src, (*path, "source", "remote"), e.source.remote, topo)
+        local, remote = e.source.local, e.source.remote
+        source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
+    elif e.source:
+        source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
+    if e.outcome != "delivered" and (backends or e.node or e.source):
+        raise src.error((*path, "outcome"), "backend, node and source only make sense when delivered")
+    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries)
+
+
+def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str | None:
+    """The address of a source name; None for a name relative to the entry node (checked here)."""
+    if name == ENTRY or name.startswith(ENTRY + "/"):
+        suffix = name[len(ENTRY) :]
+        allowed = {"", "/eth0", "/cni0" if topo.cluster.cni == "bridge" else f"/{TUNNEL_NAME}"}
+        if suffix not in allowed:
+            raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
+        return None
+    by_name = {n: ip for ip, n in topo.address_names().items()}
+    by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
+    if name in by_name:
+        return by_name[name]
+    try:
+        return str(ipaddress.IPv4Address(name))
+    except ValueError:
+        tunnel = f", node/{TUNNEL_NAME}" if topo.cluster.cni == "routed-tunnel" else ""
+        raise src.error(
+            path,
+            f"{name!r} is neither an address nor a known name (a pod, node, node/cni0, node/eth0{tunnel}, "
+            f"external host, or {ENTRY}, {ENTRY}/...: the node the connection entered through)",
+        ) from None
+
+
+def _steps(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology) -> tuple[StepSpec, ...]:
+    """The steps before the probe whose `when` this variant matches: a command split into argv for the nodes it
+    names (every node by default), or a Service to delete."""
+    src = variant.source
+    steps = []
+    for k, step in enumerate(probe.before):
+        spath: FieldPath = (*path, "before", k)
+        if not variant.applies(spath, step.when):
+            continue
+        if step.delete is not None:
+            steps.append(StepSpec(delete_service=_deleted_service(src, (*spath, "delete"), step.delete, topo)))
+            continue
+        assert step.run is not None
+        try:
+            argv = tuple(shlex.split(step.run))
+        except ValueError as exc:
+            raise src.error((*spath, "run"), f"cannot split the command line: {exc}") from None
+        if not argv:
+            raise src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
+        nodes = node_names(src, (*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
+        steps.append(StepSpec(argv=argv, nodes=nodes))
+    return tuple(steps)
+
+
+def _deleted_service(src: Source, path: FieldPath, text: str, topo: Topology) -> tuple[str, str]:
+    """(namespace, name) of a `delete: Service/[NAMESPACE/]NAME`, a Service of the workload."""
+    kind, _, rest = text.partition("/")
+    namespace, _, name = rest.rpartition("/")
+    if kind != "Service" or not name:
+        raise src.error(path, f"expected Service/NAME or Service/NAMESPACE/NAME, got {text!r}")
+    wanted = (namespace or "default", name)
+    if wanted not in {(s.namespace, s.name) for s in topo.services}:
+        known = ", ".join(f"{s.namespace}/{s.name}" for s in topo.services)
+        raise src.error(path, f"no Service {'/'.join(wanted)} in the workload; it has {known}")
+    return wanted

@@ -1,0 +1,238 @@
+"""The workload: pods (a Pod, or a Deployment's or ReplicaSet's replicas) placed on nodes and given addresses,
+and Services with their clusterIP, NodePorts, load balancer IPs and endpoints (named ports looked up per pod)."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from lab.describe import k8s
+from lab.describe.resolve.checks import hosts, inside, unique
+from lab.describe.resolve.cluster import honours_ip_mode
+from lab.describe.topology import ClusterSpec, EndpointSpec, NodeSpec, PodSpec, PortSpec, ServicePortSpec, ServiceSpec
+from lab.describe.yamlsrc import FieldPath, Source
+
+NODE_PORT_RANGE = range(30000, 32768)
+
+
+class _PodPlan(NamedTuple):
+    """A pod the workload asks for, placed on its node, before it has an address."""
+
+    path: FieldPath  # its manifest (a Pod, or the Deployment or ReplicaSet it is a replica of)
+    name: str
+    namespace: str
+    node: NodeSpec
+    labels: dict[str, str]
+    spec: k8s.PodSpec
+    ip: str | None = None  # status.podIP
+    ready: bool = True
+
+
+def resolve_pods(
+    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]
+) -> tuple[PodSpec, ...]:
+    wanted = _plans(src, workload, nodes)
+    addresses = _pod_addresses(src, wanted, nodes, cluster)
+    pods = []
+    for w, address in zip(wanted, addresses, strict=True):
+        ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
+        labels = tuple(sorted(w.labels.items()))
+        pods.append(PodSpec(w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready))
+    unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
+    return tuple(pods)
+
+
+def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...]) -> list[_PodPlan]:
+    """Every pod the manifests ask for, on its node: a replica goes to the template's matching nodes in turn."""
+    wanted: list[_PodPlan] = []
+    for i, m in enumerate(workload):
+        path: FieldPath = ("workload", i)
+        if isinstance(m, k8s.Pod):
+            node = _place(src, (*path, "spec"), m.spec, nodes)[0]
+            meta, status = m.metadata, m.status
+            wanted.append(
+                _PodPlan(path, meta.name, meta.namespace, node, meta.labels, m.spec, status.pod_ip, status.ready)
+            )
+        elif isinstance(m, k8s.Deployment):
+            tpl = m.spec.template
+            if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
+                raise src.error((*path, "spec", "selector"), "selector does not match the template's labels")
+            placed = _place(src, (*path, "spec", "template", "spec"), tpl.spec, nodes)
+            for r in range(m.spec.replicas):
+                node = placed[r % len(placed)]
+                name = f"{m.metadata.name}-{r}"
+                wanted.append(_PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec))
+    return wanted
+
+
+def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
+    """The nodes a pod may run on: its nodeName, or every node its nodeSelector matches."""
+    if spec.node_name:
+        match = [n for n in nodes if n.name == spec.node_name]
+        if not match:
+            known = ", ".join(n.name for n in nodes)
+            raise src.error((*path, "nodeName"), f"unknown node {spec.node_name!r}; expected one of {known}")
+        return match
+    match = [n for n in nodes if set(spec.node_selector.items()) <= set(n.labels)]
+    if not match:
+        raise src.error((*path, "nodeSelector"), f"{spec.node_selector} matches no node's labels")
+    return match
+
+
+def _pod_addresses(src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
+    """Each pod's address: its node's with hostNetwork, else status.podIP, else the next free one in its node's
+    podCIDR."""
+    given: dict[str, FieldPath] = {}
+    for w in wanted:
+        if w.ip and not w.spec.host_network:
+            _check_pod_ip(src, (*w.path, "status", "podIP"), w.ip, w.node, given)
+            given[w.ip] = (*w.path, "status", "podIP")
+    # The bridge takes the block's first host address; routed-tunnel's tunnel device takes the network address.
+    skip = 0 if cluster.cni == "routed-tunnel" else 1
+    free = {n.name: (a for a in itertools.islice(hosts(n.pod_cidr), skip, None) if a not in given) for n in nodes}
+    addresses = []
+    for w in wanted:
+        address = w.node.ip if w.spec.host_network else w.ip or next(free[w.node.name], None)
+        if address is None:
+            room = sum(1 for _ in itertools.islice(hosts(w.node.pod_cidr), skip, None))
+            placed = sum(1 for o in wanted if o.node == w.node and not o.spec.host_network)
+            raise src.error(
+                w.path,
+                f"{w.node.name}'s podCIDR {w.node.pod_cidr} has room for {room} pods, and {placed} are placed "
+                f"there; no address is left for {w.name} (give {w.node.name} a larger podCIDR)",
+            )
+        addresses.append(address)
+    return addresses
+
+
+def _check_pod_ip(src: Source, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
+    net = ipaddress.IPv4Network(node.pod_cidr)
+    if not inside(ip, node.pod_cidr):
+        raise src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
+    if ip in given:
+        raise src.error(path, f"{ip} is already a pod's podIP at line {src.line_of(given[ip])}")
+    if ip in (str(net.network_address), str(net.broadcast_address), node.bridge_ip, node.tunnel_ip):
+        raise src.error(
+            path, f"{ip} is reserved in {node.pod_cidr}: network, broadcast or {node.name}'s own (cni0, tunnel)"
+        )
+
+
+def resolve_services(
+    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, pods: tuple[PodSpec, ...]
+) -> tuple[ServiceSpec, ...]:
+    """Every Service; what a manifest leaves out is allocated as the API server would, from what none takes."""
+    manifests = [(i, m) for i, m in enumerate(workload) if isinstance(m, k8s.Service)]
+    taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
+    free_ips = (ip for ip in itertools.islice(hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
+    taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
+    taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
+    free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
+    services = [_service(src, ("workload", i, "spec"), m, cluster, pods, free_ips, free_ports) for i, m in manifests]
+    unique(
+        src,
+        "Service",
+        [(("workload", i, "metadata", "name"), f"{m.metadata.namespace}/{m.metadata.name}") for i, m in manifests],
+    )
+    unique(
+        src,
+        "clusterIP",
+        [(("workload", i, "spec", "clusterIP"), s.cluster_ip) for (i, _), s in zip(manifests, services, strict=True)],
+    )
+    return tuple(services)
+
+
+def _service(
+    src: Source,
+    path: FieldPath,
+    m: k8s.Service,
+    cluster: ClusterSpec,
+    pods: tuple[PodSpec, ...],
+    free_ips: Iterator[str],
+    free_ports: Iterator[int],
+) -> ServiceSpec:
+    spec = m.spec
+    cluster_ip = spec.cluster_ip or next(free_ips)
+    if not inside(cluster_ip, cluster.service_cidr):
+        raise src.error((*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}")
+    selected = [
+        p
+        for p in pods
+        if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
+    ]
+    if not selected:
+        raise src.error(
+            (*path, "selector"), f"{spec.selector or '{}'} selects no pod in namespace {m.metadata.namespace!r}"
+        )
+    external = spec.type != "ClusterIP"
+    ports = []
+    for j, p in enumerate(spec.ports):
+        _check_node_port(src, (*path, "ports", j, "nodePort"), p.node_port)
+        node_port = (p.node_port or next(free_ports)) if external else 0
+        eps = _endpoints(src, (*path, "ports", j), p, selected)
+        ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
+    ingress, lb_ips = _load_balancer_ips(src, path, m, cluster)
+    _check_node_port(src, (*path, "healthCheckNodePort"), spec.health_check_node_port)
+    local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
+    return ServiceSpec(
+        name=m.metadata.name,
+        namespace=m.metadata.namespace,
+        type=spec.type,
+        cluster_ip=cluster_ip,
+        ports=tuple(ports),
+        external_ips=tuple(spec.external_ips),
+        load_balancer_ips=tuple(lb_ips),
+        load_balancer_source_ranges=tuple(spec.load_balancer_source_ranges),
+        external_policy=spec.external_traffic_policy,
+        internal_policy=spec.internal_traffic_policy,
+        health_check_node_port=(spec.health_check_node_port or next(free_ports)) if local_lb else 0,
+        affinity_timeout=spec.session_affinity_config.client_ip.timeout_seconds
+        if spec.session_affinity == "ClientIP"
+        else 0,
+        ingress_ips=tuple(ingress),
+    )
+
+
+def _load_balancer_ips(
+    src: Source, path: FieldPath, m: k8s.Service, cluster: ClusterSpec
+) -> tuple[list[str], list[str]]:
+    """Every address a load balancer serves for the Service (status.loadBalancer.ingress, or loadBalancerIP),
+    and those of them kube-proxy programs; no external address may be inside the cluster's own networks."""
+    spec = m.spec
+    ingress = [ing.ip for ing in m.status.load_balancer.ingress]
+    honoured = honours_ip_mode(cluster)
+    lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honoured]
+    if spec.load_balancer_ip and not ingress:
+        lb_ips = ingress = [spec.load_balancer_ip]
+    if ingress and spec.type != "LoadBalancer":
+        raise src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
+    for k, ip in enumerate(spec.external_ips + ingress):
+        if inside(ip, cluster.service_cidr) or inside(ip, cluster.cluster_cidr):
+            raise src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
+    return ingress, lb_ips
+
+
+def _check_node_port(src: Source, path: FieldPath, port: int | None) -> None:
+    if port is not None and port not in NODE_PORT_RANGE:
+        first, last = NODE_PORT_RANGE.start, NODE_PORT_RANGE.stop - 1
+        raise src.error(path, f"expected a port in {first}-{last} (kube-apiserver's --service-node-port-range)")
+
+
+def _endpoints(
+    src: Source, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec]
+) -> tuple[EndpointSpec, ...]:
+    """The selected pods that serve the port: every one for a numeric targetPort, those with a container port of
+    that name and protocol for a named one."""
+    target = port.target_port if port.target_port is not None else port.port
+    eps = []
+    for pod in pods:
+        if isinstance(target, int):
+            number: int | None = target
+        else:
+            number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
+        if number is not None:
+            eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready))
+    if isinstance(target, str) and not eps:
+        raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
+    return tuple(eps)

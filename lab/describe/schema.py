@@ -1,0 +1,226 @@
+"""The scenario file's schema: what a user may write, checked field by field."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lab.describe.ipv4 import address as _address
+from lab.describe.ipv4 import network as _network
+from lab.describe.k8s import Manifest, Port
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
+# What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
+# a RST once established, another ICMP error (net/host unreachable, time exceeded...), or nothing.
+Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Cluster(Strict):
+    proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
+    kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
+    iptables_backend: Literal["nft", "legacy"] = Field("nft", alias="iptablesBackend")
+    cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
+    kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
+    service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
+    cni: Literal["bridge", "routed-tunnel"] = "bridge"
+    tunnel: Literal["auto", "ipip", "vxlan"] = "auto"
+    ipvs_bind_load_balancer_ips: bool = Field(True, alias="ipvsBindLoadBalancerIPs")
+    hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
+    underlay: str = "192.168.56.0/24"
+    br_netfilter: bool = Field(True, alias="brNetfilter")
+
+    _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
+
+    @field_validator("kube_version", mode="before")
+    @classmethod
+    def _version_as_text(cls, value: Any) -> Any:
+        # YAML reads 1.30 as the float 1.3; insist on quoting rather than guess.
+        if isinstance(value, float):
+            raise ValueError(f'write the version as a quoted string, e.g. "{value}" (YAML reads {value!r})')
+        return value
+
+
+class Node(Strict):
+    name: Name
+    ip: str
+    pod_cidr: str = Field(alias="podCIDR")
+    labels: dict[str, str] = {}
+
+    _ip = field_validator("ip")(_address)
+    _cidr = field_validator("pod_cidr")(_network)
+
+
+class Route(Strict):
+    to: str
+    via: list[str] = Field(min_length=1)
+
+    _to = field_validator("to")(_network)
+
+
+class ExternalHost(Strict):
+    name: Name
+    ip: str
+    network: str | None = None  # a router's own LAN: it takes the first address, `behind` hosts live there
+    routes: list[Route] = []
+    masquerade: bool = False
+    behind: str | None = None
+
+    _ip = field_validator("ip")(_address)
+
+    @field_validator("network")
+    @classmethod
+    def _lan(cls, value: str | None) -> str | None:
+        return _network(value) if value is not None else None
+
+
+class LoadBalancer(Strict):
+    name: Name = "lb"
+    services: list[str] | None = None  # "name" or "namespace/name"; None: every LoadBalancer Service left over
+    address: str | None = None
+    source: Literal["preserve", "snat"] = "preserve"
+    forward: Literal["nodePort", "vip"] = "nodePort"
+    nodes: list[str] | None = None
+    health_check: bool = Field(True, alias="healthCheck")
+    avoid_source_backend: bool = Field(False, alias="avoidSourceBackend")
+
+    @field_validator("address")
+    @classmethod
+    def _own(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
+
+
+class EgressGateway(Strict):
+    destinations: list[str] = Field(min_length=1)
+    address: str | None = None
+    node_addresses: dict[str, str] = Field({}, alias="nodeAddresses")
+
+    @field_validator("destinations")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [_network(v) for v in value]
+
+    @field_validator("address")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
+
+
+class IpMasqAgent(Strict):
+    non_masquerade_cidrs: list[str] = Field(alias="nonMasqueradeCIDRs")
+    nodes: list[str] | None = None
+
+    @field_validator("non_masquerade_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [_network(v) for v in value]
+
+
+class Target(Strict):
+    """Where a probe goes: a Service (by name and port, through one of its frontends) or an address."""
+
+    service: str | None = None
+    namespace: str = "default"
+    port: Port | str
+    via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] = "clusterIP"
+    node: str | None = None
+    address: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Target:
+        kinds = [k for k in ("service", "address") if getattr(self, k)]
+        if self.node and not self.service:
+            kinds.append("node")
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of `service`, `address` or `node` (a node's own IP)")
+        if self.via == "nodePort" and self.service and not self.node:
+            raise ValueError("`via: nodePort` needs `node`: which node's address to send to")
+        if not self.service and not isinstance(self.port, int):
+            raise ValueError("a literal address needs a numeric `port`")
+        if self.address:
+            _address(self.address)
+        return self
+
+
+class SourceByPlacement(Strict):
+    """The source a backend sees, depending on whether it runs on the node the connection entered through."""
+
+    local: str
+    remote: str
+
+
+class Conditional(Strict):
+    """Applies to the variants whose matrix values match `when` (every variant when empty)."""
+
+    when: dict[str, str | bool] = {}
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _when_as_text(cls, value: Any) -> Any:
+        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+class Expectation(Conditional):
+    outcome: Outcome = "delivered"
+    backend: str | list[str] | None = None
+    node: str | None = None
+    source: str | SourceByPlacement | None = None
+    entries: list[str] = []
+
+
+class Step(Conditional):
+    """Something done to the cluster before a probe: a command on nodes, or an API change kube-proxy syncs."""
+
+    run: str | None = None  # a command line, run in each node's network namespace
+    nodes: list[str] = []  # with run: where (default: every node)
+    delete: str | None = None  # "Service/NAME" or "Service/NAMESPACE/NAME": kube-proxy resyncs every node
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Step:
+        if (self.run is None) == (self.delete is None):
+            raise ValueError("a step is either `run: COMMAND` (with `nodes: [...]`) or `delete: Service/NAME`")
+        if self.nodes and self.run is None:
+            raise ValueError("`nodes` goes with `run`")
+        return self
+
+
+class Probe(Strict):
+    name: str
+    source: str = Field(alias="from")
+    to: Target
+    protocol: Literal["TCP", "UDP"] | None = None
+    expect: Expectation | list[Expectation]
+    why: str = ""
+    attempts: int = Field(1, ge=1, le=64)
+    before: list[Step] = []
+
+
+MatrixValue = str | bool
+
+
+class ScenarioFile(Strict):
+    name: Name
+    description: str = ""
+    cluster: Cluster = Cluster()
+    nodes: list[Node] = Field(min_length=1)
+    external_hosts: list[ExternalHost] = Field([], alias="externalHosts")
+    load_balancers: list[LoadBalancer] = Field([], alias="loadBalancers")
+    egress_gateway: EgressGateway | None = Field(None, alias="egressGateway")
+    ip_masq_agent: IpMasqAgent | None = Field(None, alias="ipMasqAgent")
+    workload: list[Manifest] = []
+    probes: list[Probe] = Field(min_length=1)
+    matrix: dict[str, list[MatrixValue]] = {}
+
+    @field_validator("matrix", mode="before")
+    @classmethod
+    def _matrix_as_text(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            k: [v if isinstance(v, bool) else str(v) for v in vs] if isinstance(vs, list) else vs
+            for k, vs in value.items()
+        }

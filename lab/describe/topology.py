@@ -1,0 +1,289 @@
+"""The resolved model of one scenario variant: every name bound to an address.
+
+Everything the later stages need is here and already checked; no stage after
+`describe` reads the scenario file again.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal
+
+from lab.describe.schema import Outcome
+
+Axis = str | bool
+
+
+def axis_text(value: Axis) -> str:
+    """A matrix value as the scenario file spells it (YAML booleans are lower case)."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+TUNNEL_NAME = "tunl0"  # how reports name a node's tunnel address (node1/tunl0), whatever device carries it
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    ip: str
+    pod_cidr: str
+    bridge_ip: str  # cni0's address: the pods' gateway ("" with cni routed-tunnel: no bridge)
+    labels: tuple[tuple[str, str], ...] = ()
+    tunnel_ip: str = ""  # cni routed-tunnel: the tunnel device's own address, from the pod block
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The node's own interface addresses (kube-proxy's ipvs NodePorts listen on each)."""
+        return tuple(a for a in (self.ip, self.bridge_ip, self.tunnel_ip) if a)
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    port: int
+    protocol: Literal["TCP", "UDP"]
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    name: str
+    namespace: str
+    node: str
+    ip: str
+    labels: tuple[tuple[str, str], ...]
+    ports: tuple[PortSpec, ...]
+    host_network: bool = False
+    ready: bool = True
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    to: str  # a CIDR
+    via: tuple[str, ...]  # next hops (addresses on the underlay); more than one is a multipath (ECMP) route
+
+
+@dataclass(frozen=True)
+class ExternalSpec:
+    name: str
+    ip: str
+    network: str = ""  # a router's own LAN (hosts `behind` it live there)
+    lan_ip: str = ""  # the router's address in `network`: its LAN hosts' gateway
+    routes: tuple[RouteSpec, ...] = ()
+    masquerade: bool = False  # a router that SNATs what it forwards from its LAN to its underlay address
+    behind: str = ""  # the router this host sits behind ("" = on the underlay)
+
+    @property
+    def is_router(self) -> bool:
+        return bool(self.network or self.routes)
+
+
+@dataclass(frozen=True)
+class FrontendSpec:
+    """One VIP:port a load balancer listens on, and the NodePort (and health check) behind it."""
+
+    service: str  # namespace/name
+    vip: str
+    port: int
+    protocol: Literal["TCP", "UDP"]
+    node_port: int
+    health_check_node_port: int  # Local: kube-proxy's per-Service health check; 0: kube-proxy's healthz (10256)
+    behind_egress: bool = False  # the VIP is reached through the egress gateway: sources are public addresses
+
+
+@dataclass(frozen=True)
+class LoadBalancerSpec:
+    """An external L4 load balancer, in the fabric (the underlay's router), as a cloud provides one."""
+
+    name: str
+    address: str  # its own address: the source of its health checks, and of traffic with source=snat
+    source: Literal["preserve", "snat"]
+    forward: Literal["nodePort", "vip"]  # DNAT to a node's NodePort, or route the VIP unchanged to a node
+    pool: tuple[str, ...]  # backend nodes, in order of preference
+    health_check: bool
+    avoid_source_backend: bool  # never pick a backend whose address is the packet's source
+    frontends: tuple[FrontendSpec, ...]
+
+
+@dataclass(frozen=True)
+class EgressSpec:
+    """An egress gateway in the fabric: traffic from the cluster to `destinations` leaves with a public address."""
+
+    destinations: tuple[str, ...]
+    address: str  # for every node without its own ("" = none)
+    node_addresses: tuple[tuple[str, str], ...] = ()  # (node, its public address): an elastic IP per node
+
+    def address_of(self, node: str) -> str:
+        return dict(self.node_addresses).get(node, self.address)
+
+
+@dataclass(frozen=True)
+class MasqAgentSpec:
+    """ip-masq-agent: nat IP-MASQ-AGENT on these nodes, RETURN for non-masquerade CIDRs, MASQUERADE the rest."""
+
+    non_masquerade_cidrs: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    pod: str
+    node: str
+    ip: str
+    port: int
+    ready: bool
+
+
+@dataclass(frozen=True)
+class ServicePortSpec:
+    name: str
+    port: int
+    protocol: Literal["TCP", "UDP"]
+    node_port: int
+    endpoints: tuple[EndpointSpec, ...]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    namespace: str
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"]
+    cluster_ip: str
+    ports: tuple[ServicePortSpec, ...]
+    external_ips: tuple[str, ...] = ()
+    load_balancer_ips: tuple[str, ...] = ()
+    load_balancer_source_ranges: tuple[str, ...] = ()
+    external_policy: Literal["Cluster", "Local"] = "Cluster"
+    internal_policy: Literal["Cluster", "Local"] = "Cluster"
+    health_check_node_port: int = 0
+    affinity_timeout: int = 0
+    ingress_ips: tuple[str, ...] = ()  # every status.loadBalancer.ingress IP (also ipMode Proxy): what the LB serves
+
+    def port(self, ref: int | str) -> ServicePortSpec | None:
+        return next((p for p in self.ports if ref in (p.port, p.name)), None)
+
+
+ENTRY = "entry"  # in an expectation: the node the connection entered the cluster through
+
+
+@dataclass(frozen=True)
+class Expected:
+    outcome: Outcome
+    backends: tuple[str, ...] = ()  # any of these pods may answer
+    node: str | None = None  # a node, or "entry"
+    source: str | None = None  # the name the user wrote ("node2", "node1/cni0", "client", or an IP)
+    source_ip: str | None = None  # None when the source is relative to the entry node
+    # Relative to the entry node, resolved per attempt: the source when the backend runs on the entry
+    # node, and when it runs elsewhere ("entry", "entry/tunl0", or any absolute name).
+    source_local: str | None = None
+    source_remote: str | None = None
+    entries: tuple[str, ...] = ()  # nodes that must each be entered by at least one attempt
+
+    @property
+    def relative(self) -> bool:
+        names = (self.node, self.source, self.source_local, self.source_remote)
+        return bool(self.entries) or any(n and (n == ENTRY or n.startswith(ENTRY + "/")) for n in names)
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """Done to the running cluster before a probe: `argv` on `nodes`, or deleting a Service (kube-proxy's
+    next sync on every node sees it gone)."""
+
+    argv: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    delete_service: tuple[str, str] | None = None  # (namespace, name)
+
+    def __str__(self) -> str:
+        if self.delete_service:
+            return f"delete Service {'/'.join(self.delete_service)} (kube-proxy resyncs every node)"
+        return f"on {', '.join(self.nodes)}: {shlex.join(self.argv)}"
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    source: str  # an actor: pod, node or external host
+    target: str  # human description, e.g. "svc web:80 via nodePort on node2"
+    dst_ip: str
+    dst_port: int
+    protocol: Literal["TCP", "UDP"]
+    expected: Expected
+    why: str = ""
+    attempts: int = 1  # connections to send (each from a new source port); every one is judged
+    before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    proxy_mode: str
+    kube_version: str
+    iptables_backend: Literal["nft", "legacy"]
+    cluster_cidr: str
+    kube_proxy_cluster_cidr: bool
+    service_cidr: str
+    hairpin_mode: str
+    underlay: str
+    gateway_ip: str
+    br_netfilter: bool
+    cni: Literal["bridge", "routed-tunnel"] = "bridge"
+    tunnel: Literal["auto", "ipip", "vxlan"] = "auto"  # routed-tunnel's device: auto = ipip if the kernel has it
+    ipvs_bind_lb_ips: bool = True  # False: kube-proxy (ipvs) leaves LB IPs off kube-ipvs0 (TKE's patch)
+
+
+@dataclass(frozen=True)
+class Topology:
+    scenario: str
+    file: str
+    variant: tuple[tuple[str, Axis], ...]
+    cluster: ClusterSpec
+    nodes: tuple[NodeSpec, ...]
+    pods: tuple[PodSpec, ...]
+    externals: tuple[ExternalSpec, ...]
+    services: tuple[ServiceSpec, ...]
+    probes: tuple[ProbeSpec, ...]
+    description: str = ""
+    lb_routes: tuple[tuple[str, str], ...] = field(default=())  # (VIP, node IP) the gateway forwards to
+    load_balancers: tuple[LoadBalancerSpec, ...] = ()
+    egress: EgressSpec | None = None
+    masq_agent: MasqAgentSpec | None = None
+
+    @property
+    def has_actors(self) -> bool:
+        """Whether the fabric runs more than a plain gateway (load balancers, egress gateway, routers)."""
+        return bool(self.load_balancers or self.egress or any(e.is_router for e in self.externals))
+
+    def node(self, name: str) -> NodeSpec:
+        return next(n for n in self.nodes if n.name == name)
+
+    def pods_on(self, node: str) -> tuple[PodSpec, ...]:
+        return tuple(p for p in self.pods if p.node == node)
+
+    def address_names(self) -> dict[str, str]:
+        """Address → the name a user would call it by, to report what a backend saw."""
+        names: dict[str, str] = {self.cluster.gateway_ip: "gateway"}
+        for node in self.nodes:
+            names[node.ip] = node.name
+            if node.bridge_ip:
+                names[node.bridge_ip] = f"{node.name}/cni0"
+            if node.tunnel_ip:
+                names[node.tunnel_ip] = f"{node.name}/{TUNNEL_NAME}"
+        for ext in self.externals:
+            names[ext.ip] = ext.name
+            if ext.lan_ip:
+                names[ext.lan_ip] = f"{ext.name}/lan"
+        for lb in self.load_balancers:
+            names.setdefault(lb.address, lb.name)
+        if self.egress:
+            if self.egress.address:
+                names.setdefault(self.egress.address, "egress")
+            for node, address in self.egress.node_addresses:
+                names.setdefault(address, f"{node}/public")
+        for pod in self.pods:
+            if not pod.host_network:
+                names[pod.ip] = pod.name
+        return names
+
+    @property
+    def variant_label(self) -> str:
+        return ", ".join(f"{k}={axis_text(v)}" for k, v in self.variant) or "default"

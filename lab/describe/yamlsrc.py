@@ -1,0 +1,202 @@
+"""YAML loading that remembers the line of every value, so errors can point at it.
+
+Only plain YAML is read: strings, numbers, booleans, null, lists and mappings. Anything else a YAML library
+might build (tags such as `!!python/object`, `!!set`, merge keys `<<`) is refused with the line, as are
+files that are no UTF-8 text, duplicate keys, and documents nested or expanded (through aliases) past the
+bounds below, which no scenario comes near.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.describe.errors import ScenarioError
+
+FieldPath = tuple[str | int, ...]
+
+MAX_BYTES = 4 * 2**20  # a scenario is a few kB; real manifests pasted into one, a few hundred kB at most
+MAX_DEPTH = 64  # Kubernetes objects nest about 20 deep (managedFields' fieldsV1 the deepest)
+MAX_VALUES = 100_000  # every value counted as often as aliases repeat it: an alias bomb stops here
+
+_CORE = "tag:yaml.org,2002:"
+_STR, _MAP, _SEQ, _MERGE, _TIMESTAMP = (_CORE + t for t in ("str", "map", "seq", "merge", "timestamp"))
+_SCALARS = {_STR, _TIMESTAMP} | {_CORE + t for t in ("int", "float", "bool", "null")}
+
+
+def format_path(path: FieldPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed YAML document plus the line (1-based) where each field path starts."""
+
+    file: str
+    data: Any
+    lines: dict[FieldPath, int]
+
+    def line_of(self, path: FieldPath) -> int | None:
+        """Line of the deepest known prefix of path (a missing field points at its parent)."""
+        for end in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+    def error(self, path: FieldPath, message: str) -> ScenarioError:
+        return ScenarioError(self.file, self.line_of(path), format_path(path), message)
+
+
+def _tag_name(tag: str) -> str:
+    return "!!" + tag.removeprefix(_CORE) if tag.startswith(_CORE) else tag
+
+
+class _Composer(yaml.SafeLoader):
+    """PyYAML's node tree, bounded: composing recurses per nesting level, and an alias inside the value
+    it names would make the tree a cycle."""
+
+    def __init__(self, text: str, file: str) -> None:
+        super().__init__(text)
+        self.file = file
+        self.open_anchors: list[str | None] = []  # one entry per node being composed, outermost first
+        self.composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self.open_anchors:
+                raise ScenarioError(
+                    self.file, line, "", f"alias *{event.anchor} is inside the value it names (a recursive alias)"
+                )
+            return super().compose_node(parent, index)
+        if len(self.open_anchors) >= MAX_DEPTH:
+            raise ScenarioError(self.file, line, "", f"nested deeper than {MAX_DEPTH} levels")
+        self.composed += 1
+        if self.composed > MAX_VALUES:
+            raise ScenarioError(self.file, line, "", f"more than {MAX_VALUES} values")
+        self.open_anchors.append(event.anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.open_anchors.pop()
+
+
+class _Builder:
+    """Python values from the node tree, each value's line noted; aliases are expanded, so counted again."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.lines: dict[FieldPath, int] = {}
+        self.built = 0
+        self.scalars = yaml.SafeLoader("")  # resolves and constructs single scalars
+
+    def error(self, node: yaml.Node, path: FieldPath, message: str) -> ScenarioError:
+        return ScenarioError(self.file, node.start_mark.line + 1, format_path(path), message)
+
+    def too_large(self, path: FieldPath, message: str) -> ScenarioError:
+        # Named by the top-level field: an aliased node's own line is where its anchor was, not where it grew.
+        return ScenarioError(self.file, self.lines[path[:1]], format_path(path[:1]), message)
+
+    def build(self, node: yaml.Node, path: FieldPath) -> Any:
+        self.lines[path] = node.start_mark.line + 1
+        if len(path) > MAX_DEPTH:
+            raise self.too_large(path, f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
+        self.built += 1
+        if self.built > MAX_VALUES:
+            raise self.too_large(path, f"expands to more than {MAX_VALUES} values (aliases repeat what they name)")
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            self.check_tag(node, path, {_SEQ})
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self.scalar(node, path)
+
+    def check_tag(self, node: yaml.Node, path: FieldPath, allowed: set[str]) -> None:
+        if node.tag == _MERGE:
+            raise self.error(node, path, "merge keys (<<) are not supported: write the fields out")
+        if node.tag not in allowed:
+            raise self.error(node, path, f"the tag {_tag_name(node.tag)} is not supported: write plain YAML values")
+
+    def mapping(self, node: yaml.MappingNode, path: FieldPath) -> dict[str, Any]:
+        self.check_tag(node, path, {_MAP})
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.error(key_node, path, "a key must be a plain value, not a list or a mapping")
+            key = self.scalar(key_node, path)
+            if not isinstance(key, str | int | float | bool):
+                raise self.error(key_node, path, f"a key must be a name, not {key!r}")
+            key = str(key)
+            key_path = (*path, key)
+            if key in result:
+                first = self.lines[key_path]
+                raise self.error(key_node, key_path, f"duplicate key {key!r} (first at line {first})")
+            result[key] = self.build(value_node, key_path)
+            self.lines[key_path] = key_node.start_mark.line + 1
+        return result
+
+    def scalar(self, node: yaml.ScalarNode, path: FieldPath) -> Any:
+        self.check_tag(node, path, _SCALARS)
+        # An explicit tag must agree with the text: `!!int "abc"` or `!!null "x"` would otherwise fail late
+        # or quietly become something else.
+        if node.tag != _STR and self.scalars.resolve(yaml.ScalarNode, node.value, (True, False)) != node.tag:
+            raise self.error(node, path, f"{node.value!r} is not a valid {_tag_name(node.tag)}")
+        if node.tag == _TIMESTAMP:
+            return node.value  # as written: no field reads a date, and YAML 1.1 dates such as 2024-13-01 fail
+        try:
+            return self.scalars.construct_object(node)
+        except ValueError as exc:  # e.g. an integer with more digits than Python converts
+            raise self.error(node, path, f"cannot read {node.value[:40]!r}: {exc}") from None
+
+
+def _read(name: str, path: Path | str) -> str:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError(name, None, "", f"cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_BYTES:
+        raise ScenarioError(name, None, "", f"more than {MAX_BYTES} bytes: not a scenario file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ScenarioError(
+            name, line, "", f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); is it a YAML file?"
+        ) from None
+
+
+def _compose(name: str, text: str) -> yaml.Node | None:
+    loader = None
+    try:
+        loader = _Composer(text, name)  # checks every character first
+        return loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = ", ".join(filter(None, (exc.context, exc.problem)))  # "while parsing a flow sequence, expected ..."
+        raise ScenarioError(name, mark.line + 1 if mark else None, "", f"not valid YAML: {what}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        what = "a NUL byte (a binary file?)" if exc.character == 0 else f"the character U+{exc.character:04X}"
+        raise ScenarioError(name, line, "", f"not valid YAML: {what} cannot appear in YAML") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_yaml(path: Path | str) -> Source:
+    name = str(path)
+    root = _compose(name, _read(name, path))
+    if root is None:
+        raise ScenarioError(name, None, "", "the file is empty")
+    builder = _Builder(name)
+    data = builder.build(root, ())
+    return Source(name, data, builder.lines)

@@ -1,0 +1,111 @@
+"""Echo servers: every backend answers with who it is and the peer address it saw.
+
+All listeners of a run live in this process: each socket is made inside its namespace
+(see lab.realize.enter) and one selector thread serves them all, so starting a backend
+costs a socket, not a process.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+from lab.install.loop import SocketLoop
+from lab.realize.enter import in_netns
+
+IP_PKTINFO = 8  # linux/in.h; Python's socket module does not export it
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One connection or datagram a backend received."""
+
+    backend: str
+    node: str
+    protocol: str
+    local: str
+    peer_ip: str
+    peer_port: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Listener:
+    backend: str
+    node: str
+    netns: str
+    port: int
+    protocol: str  # TCP | UDP
+    # Answer from addresses the namespace does not own (a sink that accepts every destination).
+    transparent: bool = False
+
+
+class EchoServers(SocketLoop):
+    def __init__(self) -> None:
+        super().__init__("echo")
+        self.arrivals: list[Arrival] = []
+
+    def listen(self, listener: Listener) -> None:
+        kind = socket.SOCK_STREAM if listener.protocol == "TCP" else socket.SOCK_DGRAM
+
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, kind)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if listener.transparent:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TRANSPARENT, 1)
+            sock.bind(("0.0.0.0", listener.port))
+            if kind == socket.SOCK_STREAM:
+                sock.listen(64)
+            else:
+                # The datagram's own destination: a wildcard socket cannot tell it otherwise, and the
+                # answer must leave from it so conntrack can reverse the client's NAT.
+                sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+            return sock
+
+        self.register(in_netns(listener.netns, make), listener)
+
+    def arrivals_since(self, mark: int) -> list[Arrival]:
+        with self._lock:
+            return self.arrivals[mark:]
+
+    def mark(self) -> int:
+        with self._lock:
+            return len(self.arrivals)
+
+    def _record(self, listener: Listener, local: tuple[str, int], peer: tuple[str, int]) -> bytes:
+        arrival = Arrival(
+            listener.backend, listener.node, listener.protocol, f"{local[0]}:{local[1]}", peer[0], peer[1], time.time()
+        )
+        with self._lock:
+            self.arrivals.append(arrival)
+        reply = {
+            "backend": arrival.backend,
+            "node": arrival.node,
+            "peer": f"{peer[0]}:{peer[1]}",
+            "local": arrival.local,
+        }
+        return json.dumps(reply).encode() + b"\n"
+
+    def _answer_datagram(self, listener: Listener, sock: socket.socket) -> None:
+        _, ancillary, _, peer = sock.recvmsg(2048, 64)
+        info = next((d for level, kind, d in ancillary if level == socket.IPPROTO_IP and kind == IP_PKTINFO), None)
+        local = (socket.inet_ntoa(info[8:12]) if info else "0.0.0.0", sock.getsockname()[1])
+        reply = self._record(listener, local, peer)
+        control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
+        sock.sendmsg([reply], control, 0, peer)
+
+    def handle(self, sock: socket.socket, listener: Listener) -> None:
+        try:
+            if listener.protocol == "TCP":
+                conn, peer = sock.accept()
+                with conn:
+                    conn.settimeout(1)
+                    conn.sendall(self._record(listener, conn.getsockname(), peer))
+            else:
+                self._answer_datagram(listener, sock)
+        except OSError:
+            # A client that gave up (reset, unreachable reply path) must not stop the other backends.
+            return

@@ -1,0 +1,132 @@
+"""kube-proxy's health check servers, per node, and the HTTP check a load balancer runs against them.
+
+kube-proxy answers every Service with externalTrafficPolicy Local on its healthCheckNodePort (any path):
+200 when the node has local endpoints, else 503, with a JSON body naming the Service and the count
+(kubernetes/kubernetes pkg/proxy/healthcheck/service_health.go), and its own
+/healthz on 10256. Like the echo backends, every listener here is a socket made inside the node's
+namespace and served by one thread.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import socket
+import time
+from dataclasses import dataclass
+
+from lab.install.loop import SocketLoop
+from lab.realize.enter import in_netns
+
+HEALTHZ_PORT = 10256  # kube-proxy --healthz-bind-address default
+
+
+@dataclass(frozen=True)
+class HealthListener:
+    node: str
+    netns: str
+    port: int
+    service: str = ""  # namespace/name; "" for kube-proxy's own /healthz
+    local_endpoints: int = 0
+    minor: int = 31  # kube-proxy's minor version: the body and headers changed over time
+
+
+def service_body(namespace: str, name: str, count: int, minor: int) -> str:
+    """The body exactly as kube-proxy prints it: dedented, tab-indented JSON, no trailing newline."""
+    fields = [f'\t"localEndpoints": {count}']
+    if minor >= 27:
+        fields = [f'\t"localEndpoints": {count},', '\t"serviceProxyHealthy": true']
+    service = f'\t"service": {{\n\t\t"namespace": {json.dumps(namespace)},\n\t\t"name": {json.dumps(name)}\n\t}},'
+    return "{\n" + service + "\n" + "\n".join(fields) + "\n}"
+
+
+def response(listener: HealthListener, now: float | None = None) -> bytes:
+    """The whole HTTP answer for one request."""
+    date = email.utils.formatdate(now, usegmt=True)
+    headers = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
+    if listener.service:
+        namespace, _, name = listener.service.partition("/")
+        body = service_body(namespace, name, listener.local_endpoints, listener.minor)
+        status = "200 OK" if listener.local_endpoints > 0 else "503 Service Unavailable"
+        if listener.minor >= 28:
+            headers.append(("X-Load-Balancing-Endpoint-Weight", str(listener.local_endpoints)))
+    else:
+        # Go's time.Time.String(), as kube-proxy's healthz handler prints it with %q.
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(now))
+        body = f'{{"lastUpdated": "{stamp}","currentTime": "{stamp}"}}'
+        status = "200 OK"
+    headers += [("Date", date), ("Content-Length", str(len(body.encode())))]
+    head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "Connection: close\r\n\r\n"
+    return head.encode() + body.encode()
+
+
+class HealthServers(SocketLoop):
+    def __init__(self) -> None:
+        super().__init__("health")
+
+    def listen(self, listener: HealthListener) -> None:
+        def make() -> socket.socket:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("0.0.0.0", listener.port))
+            sock.listen(16)
+            return sock
+
+        self.register(in_netns(listener.netns, make), listener)
+
+    def handle(self, sock: socket.socket, listener: HealthListener) -> None:
+        try:
+            conn, _ = sock.accept()
+            with conn:
+                conn.settimeout(1)
+                request = b""
+                while b"\r\n\r\n" not in request and len(request) < 8192:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    request += chunk
+                conn.sendall(response(listener))
+        except OSError:
+            return
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    node: str
+    url: str
+    status: int  # 0: no answer
+    body: str = ""
+    error: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == 200
+
+
+def http_check(netns: str, source: str, node: str, address: str, port: int, path: str, timeout: float) -> CheckResult:
+    """GET http://address:port/path from `source` inside netns, as a load balancer's health check does."""
+    url = f"http://{address}:{port}{path}"
+
+    def get() -> CheckResult:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            try:
+                sock.bind((source, 0))
+                sock.connect((address, port))
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {address}:{port}\r\nUser-Agent: lab-lb\r\n\r\n".encode())
+                data = b""
+                while True:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError as exc:
+                return CheckResult(node, url, 0, error=str(exc) or type(exc).__name__)
+        head, _, body = data.partition(b"\r\n\r\n")
+        try:
+            status = int(head.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            return CheckResult(node, url, 0, error=f"not HTTP: {data[:40]!r}")
+        return CheckResult(node, url, status, body.decode(errors="replace"))
+
+    return in_netns(netns, get)

@@ -1,0 +1,103 @@
+"""install: feed rendered rules to the real tools inside a namespace, and run commands there.
+
+Every command runs through `ip netns exec <ns>`: the tools never see the host's namespace.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+
+from plumbum import ProcessExecutionError, local
+
+from lab.realize.runs import PREFIX_RE
+
+PACKAGES = {"ip": "iproute2", "ipset": "ipset", "nft": "nftables", "ipvsadm": "ipvsadm", "conntrack": "conntrack"}
+
+
+class InstallError(RuntimeError):
+    pass
+
+
+def require(tool: str) -> str:
+    """The tool's path, or an error saying which Debian package brings it."""
+    path = shutil.which(tool)
+    if path is None:
+        package = PACKAGES.get(tool, "iptables" if tool.startswith("iptables") else tool)
+        raise InstallError(f"{tool} is not installed: apt-get install {package} (scripts/setup installs it)")
+    return path
+
+
+def _in_netns(netns: str, *argv: str) -> object:
+    if not PREFIX_RE.match(netns):
+        raise InstallError(f"refusing to run {argv[0]} outside a lab namespace (got {netns!r})")
+    return local[require("ip")]["netns", "exec", netns, require(argv[0]), *argv[1:]]
+
+
+def _tool(kind: str, backend: str) -> str:
+    return f"iptables-{backend}-{kind}" if kind != "iptables" else f"iptables-{backend}"
+
+
+def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
+    """Run a restore tool on text; on rejection, quote the line the tool names."""
+    try:
+        (_in_netns(netns, *argv) << text)()  # type: ignore[operator]
+    except ProcessExecutionError as exc:
+        raise InstallError(_explain_restore_error(argv[0], exc.stderr, text, what)) from None
+
+
+def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
+    _feed(netns, [_tool("restore", backend)], text, "rules")
+
+
+def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:
+    _feed(netns, ["nft", "-f", "-"], text, what)
+
+
+def restore_ipsets(netns: str, text: str) -> None:
+    _feed(netns, ["ipset", "restore"], text, "ipsets")
+
+
+def ipset_restore_all(netns: str, text: str, replace: bool = False) -> None:
+    """kube-proxy's set list, with its comment lines (ipset restore knows no comments) left out.
+    replace: the sets may exist already (an earlier sync): each keeps its name and gets exactly these members."""
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    if not replace:
+        restore_ipsets(netns, "".join(line + "\n" for line in lines))
+        return
+    creates = [line for line in lines if line.startswith("create ")]
+    flushes = [f"flush {line.split()[1]}" for line in creates]
+    rest = [line for line in lines if not line.startswith("create ")]
+    _feed(netns, ["ipset", "restore", "-exist"], "".join(f"{line}\n" for line in creates + flushes + rest), "ipsets")
+
+
+def ipvsadm_restore(netns: str, text: str) -> None:
+    _feed(netns, ["ipvsadm-restore"], text, "virtual servers")
+
+
+def run_command(netns: str, argv: tuple[str, ...]) -> str:
+    """A command in a lab namespace (a scenario's step); its output, or an error quoting what it said."""
+    try:
+        return str(_in_netns(netns, *argv)())  # type: ignore[operator]
+    except ProcessExecutionError as exc:
+        said = (exc.stderr or exc.stdout or "").strip()
+        raise InstallError(f"`{shlex.join(argv)}` in {netns} exited with {exc.retcode}: {said}") from None
+
+
+def ip_batch(netns: str, commands: list[str]) -> None:
+    _feed(netns, ["ip", "-batch", "-"], "".join(c + "\n" for c in commands), "ip commands")
+
+
+# Where each tool names the refused line: iptables-restore and ipset ("line 3"), nft ("/dev/stdin:3:5-9: Error").
+_REFUSED_LINE = re.compile(r"/dev/stdin:(\d+):|line:? (\d+)")
+
+
+def _explain_restore_error(tool: str, stderr: str, text: str, what: str) -> str:
+    match = _REFUSED_LINE.search(stderr)
+    if not match:
+        return f"{tool} rejected the {what}: {stderr.strip()}"
+    number = int(match.group(1) or match.group(2))
+    lines = text.splitlines()
+    line = lines[number - 1].strip() if 0 < number <= len(lines) else "?"
+    return f"{tool} rejected line {number} of the {what}: {line}\n{stderr.strip()}"

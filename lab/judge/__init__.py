@@ -1,0 +1,1 @@
+"""judge: expected against observed, per connection and per probe."""

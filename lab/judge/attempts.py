@@ -1,0 +1,119 @@
+"""Probes that send several connections, and expectations relative to the node a connection entered through.
+
+A router spreading flows over several nodes (ECMP) makes the node a connection meets first a property of
+that connection, not of the probe: `attempts: N` sends N connections (each from a new source port) and
+judges every one; `source: entry/tunl0`, `node: entry` or `source: {local: entry, remote: entry/tunl0}`
+name addresses relative to that node, resolved per connection from where the capture first saw it.
+`entries: [...]` asks that each listed node be entered at least once (more connections are sent, up to
+MAX_ATTEMPTS, until each has been).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology
+from lab.judge.verdict import Verdict, judge
+from lab.probe.evidence.base import RuleHit
+from lab.probe.session import Observation, ProbeSession
+
+MAX_ATTEMPTS = 64
+
+
+def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expected | str:
+    """The expectation for this one connection, or why it cannot be judged."""
+    if not expected.relative:
+        return expected
+    entry = observed.entry
+    needs_entry = expected.node == ENTRY or any(
+        n and n.split("/")[0] == ENTRY for n in (expected.source, expected.source_local, expected.source_remote)
+    )
+    if needs_entry and not entry:
+        return "no node saw the connection, so it entered through none"
+    source = expected.source
+    if expected.source_local is not None and expected.source_remote is not None:
+        source = expected.source_local if observed.node == entry else expected.source_remote
+    if source is not None and entry and source.split("/")[0] == ENTRY:
+        source = entry + source[len(ENTRY) :]
+    node = entry if expected.node == ENTRY else expected.node
+    source_ip = expected.source_ip
+    if source is not None and source != expected.source or expected.source_local is not None:
+        by_name = {name: ip for ip, name in topo.address_names().items()}
+        by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
+        source_ip = by_name.get(source or "", source)
+    return replace(expected, node=node, source=source, source_ip=source_ip)
+
+
+def _one(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[Observation, Verdict]:
+    observed = session.run(probe)
+    concrete = resolve(probe.expected, observed, topo)
+    if isinstance(concrete, str):
+        return observed, Verdict(False, (concrete,))
+    return observed, judge(concrete, observed)
+
+
+def _merge_rules(observations: list[Observation]) -> tuple[tuple[str, RuleHit], ...]:
+    merged: dict[tuple[str, str, str, str], RuleHit] = {}
+    for o in observations:
+        for actor, hit in o.rules:
+            key = (actor, hit.table, hit.chain, hit.rule)
+            seen = merged.get(key)
+            merged[key] = replace(hit, packets=seen.packets + hit.packets) if seen else hit
+    return tuple((actor, hit) for (actor, *_), hit in merged.items())
+
+
+def _by_entry(o: Observation) -> str | None:
+    if o.source and o.entry and (o.source == o.entry or o.source.startswith(f"{o.entry}/")):
+        return ENTRY + o.source[len(o.entry) :]
+    return o.source or o.source_ip
+
+
+def _joined(values: list[str | None]) -> str | None:
+    """Several connections' values as one, sorted: which connection met which backend is the kernel's random
+    choice, so the order they came in would differ between two runs that saw the same."""
+    seen = sorted({v for v in values if v})
+    return "|".join(seen) if seen else None
+
+
+def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[Observation, Verdict]:
+    """Send the probe's connection(s) and judge each; several are summed up in one observation."""
+    expected = probe.expected
+    if probe.attempts == 1 and not expected.relative:
+        observed = session.run(probe)
+        return observed, judge(expected, observed)
+    if probe.attempts == 1 and not expected.entries:
+        return _one(session, probe, topo)
+    results: list[tuple[Observation, Verdict]] = []
+    wanted = set(expected.entries)
+    while len(results) < probe.attempts or (wanted - {o.entry for o, _ in results} and len(results) < MAX_ATTEMPTS):
+        results.append(_one(session, probe, topo))
+    observations = [o for o, _ in results]
+    reasons = [f"attempt {i}: {r}" for i, (_, v) in enumerate(results, 1) for r in v.reasons]
+    if missing := sorted(wanted - {o.entry for o in observations}):
+        reasons.append(f"no connection entered through {', '.join(missing)} in {len(results)} attempts")
+    outcomes = Counter(o.outcome for o in observations)
+    entries = Counter(o.entry or "?" for o in observations)
+    lines = [f"{len(results)} connections, entered through " + ", ".join(f"{e} ×{n}" for e, n in entries.items())]
+    for i, (o, v) in enumerate(results, 1):
+        seen = f"{o.source} ({o.source_ip})" if o.source else o.source_ip or "-"
+        mark = "✓" if v.ok else "✗"
+        answer = f"{o.outcome} by {o.backend or '-'} on {o.node or '-'}, saw {seen}"
+        lines.append(f"{mark} #{i} entered {o.entry or '?'}: {answer}")
+    first_bad = next((o for o, v in results if not v.ok), observations[0])
+    summary = Observation(
+        outcome=outcomes.most_common(1)[0][0],
+        backend=_joined([o.backend for o in observations]),
+        node=_joined([o.node for o in observations]),
+        source_ip=_joined([o.source_ip for o in observations]),
+        source=_joined([o.source for o in observations]),
+        error=first_bad.error,
+        path=(*lines, *(f"(#{observations.index(first_bad) + 1}) {line}" for line in first_bad.path)),
+        rules=_merge_rules(observations),
+        explanation=first_bad.explanation,
+        seconds=sum(o.seconds for o in observations),
+        pcaps=tuple(p for o in observations for p in o.pcaps),
+        entry=_joined([o.entry for o in observations]),
+        source_by_entry=_joined([_by_entry(o) for o in observations]),
+    )
+    return summary, Verdict(not reasons, tuple(reasons))

@@ -1,0 +1,29 @@
+"""judge: expected vs observed, with the reasons a probe failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.describe.topology import Expected
+from lab.probe.session import Observation
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...] = ()
+
+
+def judge(expected: Expected, observed: Observation) -> Verdict:
+    reasons = []
+    if observed.outcome != expected.outcome:
+        reasons.append(f"expected {expected.outcome}, got {observed.outcome}")
+    elif expected.outcome == "delivered":
+        if expected.backends and observed.backend not in expected.backends:
+            reasons.append(f"expected backend {' or '.join(expected.backends)}, answered by {observed.backend}")
+        if expected.node and observed.node != expected.node:
+            reasons.append(f"expected a backend on {expected.node}, answered on {observed.node}")
+        if expected.source_ip and observed.source_ip != expected.source_ip:
+            seen = f"{observed.source} ({observed.source_ip})" if observed.source else observed.source_ip
+            reasons.append(f"expected source {expected.source} ({expected.source_ip}), backend saw {seen}")
+    return Verdict(not reasons, tuple(reasons))

@@ -1,0 +1,122 @@
+"""The pipeline for one scenario variant: realize → install → probe → judge, then tear down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.describe.topology import ProbeSpec, Topology
+from lab.install.actors import install_actors
+from lab.install.dataplane import install
+from lab.install.steps import run_steps
+from lab.judge.attempts import run_probe
+from lab.judge.verdict import Verdict
+from lab.probe.session import Observation, ProbeSession
+from lab.realize.build import realize
+from lab.render.dataplane import render, setups
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    topology: Topology
+    probe: ProbeSpec
+    observed: Observation
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Timing:
+    build: float
+    install: float
+    probes: float
+    teardown: float
+
+    @property
+    def total(self) -> float:
+        return self.build + self.install + self.probes + self.teardown
+
+
+@dataclass
+class VariantRun:
+    topology: Topology
+    results: list[ProbeResult]
+    timing: Timing
+    skipped: str = ""  # why this variant could not run here, naming the missing feature
+
+    @property
+    def skipped_probes(self) -> int:
+        return len(self.topology.probes) if self.skipped else 0
+
+
+IMPLEMENTED_MODES = ("iptables", "ipvs", "nftables")
+
+
+def cannot_run(topo: Topology) -> str:
+    """Why this machine cannot run the variant ("" if it can)."""
+    from lab.doctor import kernel_has, skip_reason
+    from lab.render.kubeproxy.nftables import check_nftables_version
+
+    mode = topo.cluster.proxy_mode
+    if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
+        return problem
+    if mode == "ipvs":
+        for feature in ("ip_vs", "dummy"):
+            if not kernel_has(feature):
+                return skip_reason(feature)
+    if mode not in IMPLEMENTED_MODES:
+        return f"proxyMode {mode} is not implemented in the lab yet"
+    if topo.cluster.cni == "routed-tunnel" and topo.cluster.tunnel != "auto" and not kernel_has(topo.cluster.tunnel):
+        return skip_reason(topo.cluster.tunnel)
+    return ""
+
+
+def tunnel_kind(topo: Topology) -> str:
+    """Which device carries cni routed-tunnel on this host: ipip where the kernel has it, else VXLAN ("" for
+    bridge). Asked here, once per variant, so that realize builds what it is told."""
+    if topo.cluster.cni != "routed-tunnel":
+        return ""
+    if topo.cluster.tunnel != "auto":
+        return topo.cluster.tunnel
+    from lab.doctor import kernel_has
+
+    return "ipip" if kernel_has("ipip") else "vxlan"
+
+
+def run_variant(
+    topo: Topology,
+    timeout: float = 0.5,
+    pcap_dir: Path | None = None,
+    on_result: Callable[[ProbeResult], None] | None = None,
+    only: set[str] | None = None,
+) -> VariantRun:
+    if reason := cannot_run(topo):
+        return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
+    results = []
+    start = time.perf_counter()
+    planes = render(topo)
+    # Whatever a stage starts in the namespaces (health servers) is stopped here, before realize removes them.
+    with ExitStack() as stack:
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
+        built = time.perf_counter()
+        install(realized, planes)
+        install_actors(realized, stack)
+        installed = time.perf_counter()
+        with ProbeSession(realized, timeout, pcap_dir) as session:
+            running = topo  # what kube-proxy was last told: steps may delete Services
+            for probe in topo.probes:
+                if probe.before:  # even for a probe left out: later ones expect what it changed
+                    running = run_steps(realized, running, probe, lambda t: install(realized, render(t), resync=True))
+                    session.rules_changed(running)
+                if only is not None and probe.name not in only:
+                    continue
+                observed, verdict = run_probe(session, probe, topo)
+                result = ProbeResult(topo, probe, observed, verdict)
+                results.append(result)
+                if on_result:
+                    on_result(result)
+        probed = time.perf_counter()
+    done = time.perf_counter()
+    return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))

@@ -1,0 +1,317 @@
+"""realize: turn a Topology into namespaces, veths, bridges, addresses, routes and sysctls.
+
+Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's namespace):
+  fabric   bridge br0 = the shared L2 underlay; its address is the underlay gateway, which also
+           routes external/LB VIPs to a node (a pass-through load balancer), each router's LAN to
+           that router and, with cni bridge, each node's pod CIDR to that node. With load balancers
+           or an egress gateway (lab/install/actors.py) it sends no ICMP redirects and tracks bridged traffic
+           too (bridge-nf-call-iptables), so a load balancer's NAT is undone on answers that go from
+           node to node over the underlay, as a cloud network does wherever the answer travels.
+  node     eth0 on the underlay, forwarding and br_netfilter as kubelet/CNI leave them, the sysctls kube-proxy
+           sets on start (route_localnet, as render decided: NodeSetup), and per cni:
+           bridge         cni0 holding the pod CIDR's first address, routes to the other nodes' pod CIDRs
+                          via their underlay addresses
+           routed-tunnel  no bridge: a /32 route per pod to its veth (proxy ARP answers the pods' gateway
+                          169.254.1.1, as Calico does); a tunnel device with the pod block's first (network)
+                          address, the other nodes' pod CIDRs routed through it: ipip `tunl0` or VXLAN
+                          `vxlan.calico` with static neighbour and FDB entries, as the pipeline decided (it asks
+                          the host's kernel for ipip)
+  pod      eth0 (veth into the node's cni0), default route via cni0; routed-tunnel: eth0 with the pod's
+           /32, default route via 169.254.1.1
+  external eth0 on the underlay, default route via the gateway; a router (a host with `network` or
+           `routes`) forwards, hashes multipath routes on L4 (fib_multipath_hash_policy=1) and holds
+           bridge lan0 with its network's first address; a host `behind` it hangs off lan0
+Interfaces are created straight into their namespaces (veth with a peer namespace), never in the host.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from lab.describe.topology import ExternalSpec, NodeSpec, PodSpec, Topology
+from lab.realize.enter import NamespaceError, ensure_br_netfilter, write_sysctls
+from lab.realize.links import NetBuilder
+from lab.realize.runs import new_prefix, release, remove_namespaces
+from lab.render.dataplane import NodeSetup
+
+FABRIC = "fabric"
+LAN_BRIDGE = "lan0"
+POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local address, answered by proxy ARP
+VXLAN_DEVICE = "vxlan.calico"
+TUNNEL_DEVICES = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}  # cni routed-tunnel's device, by tunnel kind
+VXLAN_ID, VXLAN_PORT = 4096, 4789
+RTNH_F_ONLINK = 4
+SCOPE_LINK = 253
+IFF_PROMISC = 0x100
+DEDUP_CHAIN = "KUBE-DEDUP"  # kubelet's (kubenet) ebtables chain against promiscuous-bridge duplicates
+
+
+def _run(netns: str, argv: tuple[str, ...]) -> None:
+    """A command in a namespace being built (install's tools come after realize)."""
+    done = subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True, check=False)
+    if done.returncode:
+        said = (done.stderr or done.stdout).strip()
+        raise NamespaceError(f"`{shlex.join(argv)}` in {netns} exited with {done.returncode}: {said}")
+
+
+def _vtep_mac(index: int) -> str:
+    return f"66:ee:00:00:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
+
+
+@dataclass(frozen=True)
+class Realized:
+    """A built topology: which namespace each actor lives in, and how long building took. Later stages only
+    read it: what they start is theirs to stop, and a step's new Topology travels beside it (lab.pipeline)."""
+
+    prefix: str
+    topology: Topology  # the one built; a step changes only what kube-proxy is told, never what was built
+    namespaces: Mapping[str, str]
+    seconds: float
+    pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
+    tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
+
+    def ns_of(self, actor: str) -> str:
+        pod = next((p for p in self.topology.pods if p.name == actor), None)
+        if pod is not None and pod.host_network:
+            return self.namespaces[pod.node]
+        return self.namespaces[actor]
+
+
+def _prefixlen(cidr: str) -> int:
+    return ipaddress.IPv4Network(cidr).prefixlen
+
+
+def _veth_name(pod: PodSpec, index: int) -> str:
+    name = f"veth-{pod.name}"
+    return name if len(name) <= 15 else f"veth{index}"
+
+
+class _Builder(NetBuilder):
+    def __init__(
+        self, topo: Topology, prefix: str, stack: ExitStack, setups: Mapping[str, NodeSetup], tunnel: str
+    ) -> None:
+        super().__init__(prefix, stack)
+        self.topo = topo
+        self.setups = setups
+        self.tunnel = tunnel
+        self.tunnel_device = TUNNEL_DEVICES.get(tunnel, "")
+
+    def fabric(self) -> None:
+        self.open(FABRIC)
+        underlay = self.topo.cluster.underlay
+        self.bridge(FABRIC, "br0", self.topo.cluster.gateway_ip, _prefixlen(underlay))
+        sysctls = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "0"}
+        if self.topo.has_actors:
+            sysctls |= {f"net.ipv4.conf.{d}.send_redirects": "0" for d in ("all", "default", "br0")}
+            if self.topo.load_balancers or self.topo.egress:
+                sysctls["net.bridge.bridge-nf-call-iptables"] = "1"
+        write_sysctls(self.ns(FABRIC), sysctls)
+        owned = {self.topo.cluster.gateway_ip}
+        for lb in self.topo.load_balancers:
+            if lb.address not in owned:
+                owned.add(lb.address)
+                inside = ipaddress.IPv4Address(lb.address) in ipaddress.IPv4Network(underlay)
+                self.ipr[FABRIC].addr(
+                    "add",
+                    index=self.index(FABRIC, "br0"),
+                    address=lb.address,
+                    prefixlen=_prefixlen(underlay) if inside else 32,
+                )
+
+    def attach_to_underlay(self, actor: str, ip: str) -> None:
+        self.veth(actor, "eth0", FABRIC, actor[:15])
+        self.up(FABRIC, actor[:15], master=self.index(FABRIC, "br0"))
+        if (self.topo.load_balancers or self.topo.egress) and actor in {n.name for n in self.topo.nodes}:
+            # br_netfilter DNATs a load balancer's frame at the bridge: sent back to the node it came from,
+            # the bridge would need hairpin mode on that port (a cloud network delivers it, so allow it).
+            self.ipr[FABRIC].brport("set", index=self.index(FABRIC, actor[:15]), mode=1)
+        self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay))
+        self.ipr[actor].route("add", dst="0.0.0.0/0", gateway=self.topo.cluster.gateway_ip)
+
+    def node(self, node: NodeSpec) -> None:
+        self.open(node.name)
+        self.attach_to_underlay(node.name, node.ip)
+        if self.topo.cluster.cni == "routed-tunnel":
+            self.tunnel_to_other_nodes(node)
+        else:
+            self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
+            for other in self.topo.nodes:
+                if other.name != node.name:
+                    self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)
+        write_sysctls(
+            self.ns(node.name),
+            {
+                "net.ipv4.ip_forward": "1",
+                "net.bridge.bridge-nf-call-iptables": "1" if self.topo.cluster.br_netfilter else "0",
+                **dict(self.setups[node.name].sysctls),
+            },
+        )
+
+    def promiscuous_bridge(self, node: NodeSpec) -> None:
+        """kubelet --hairpin-mode=promiscuous-bridge, as kubenet does it once a pod is attached: cni0 promiscuous,
+        no hairpin flag on the pods' ports (CNI bridge "hairpinMode": false, see pod()), and kubelet's ebtables
+        dedup chain. All three are modelled, with the real ebtables, so the probes show what the kernel makes of
+        the combination.
+
+        A promiscuous bridge also passes the frames it forwards up to the node's own stack, which may route a
+        copy back out of cni0: KUBE-DEDUP drops such copies (cni0's MAC, a pod's source address) and keeps what
+        the node sends from the gateway address (a masqueraded hairpin).
+        """
+        ipr, ns, cni0 = self.ipr[node.name], self.ns(node.name), self.index(node.name, "cni0")
+        # Only the PROMISC bit: `flags` alone would be taken for the whole set and clear UP.
+        ipr.link("set", index=cni0, flags=IFF_PROMISC, change=IFF_PROMISC)
+        # Read now, with the pods' ports attached: a bridge takes the lowest MAC of its ports.
+        mac = ipr.link("get", index=cni0)[0].get_attr("IFLA_ADDRESS")
+        frames = ("-p", "IPv4", "-s", mac, "-o", "veth+")
+        for rule in (
+            ("-N", DEDUP_CHAIN),
+            ("-A", "OUTPUT", "-j", DEDUP_CHAIN),
+            ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.bridge_ip, "-j", "ACCEPT"),
+            ("-A", DEDUP_CHAIN, *frames, "--ip-src", node.pod_cidr, "-j", "DROP"),
+        ):
+            _run(ns, ("ebtables", "-t", "filter", *rule))
+
+    def tunnel_to_other_nodes(self, node: NodeSpec) -> None:
+        """Calico's node: the tunnel device with an address from the pod block, other blocks through it."""
+        ipr, others = self.ipr[node.name], [n for n in self.topo.nodes if n.name != node.name]
+        eth0 = self.index(node.name, "eth0")
+        if self.tunnel == "ipip":
+            # Loading ipip gives every namespace a fallback tunl0 (remote any): Calico configures exactly that
+            # one. Where the fallback is off (fb_tunnels_only_for_init_net), make a device like it.
+            if not ipr.link_lookup(ifname="tunl0"):
+                ipr.link("add", ifname="tunl0", kind="ipip")
+            dev = self.up(node.name, "tunl0", node.tunnel_ip, 32)
+            if dev < eth0:
+                # The fallback tunl0 is born with the namespace, before eth0; on a real node the NIC comes
+                # first. Masquerade through an interface without an address (a pod's veth) takes the first
+                # address in device order (lo first, by design), so put the node's address on lo to keep
+                # the real order's answer (the node's IP) rather than tunl0's.
+                ipr.addr("add", index=self.index(node.name, "lo"), address=node.ip, prefixlen=32)
+            for other in others:
+                ipr.route("add", dst=other.pod_cidr, gateway=other.ip, oif=dev, flags=RTNH_F_ONLINK)
+        else:
+            mine = self.topo.nodes.index(node) + 1
+            ipr.link(
+                "add",
+                ifname=VXLAN_DEVICE,
+                kind="vxlan",
+                vxlan_id=VXLAN_ID,
+                vxlan_local=node.ip,
+                vxlan_link=eth0,
+                vxlan_port=VXLAN_PORT,
+                vxlan_learning=0,
+                address=_vtep_mac(mine),
+            )
+            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32)
+            for other in others:
+                mac = _vtep_mac(self.topo.nodes.index(other) + 1)
+                ipr.neigh("add", dst=other.tunnel_ip, lladdr=mac, ifindex=dev, state=0x80)  # NUD_PERMANENT
+                ipr.fdb("append", ifindex=dev, lladdr=mac, dst=other.ip)
+                ipr.route("add", dst=other.pod_cidr, gateway=other.tunnel_ip, oif=dev, flags=RTNH_F_ONLINK)
+        # Calico's own block: anything in it without a pod route goes nowhere.
+        ipr.route("add", dst=node.pod_cidr, type="blackhole")
+
+    def routed_pod(self, node: NodeSpec, pod: PodSpec, port: str) -> None:
+        host = self.up(node.name, port)
+        write_sysctls(
+            self.ns(node.name), {f"net.ipv4.conf.{port}.proxy_arp": "1", f"net.ipv4.neigh.{port}.proxy_delay": "0"}
+        )
+        self.ipr[node.name].route("add", dst=f"{pod.ip}/32", oif=host, scope=SCOPE_LINK)
+        eth0 = self.up(pod.name, "eth0", pod.ip, 32)
+        self.ipr[pod.name].route("add", dst=f"{POD_GATEWAY}/32", oif=eth0, scope=SCOPE_LINK)
+        self.ipr[pod.name].route("add", dst="0.0.0.0/0", gateway=POD_GATEWAY, oif=eth0)
+
+    def pod(self, pod: PodSpec, index: int) -> str:
+        node = self.topo.node(pod.node)
+        self.open(pod.name)
+        port = _veth_name(pod, index)
+        self.veth(node.name, port, pod.name, "eth0")
+        if self.topo.cluster.cni == "routed-tunnel":
+            self.routed_pod(node, pod, port)
+            return port
+        self.up(node.name, port, master=self.index(node.name, "cni0"))
+        if self.topo.cluster.hairpin_mode == "hairpin-veth":
+            self.ipr[node.name].brport("set", index=self.index(node.name, port), mode=1)
+        self.up(pod.name, "eth0", pod.ip, _prefixlen(node.pod_cidr))
+        self.ipr[pod.name].route("add", dst="0.0.0.0/0", gateway=node.bridge_ip)
+        return port
+
+    def routes_to_vips(self) -> None:
+        for vip, via in self.topo.lb_routes:
+            self.ipr[FABRIC].route("add", dst=f"{vip}/32", gateway=via)
+        if self.topo.cluster.cni == "bridge":
+            # The underlay routes each node's pod CIDR to it, as a cloud network's routes for a bridge CNI do (VPC
+            # routes, TKE's GlobalRouter): answers a load balancer or the egress gateway un-NATs back to a pod
+            # address find their way, and so does the gateway's own ICMP error for a pod's packet it cannot route,
+            # as it does for a host's. (A tunnel CNI's underlay knows no pod address: that is why it tunnels.)
+            for node in self.topo.nodes:
+                self.ipr[FABRIC].route("add", dst=node.pod_cidr, gateway=node.ip)
+
+    def external(self, ext: ExternalSpec) -> None:
+        self.open(ext.name)
+        if ext.behind:
+            router = next(e for e in self.topo.externals if e.name == ext.behind)
+            self.veth(ext.name, "eth0", router.name, ext.name[:15])
+            self.up(router.name, ext.name[:15], master=self.index(router.name, LAN_BRIDGE))
+            self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))
+            self.ipr[ext.name].route("add", dst="0.0.0.0/0", gateway=router.lan_ip)
+            return
+        self.attach_to_underlay(ext.name, ext.ip)
+        if not ext.is_router:
+            return
+        write_sysctls(self.ns(ext.name), {"net.ipv4.ip_forward": "1", "net.ipv4.fib_multipath_hash_policy": "1"})
+        if ext.network:
+            self.bridge(ext.name, LAN_BRIDGE, ext.lan_ip, _prefixlen(ext.network))
+            # The underlay's gateway knows the way back to this router's hosts.
+            self.ipr[FABRIC].route("add", dst=ext.network, gateway=ext.ip)
+        for route in ext.routes:
+            if len(route.via) == 1:
+                self.ipr[ext.name].route("add", dst=route.to, gateway=route.via[0])
+            else:
+                hops = [{"gateway": hop} for hop in route.via]
+                self.ipr[ext.name].route("add", dst=route.to, multipath=hops)
+
+
+@contextmanager
+def realize(
+    topo: Topology, setups: Mapping[str, NodeSetup], tunnel: str, prefix: str | None = None
+) -> Iterator[Realized]:
+    """Build the topology, each node as `setups` (render's, by node name) says and cni routed-tunnel's device
+    of the `tunnel` kind ("ipip" or "vxlan"; "" for cni bridge); on any failure, or on leaving the block,
+    remove everything built."""
+    kinds = tuple(TUNNEL_DEVICES) if topo.cluster.cni == "routed-tunnel" else ("",)
+    if tunnel not in kinds:
+        raise ValueError(f"cni {topo.cluster.cni} is built with tunnel {' or '.join(map(repr, kinds))}, not {tunnel!r}")
+    ensure_br_netfilter()
+    prefix = prefix or new_prefix()
+    start = time.perf_counter()
+    names: dict[str, str] = {}  # actor → namespace, filled as each is made: what to remove however far it got
+    try:
+        with ExitStack() as stack:
+            builder = _Builder(topo, prefix, stack, setups, tunnel)
+            names = builder.names
+            builder.fabric()
+            for node in topo.nodes:
+                builder.node(node)
+            # Routers before the hosts behind them.
+            for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
+                builder.external(ext)
+            pod_ports = {pod.name: builder.pod(pod, i) for i, pod in enumerate(topo.pods) if not pod.host_network}
+            if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
+                for node in topo.nodes:
+                    builder.promiscuous_bridge(node)
+            builder.routes_to_vips()
+        seconds = time.perf_counter() - start
+        yield Realized(
+            prefix, topo, MappingProxyType(dict(names)), seconds, MappingProxyType(pod_ports), builder.tunnel_device
+        )
+    finally:
+        remove_namespaces(list(names.values()))
+        release(prefix)

@@ -1,0 +1,318 @@
+"""Run identity and leftovers.
+
+Every namespace a run creates is named `lab-<6 hex>-<actor>`. A run claims its prefix by writing a state file,
+/run/lab/<prefix>.json, before it creates anything: its pid, the start time of that process, and the name of
+every namespace it creates, added to the file before the namespace exists. The file is always replaced whole
+(written beside it, then renamed over it), so a reader never sees half of one.
+
+A run killed with SIGKILL leaves both behind. `lab down` (and the start of every `lab run`) removes the
+recorded namespaces of runs whose process is gone: the pid no longer exists, or now belongs to a process that
+started at another time. It never removes anything no state file records, never follows a symlink, and leaves
+whatever in /run/netns is not a plain file (a namespace is pinned by a bind mount on an empty file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import re
+import secrets
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.realize.enter import NETNS_DIR, NamespaceError
+
+STATE_DIR = Path("/run/lab")
+PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
+STATE_RE = re.compile(r"^(lab-[0-9a-f]{6})\.json$")
+LOCK_NAME = ".lock"
+MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What /run/lab/<prefix>.json says: which process runs under the prefix, and what it created."""
+
+    prefix: str
+    pid: int
+    start: int  # field 22 of /proc/<pid>/stat: tells the run's process from a later one given the same pid
+    namespaces: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"pid": self.pid, "start": self.start, "namespaces": list(self.namespaces)}) + "\n"
+
+    @classmethod
+    def from_json(cls, prefix: str, text: str) -> RunState | None:
+        """The state in `text`, or None when it is not one a lab run wrote for this prefix."""
+        try:
+            data = json.loads(text)
+            pid, start, names = data["pid"], data["start"], data["namespaces"]
+        except (ValueError, TypeError, KeyError):
+            return None
+        if not (_is_int(pid) and _is_int(start) and isinstance(names, list)):
+            return None
+        if not all(isinstance(n, str) and _owned_name(prefix, n) for n in names):
+            return None
+        return cls(prefix, pid, start, tuple(names))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _owned_name(prefix: str, name: str) -> bool:
+    """A name a run with this prefix may record: one entry directly in /run/netns, under the prefix."""
+    return name.startswith(f"{prefix}-") and "/" not in name and "\0" not in name
+
+
+def start_time(stat_text: str) -> int:
+    """Field 22 (starttime) of a /proc/<pid>/stat line; the command name before it may hold spaces and ')'."""
+    return int(stat_text.rsplit(")", 1)[1].split()[19])
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot), or None when there is no such process."""
+    try:
+        return start_time(Path(f"/proc/{pid}/stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(state: RunState) -> bool:
+    return process_start(state.pid) == state.start
+
+
+# ---------------------------------------------------------------- the state directory
+
+
+def _open_dir(path: Path) -> int:
+    try:
+        return os.open(path, _O_DIR)
+    except OSError as exc:
+        raise NamespaceError(f"{path} must be a directory, not a symlink: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _state_dir() -> Iterator[int]:
+    """/run/lab, created root-only; refused when it is a symlink or someone else could write to it.
+
+    A state file names what root will remove: only root may write one.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(STATE_DIR, 0o700)
+    fd = _open_dir(STATE_DIR)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise NamespaceError(
+                f"{STATE_DIR} is owned by uid {info.st_uid} or writable by others (mode {info.st_mode & 0o7777:o}): "
+                "lab keeps its run state only in a directory nobody else can write"
+            )
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _exclusive(dir_fd: int) -> Iterator[None]:
+    """Claiming a prefix and cleaning up leftovers exclude each other, so a prefix freed by one cleanup is
+    never claimed by a new run while another cleanup still works from what it read before."""
+    fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write_state(dir_fd: int, state: RunState) -> None:
+    partial = f".{state.prefix}.{secrets.token_hex(4)}"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(state.to_json())
+        os.replace(partial, f"{state.prefix}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=dir_fd)
+        raise
+
+
+def _read_state(dir_fd: int, filename: str, prefix: str) -> RunState | None:
+    try:
+        # Not a symlink's target; not blocked by a FIFO put there.
+        fd = os.open(filename, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd) as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return RunState.from_json(prefix, handle.read())
+
+
+# ---------------------------------------------------------------- this process's runs
+
+_mine: dict[str, RunState] = {}
+_mine_lock = threading.Lock()
+
+
+def new_prefix() -> str:
+    """Claim a fresh prefix: its state file exists before any namespace of the run does."""
+    with _state_dir() as dir_fd, _exclusive(dir_fd):
+        taken = set(os.listdir(dir_fd)) | set(_netns_entries())
+        while True:
+            prefix = f"lab-{secrets.token_hex(3)}"
+            if f"{prefix}.json" not in taken and not any(n.startswith(f"{prefix}-") for n in taken):
+                break
+        start = process_start(os.getpid())
+        assert start is not None  # this very process
+        state = RunState(prefix, os.getpid(), start)
+        _write_state(dir_fd, state)
+    with _mine_lock:
+        _mine[prefix] = state
+    return prefix
+
+
+def record(prefix: str, name: str) -> None:
+    """Add `name` to the run's state; called before the namespace is created, so none ever goes unrecorded."""
+    if not _owned_name(prefix, name):
+        raise NamespaceError(f"{name}: not a namespace name under the run's prefix {prefix}")
+    with _mine_lock:
+        state = _mine.get(prefix)
+        if state is None:
+            raise NamespaceError(f"{prefix} was not claimed by this process (runs.new_prefix)")
+        state = RunState(prefix, state.pid, state.start, (*state.namespaces, name))
+        with _state_dir() as dir_fd:
+            _write_state(dir_fd, state)
+        _mine[prefix] = state
+
+
+def release(prefix: str) -> None:
+    """The run is over: remove what it recorded that is still there, then forget it.
+
+    Its teardown removed the namespaces its builder knew; a signal that arrives while a namespace is being
+    created can leave one recorded but never handed to the builder, and once forgotten it would stay for good.
+    """
+    with _mine_lock:
+        state = _mine.pop(prefix, None)
+    if state is not None:
+        _remove_all(state.namespaces)
+    with _state_dir() as dir_fd, contextlib.suppress(FileNotFoundError):
+        os.unlink(f"{prefix}.json", dir_fd=dir_fd)
+
+
+# ---------------------------------------------------------------- removing namespaces
+
+
+def _netns_entries() -> list[str]:
+    """Names in /run/netns that look like a lab run's (whatever kind of entry they are)."""
+    try:
+        fd = _open_dir(NETNS_DIR)
+    except NamespaceError:
+        if not os.path.lexists(NETNS_DIR):
+            return []
+        raise
+    try:
+        return sorted(n for n in os.listdir(fd) if PREFIX_RE.match(n))
+    finally:
+        os.close(fd)
+
+
+def _remove_one(dir_fd: int, name: str) -> bool | None:
+    """Unpin and unlink /run/netns/<name>: True when removed, None when absent, False when it is not a plain
+    file (a directory, a symlink, a device...): no namespace was ever pinned on that, so it is left."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    # Through the directory's fd, not its path: the checks above were made on this very directory.
+    path = f"/proc/self/fd/{dir_fd}/{name}".encode()
+    if _libc.umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0:
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOENT):  # nothing mounted there (a creation cut short); gone meanwhile
+            raise NamespaceError(f"umount {NETNS_DIR / name} failed: {os.strerror(err)}")
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    return True
+
+
+def _remove_all(names: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(removed, left) of `names` in /run/netns; names that do not exist are neither."""
+    if not names or not os.path.lexists(NETNS_DIR):
+        return [], []
+    removed, left = [], []
+    fd = _open_dir(NETNS_DIR)
+    try:
+        for name in names:
+            done = _remove_one(fd, name)
+            if done is not None:
+                (removed if done else left).append(name)
+    finally:
+        os.close(fd)
+    return removed, left
+
+
+def remove_namespaces(names: list[str]) -> None:
+    """A run's own teardown. Whatever is left (see _remove_one) stays for `lab down` to report."""
+    _remove_all(names)
+
+
+@dataclass
+class Cleanup:
+    """What `lab down` did, and what it left and why."""
+
+    removed: list[str] = field(default_factory=list)  # recorded namespaces of runs that are gone (or --all)
+    live: list[str] = field(default_factory=list)  # namespaces of runs still running
+    not_plain: list[str] = field(default_factory=list)  # recorded, but a directory, a symlink...
+    unrecorded: list[str] = field(default_factory=list)  # lab-* entries no run's state names
+    bad_states: list[str] = field(default_factory=list)  # files in /run/lab that are no run's state
+
+    def lines(self) -> list[str]:
+        said = [f"removed {len(self.removed)} namespaces" + (f": {' '.join(self.removed)}" if self.removed else "")]
+        left = [
+            (self.live, "namespaces of runs still running (lab down --all removes them too)"),
+            (self.not_plain, f"entries in {NETNS_DIR} a run recorded that are not a plain file, so no namespace"),
+            (self.unrecorded, f"entries in {NETNS_DIR} no lab run recorded (ip netns delete NAME if yours)"),
+            (self.bad_states, f"files in {STATE_DIR} that are no run's state (what they name is left too)"),
+        ]
+        said += [f"left {len(names)} {why}: {' '.join(names)}" for names, why in left if names]
+        return said
+
+
+def remove_leftovers(include_live: bool = False) -> Cleanup:
+    """Remove the recorded namespaces of runs that are gone (with include_live, of every recorded run)."""
+    cleanup = Cleanup()
+    live: set[str] = set()
+    with _state_dir() as dir_fd, _exclusive(dir_fd):
+        for filename in sorted(os.listdir(dir_fd)):
+            if not (match := STATE_RE.match(filename)):
+                continue
+            state = _read_state(dir_fd, filename, match.group(1))
+            if state is None:
+                cleanup.bad_states.append(filename)
+            elif alive(state) and not include_live:
+                live.add(state.prefix)
+            else:
+                removed, left = _remove_all(state.namespaces)
+                cleanup.removed += removed
+                cleanup.not_plain += left
+                os.unlink(filename, dir_fd=dir_fd)
+        for name in _netns_entries():
+            if name.startswith(tuple(f"{prefix}-" for prefix in live)):
+                cleanup.live.append(name)
+            elif name not in cleanup.not_plain:
+                cleanup.unrecorded.append(name)
+    return cleanup

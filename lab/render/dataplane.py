@@ -1,0 +1,99 @@
+"""render: what kube-proxy leaves on each node, per proxy mode, as the texts each tool loads, and what a node
+needs set before (realize is told, it asks no renderer)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lab.describe.topology import Topology
+from lab.render.kubeproxy.adapter import proxy_config, service_ports
+from lab.render.kubeproxy.iptables import render_iptables
+from lab.render.kubeproxy.ipvs import render_ipvs
+from lab.render.kubeproxy.nftables import render_nftables
+
+IPVS_DEVICE = "kube-ipvs0"
+ROUTE_LOCALNET = "net.ipv4.conf.all.route_localnet"
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    """What render decided one node needs before any rule is loaded (realize asks no renderer): the sysctls
+    kube-proxy sets when it starts."""
+
+    sysctls: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeDataplane:
+    """Everything to load into one node, as the texts each tool reads."""
+
+    mode: str
+    iptables: str = ""
+    nft: str = ""
+    ipsets: str = ""
+    ipvs: str = ""
+    dummy_addresses: tuple[str, ...] = ()
+    sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
+    setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
+
+    def text(self) -> str:
+        """What `lab render` prints: each part under a heading naming the tool that loads it."""
+        if self.mode == "iptables":
+            return self.iptables
+        if self.mode == "nftables":
+            return self.nft
+        parts = [
+            (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
+            ("ipset restore", self.ipsets),
+            ("iptables-restore", self.iptables),
+            ("ipvsadm-restore", self.ipvs),
+            ("sysctl", "\n".join(f"{k} = {v}" for k, v in self.sysctls)),
+        ]
+        return "".join(f"# ---- {tool}\n{body.rstrip()}\n" for tool, body in parts)
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor, *_ = (int(p) for p in platform.release().split("-")[0].split(".")[:2] + ["0"])
+    return major, minor
+
+
+def _setup(route_localnet: bool) -> NodeSetup:
+    """kube-proxy sets route_localnet on start so NodePorts answer on 127.0.0.1 (iptables with localhost NodePorts,
+    ipvs up to 1.20; nftables never): the node has it from the start, before the rules that need it."""
+    return NodeSetup(((ROUTE_LOCALNET, "1"),) if route_localnet else ())
+
+
+def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
+    node = topo.node(node_name)
+    services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+    if topo.cluster.proxy_mode == "ipvs":
+        # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
+        rules = render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
+        sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
+        # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
+        unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.load_balancer_ips}
+        return NodeDataplane(
+            "ipvs",
+            iptables=rules.iptables_restore(),
+            ipsets=rules.ipset_restore(),
+            ipvs=rules.ipvsadm_restore(),
+            dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
+            sysctls=sysctls,
+            setup=_setup(dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+        )
+    if topo.cluster.proxy_mode == "nftables":
+        return NodeDataplane("nftables", nft=render_nftables(services, config, [node.ip], version).script())
+    rendered = render_iptables(services, config, [node.ip], version)
+    return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(rendered.route_localnet))
+
+
+def render(topo: Topology) -> dict[str, NodeDataplane]:
+    """What kube-proxy writes on every node for this topology."""
+    return {node.name: node_dataplane(topo, node.name) for node in topo.nodes}
+
+
+def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
+    """What realize sets on each node, as rendered."""
+    return {node: plane.setup for node, plane in planes.items()}

@@ -1,0 +1,41 @@
+"""What kube-proxy on one node knows of the topology: its Service ports and flags."""
+
+from __future__ import annotations
+
+from lab.describe.topology import Topology
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+
+
+def service_ports(topo: Topology, node: str) -> list[ServicePort]:
+    ports = []
+    for svc in topo.services:
+        for port in svc.ports:
+            endpoints = tuple(
+                Endpoint(ip=ep.ip, port=ep.port, is_local=ep.node == node, ready=ep.ready, serving=ep.ready)
+                for ep in port.endpoints
+            )
+            ports.append(
+                ServicePort(
+                    namespace=svc.namespace,
+                    name=svc.name,
+                    port_name=port.name,
+                    protocol=port.protocol,
+                    port=port.port,
+                    cluster_ip=svc.cluster_ip,
+                    node_port=port.node_port,
+                    external_ips=svc.external_ips,
+                    load_balancer_ips=svc.load_balancer_ips,
+                    load_balancer_source_ranges=svc.load_balancer_source_ranges,
+                    external_policy=svc.external_policy,
+                    internal_policy=svc.internal_policy,
+                    health_check_node_port=svc.health_check_node_port,
+                    affinity_timeout=svc.affinity_timeout,
+                    endpoints=endpoints,
+                )
+            )
+    return ports
+
+
+def proxy_config(topo: Topology) -> ProxyConfig:
+    cluster = topo.cluster
+    return ProxyConfig(cluster_cidr=cluster.cluster_cidr if cluster.kube_proxy_cluster_cidr else None)

@@ -1,0 +1,852 @@
+"""kube-proxy's ipvs mode (Kubernetes 1.19 to 1.35) as a pure function.
+
+`render_ipvs()` reproduces a full syncProxyRules() of pkg/proxy/ipvs/proxier.go: the addresses bound
+on kube-ipvs0, the ipsets and their entries, the iptables rules written around the sets, the IPVS
+virtual and real servers, and the sysctls NewProxier sets. Sources, all read for this module:
+
+- openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/{proxier.go,ipset.go} (and ipset/ipset.go,
+  util/ipset/ipset.go before 1.28) at
+  S1.18 0074a5aed70a01ac17c8378c1f59e87656a2b585 (1.18.6), S1.20 64fa36f66f2b314c0c770b641c3b681fe4425354
+  (1.20.0-rc.0), S1.21 c4cad7601bc82b4c4008e308ba1fe2c2d8e8e3ba, S1.22 13c5e88318dcc04025d72801bae824ebe3a023ed,
+  S1.23 f975443204687593ba365b0693780a8ab5e22cd8, S1.24 b5350c6ed8d2c18d07b580ea40c69446bbc02c07,
+  S1.25 d6625537987ad282d392d2d33e2f2185dfb3fd51, S1.26 caa7f35b07372e606862dddf578efd85d9c7b513,
+  S1.27 b9b36390392871e34e0531df361e95545db7a967, S1.28 612c2bb6603f7519a0ef74c781534dc32184a13a,
+  S1.29 a2631315346a0fda2b4975eb9e33211136cdc574, S1.30 70cefcddca885822c5e7214eaf9f0da33eccb26b (1.30.3);
+- kubernetes/kubernetes pkg/proxy/ipvs/proxier.go of the 1.31+ era (contextual logging, nodeName;
+  commit not recorded; the version whose NewProxier takes a context and nodeName): sync logic, sets, chains and rules
+  identical to S1.30, so 1.31-1.35 render as 1.30. kube-proxy's own tests at
+  531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree.
+- 1.19 has no vendored copy: S1.18 and S1.20 have identical writeIptablesRules, syncEndpoint and
+  acceptIPVSTraffic (diffed), so 1.19 renders as 1.20 (inferred, not read).
+
+Version differences (minor version m), each from the diff of consecutive S-commits:
+- m <= 20: route_localnet=1 is set (NewProxier; gone in S1.21).
+- m <= 21: the NodePort virtual servers include loopback addresses such as 127.0.0.1 (S1.22
+  skips loopback, #101023).
+- m <= 24: LoadBalancer source ranges are checked in nat KUBE-FIREWALL, which ends in
+  "-j KUBE-MARK-DROP" (kubelet's chain); m >= 25 in filter KUBE-PROXY-FIREWALL /
+  KUBE-SOURCE-RANGES-FIREWALL ending in "-j DROP".
+- m >= 21: KUBE-HEALTH-CHECK-NODE-PORT set, filter KUBE-NODE-PORT chain and its INPUT jump.
+- m <= 22: two "kubernetes forwarding conntrack pod source/destination rule"s; one
+  "kubernetes forwarding conntrack rule" from 1.23.
+- m <= 22: the SCTP NodePort masquerade rule precedes the SCTP "-LOCAL" RETURN; 1.23 swaps them.
+- m >= 26: "-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN", KUBE-IPVS-IPS and KUBE-IPVS-FILTER
+  (+ KUBE-HEALTH-CHECK-NODE-PORT RETURN from 1.28, + KUBE-EXTERNAL-IP-LOCAL RETURN in S1.30 only).
+- m >= 28: externalIPs and LoadBalancer IPs already on another interface are not bound.
+- m >= 29: KUBE-IPVS-OUT-FILTER drops node-originated traffic to LB IPs whose source ranges
+  exclude the node IP (-m ipvs).
+- Real servers: m <= 21 ready endpoints (eTP=Local: local ready ones, possibly none);
+  22-23 also internalTrafficPolicy=Local (whole service filtered to local endpoints unless
+  eTP=Local); m >= 24 CategorizeEndpoints: Local policy uses local endpoints, or all
+  cluster endpoints when there are none (#97081); serving+terminating fallback from 1.26
+  (ProxyTerminatingEndpoints beta).
+
+On purpose, this differs from a live kube-proxy in ways the kernel does not see:
+- Services, addresses and endpoints come out in the caller's order, real servers sorted by
+  "IP:port"; kube-proxy walks Go maps and sets.
+- It renders the steady state of a full sync: no stale entries to delete, no graceful
+  termination (terminating real servers at weight 0), no listening sockets on externalIPs and
+  NodePorts (<= 1.23 kube-proxy held them open; that is not kernel rule state).
+- IPv4 only; IPv6 addresses are ignored, as kube-proxy's IPv4 proxier ignores them.
+- Scheduler "rr" only (no "mh" source-hash flags); topology hints are not modelled.
+- 1.20 on a fresh node wrote every nat chain declaration as ":KUBE-POSTROUTING" and the filter one as
+  ":KUBE-FORWARD" (createAndLinkeKubeChain used the wrong variable until 1.21); harmless because
+  EnsureChain had created the chains, and not reproduced here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from ipaddress import IPv4Address, IPv4Network
+
+from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.view import ServiceView, unique
+
+IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
+DEFAULT_VERSION = "1.31"
+
+DUMMY_DEVICE = "kube-ipvs0"
+SCHEDULER = "rr"
+# kubelet's --iptables-drop-bit default (15), formatted like NewProxier formats its marks.
+KUBELET_DROP_MARK = "0x00008000"
+
+# Chains (pkg/proxy/ipvs/proxier.go).
+KUBE_SERVICES = "KUBE-SERVICES"
+KUBE_POSTROUTING = "KUBE-POSTROUTING"
+KUBE_MARK_MASQ = "KUBE-MARK-MASQ"
+KUBE_NODE_PORT = "KUBE-NODE-PORT"
+KUBE_LOAD_BALANCER = "KUBE-LOAD-BALANCER"
+KUBE_FORWARD = "KUBE-FORWARD"
+KUBE_FIREWALL = "KUBE-FIREWALL"  # nat, <= 1.24 (and kubelet's filter chain of the same name)
+KUBE_MARK_DROP = "KUBE-MARK-DROP"  # kubelet's nat chain; kube-proxy <= 1.24 jumps to it
+KUBE_PROXY_FIREWALL = "KUBE-PROXY-FIREWALL"
+KUBE_SOURCE_RANGES_FIREWALL = "KUBE-SOURCE-RANGES-FIREWALL"
+KUBE_IPVS_FILTER = "KUBE-IPVS-FILTER"
+KUBE_IPVS_OUT_FILTER = "KUBE-IPVS-OUT-FILTER"
+
+# ipsets (pkg/proxy/ipvs/ipset.go): name -> (type, comment). The comment only appears in the
+# iptables rules that match the set; kube-proxy does not pass it to "ipset create".
+LOOP_BACK = "KUBE-LOOP-BACK"
+CLUSTER_IP = "KUBE-CLUSTER-IP"
+EXTERNAL_IP = "KUBE-EXTERNAL-IP"
+EXTERNAL_IP_LOCAL = "KUBE-EXTERNAL-IP-LOCAL"
+LOAD_BALANCER = "KUBE-LOAD-BALANCER"
+LOAD_BALANCER_FW = "KUBE-LOAD-BALANCER-FW"
+LOAD_BALANCER_LOCAL = "KUBE-LOAD-BALANCER-LOCAL"
+LOAD_BALANCER_SOURCE_IP = "KUBE-LOAD-BALANCER-SOURCE-IP"
+LOAD_BALANCER_SOURCE_CIDR = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+NODE_PORT_TCP = "KUBE-NODE-PORT-TCP"
+NODE_PORT_LOCAL_TCP = "KUBE-NODE-PORT-LOCAL-TCP"
+NODE_PORT_UDP = "KUBE-NODE-PORT-UDP"
+NODE_PORT_LOCAL_UDP = "KUBE-NODE-PORT-LOCAL-UDP"
+NODE_PORT_SCTP = "KUBE-NODE-PORT-SCTP-HASH"
+NODE_PORT_LOCAL_SCTP = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+HEALTH_CHECK_NODE_PORT = "KUBE-HEALTH-CHECK-NODE-PORT"
+IPVS_IPS = "KUBE-IPVS-IPS"
+
+HASH_IP = "hash:ip"
+HASH_IP_PORT = "hash:ip,port"
+HASH_IP_PORT_IP = "hash:ip,port,ip"
+HASH_IP_PORT_NET = "hash:ip,port,net"
+BITMAP_PORT = "bitmap:port"
+
+# ipsetInfo, in kube-proxy's order.
+IPSET_INFO: dict[str, tuple[str, str]] = {
+    LOOP_BACK: (HASH_IP_PORT_IP, "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"),
+    CLUSTER_IP: (HASH_IP_PORT, "Kubernetes service cluster ip + port for masquerade purpose"),
+    EXTERNAL_IP: (HASH_IP_PORT, "Kubernetes service external ip + port for masquerade and filter purpose"),
+    EXTERNAL_IP_LOCAL: (HASH_IP_PORT, "Kubernetes service external ip + port with externalTrafficPolicy=local"),
+    LOAD_BALANCER: (HASH_IP_PORT, "Kubernetes service lb portal"),
+    LOAD_BALANCER_FW: (HASH_IP_PORT, "Kubernetes service load balancer ip + port for load balancer with sourceRange"),
+    LOAD_BALANCER_LOCAL: (
+        HASH_IP_PORT,
+        "Kubernetes service load balancer ip + port with externalTrafficPolicy=local",
+    ),
+    LOAD_BALANCER_SOURCE_IP: (
+        HASH_IP_PORT_IP,
+        "Kubernetes service load balancer ip + port + source IP for packet filter purpose",
+    ),
+    LOAD_BALANCER_SOURCE_CIDR: (
+        HASH_IP_PORT_NET,
+        "Kubernetes service load balancer ip + port + source cidr for packet filter purpose",
+    ),
+    NODE_PORT_TCP: (BITMAP_PORT, "Kubernetes nodeport TCP port for masquerade purpose"),
+    NODE_PORT_LOCAL_TCP: (BITMAP_PORT, "Kubernetes nodeport TCP port with externalTrafficPolicy=local"),
+    NODE_PORT_UDP: (BITMAP_PORT, "Kubernetes nodeport UDP port for masquerade purpose"),
+    NODE_PORT_LOCAL_UDP: (BITMAP_PORT, "Kubernetes nodeport UDP port with externalTrafficPolicy=local"),
+    NODE_PORT_SCTP: (HASH_IP_PORT, "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"),
+    NODE_PORT_LOCAL_SCTP: (
+        HASH_IP_PORT,
+        "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'",
+    ),
+    HEALTH_CHECK_NODE_PORT: (BITMAP_PORT, "Kubernetes health check node port"),
+    IPVS_IPS: (HASH_IP, "Addresses on the ipvs interface"),
+}
+
+_NODE_PORT_SETS = {"tcp": NODE_PORT_TCP, "udp": NODE_PORT_UDP, "sctp": NODE_PORT_SCTP}
+_NODE_PORT_LOCAL_SETS = {"tcp": NODE_PORT_LOCAL_TCP, "udp": NODE_PORT_LOCAL_UDP, "sctp": NODE_PORT_LOCAL_SCTP}
+_IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
+_LOOPBACK = "127.0.0.0/8"
+
+
+@dataclass(frozen=True)
+class JumpRule:
+    """A rule kube-proxy (or kubelet) keeps in a built-in chain with `iptables -t TABLE -I CHAIN`."""
+
+    table: str
+    chain: str
+    target: str
+    comment: str = ""
+
+    @property
+    def args(self) -> str:
+        """The rule as iptables-restore reads it, without "-A CHAIN"."""
+        comment = f'-m comment --comment "{self.comment}" ' if self.comment else ""
+        return f"{comment}-j {self.target}"
+
+
+def check_ipvs_version(version: str) -> str | None:
+    """None when the version is reproduced, else what to tell the user."""
+    if version in IPVS_VERSIONS:
+        return None
+    return f"kube-proxy ipvs mode {version} is not reproduced; supported: {', '.join(IPVS_VERSIONS)}"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What one kube-proxy minor version does differently (see the module docstring)."""
+
+    minor: int
+
+    @property
+    def route_localnet(self) -> bool:
+        return self.minor <= 20
+
+    @property
+    def loopback_node_port(self) -> bool:
+        return self.minor <= 21
+
+    @property
+    def nat_firewall(self) -> bool:
+        """LB source ranges in nat KUBE-FIREWALL -> kubelet's KUBE-MARK-DROP."""
+        return self.minor <= 24
+
+    @property
+    def health_check_set(self) -> bool:
+        return self.minor >= 21
+
+    @property
+    def forward_rule_pair(self) -> bool:
+        return self.minor <= 22
+
+    @property
+    def sctp_local_first(self) -> bool:
+        return self.minor >= 23
+
+    @property
+    def ipvs_filter(self) -> bool:
+        """KUBE-SERVICES loopback RETURN, KUBE-IPVS-IPS and KUBE-IPVS-FILTER (#108460)."""
+        return self.minor >= 26
+
+    @property
+    def out_filter(self) -> bool:
+        return self.minor >= 29
+
+    @property
+    def bind_only_foreign(self) -> bool:
+        return self.minor >= 28
+
+    @property
+    def nodeport_skips_bound(self) -> bool:
+        """1.23-1.27 list node addresses minus what kube-ipvs0 holds (from the previous sync)."""
+        return 23 <= self.minor <= 27
+
+    @property
+    def conn_reuse_fixed_kernel(self) -> bool:
+        """From 1.22 conn_reuse_mode is left alone on kernels >= 5.9 (issue 93297)."""
+        return self.minor >= 22
+
+    def jump_rules(self) -> tuple[JumpRule, ...]:
+        """iptablesJumpChain, in order; each is ensured with iptables -I (prepend)."""
+        rules = [
+            JumpRule("nat", "OUTPUT", KUBE_SERVICES, "kubernetes service portals"),
+            JumpRule("nat", "PREROUTING", KUBE_SERVICES, "kubernetes service portals"),
+            JumpRule("nat", "POSTROUTING", KUBE_POSTROUTING, "kubernetes postrouting rules"),
+            JumpRule("filter", "FORWARD", KUBE_FORWARD, "kubernetes forwarding rules"),
+        ]
+        if self.health_check_set:
+            rules.append(JumpRule("filter", "INPUT", KUBE_NODE_PORT, "kubernetes health check rules"))
+        if not self.nat_firewall:
+            rules.append(JumpRule("filter", "INPUT", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+            rules.append(JumpRule("filter", "FORWARD", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+        if self.ipvs_filter:
+            rules.append(JumpRule("filter", "INPUT", KUBE_IPVS_FILTER, "kubernetes ipvs access filter"))
+        if self.out_filter:
+            rules.append(JumpRule("filter", "OUTPUT", KUBE_IPVS_OUT_FILTER, "kubernetes ipvs access filter"))
+        return tuple(rules)
+
+    def nat_chains(self) -> tuple[str, ...]:
+        """iptablesChains (nat part), in the order their declarations are written."""
+        firewall = (KUBE_FIREWALL,) if self.nat_firewall else ()
+        return (KUBE_SERVICES, KUBE_POSTROUTING, *firewall, KUBE_NODE_PORT, KUBE_LOAD_BALANCER, KUBE_MARK_MASQ)
+
+    def filter_chains(self) -> tuple[str, ...]:
+        chains = [KUBE_FORWARD]
+        if self.health_check_set:
+            chains.append(KUBE_NODE_PORT)
+        if not self.nat_firewall:
+            chains += [KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL]
+        if self.ipvs_filter:
+            chains.append(KUBE_IPVS_FILTER)
+        if self.out_filter:
+            chains.append(KUBE_IPVS_OUT_FILTER)
+        return tuple(chains)
+
+    def set_names(self) -> tuple[str, ...]:
+        """ipsetInfo: every set kube-proxy creates (empty or not) on each sync."""
+        names = list(IPSET_INFO)
+        if not self.health_check_set:
+            names.remove(HEALTH_CHECK_NODE_PORT)
+        if not self.ipvs_filter:
+            names.remove(IPVS_IPS)
+        return tuple(names)
+
+    def set_jumps(self) -> tuple[tuple[str, str, str, str, str, str], ...]:
+        """ipsetWithIptablesChain: (set, table, from chain, target, match type, "-p" protocol)."""
+        rows = [
+            (LOOP_BACK, "nat", KUBE_POSTROUTING, "MASQUERADE", "dst,dst,src", ""),
+            (LOAD_BALANCER, "nat", KUBE_SERVICES, KUBE_LOAD_BALANCER, "dst,dst", ""),
+        ]
+        if self.nat_firewall:
+            rows += [
+                (LOAD_BALANCER_FW, "nat", KUBE_LOAD_BALANCER, KUBE_FIREWALL, "dst,dst", ""),
+                (LOAD_BALANCER_SOURCE_CIDR, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
+                (LOAD_BALANCER_SOURCE_IP, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
+            ]
+        rows += [
+            (LOAD_BALANCER_LOCAL, "nat", KUBE_LOAD_BALANCER, "RETURN", "dst,dst", ""),
+            (NODE_PORT_LOCAL_TCP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "tcp"),
+            (NODE_PORT_TCP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "tcp"),
+            (NODE_PORT_LOCAL_UDP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "udp"),
+            (NODE_PORT_UDP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "udp"),
+        ]
+        sctp_local = (NODE_PORT_LOCAL_SCTP, "nat", KUBE_NODE_PORT, "RETURN", "dst,dst", "sctp")
+        sctp = (NODE_PORT_SCTP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst,dst", "sctp")
+        rows += [sctp_local, sctp] if self.sctp_local_first else [sctp, sctp_local]
+        if not self.nat_firewall:
+            rows += [
+                (LOAD_BALANCER_FW, "filter", KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL, "dst,dst", ""),
+                (LOAD_BALANCER_SOURCE_CIDR, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
+                (LOAD_BALANCER_SOURCE_IP, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
+            ]
+        return tuple(rows)
+
+    def ipvs_filter_returns(self) -> tuple[tuple[str, str], ...]:
+        """KUBE-IPVS-FILTER's RETURN rules: (set, match type)."""
+        rows = [(LOAD_BALANCER, "dst,dst"), (CLUSTER_IP, "dst,dst"), (EXTERNAL_IP, "dst,dst")]
+        if self.minor >= 30:
+            rows.append((EXTERNAL_IP_LOCAL, "dst,dst"))
+        if self.minor >= 28:
+            rows.append((HEALTH_CHECK_NODE_PORT, "dst"))
+        return tuple(rows)
+
+
+@dataclass(frozen=True)
+class IpSet:
+    """One ipset as kube-proxy creates it, with its entries in Entry.String() form."""
+
+    name: str
+    set_type: str
+    comment: str
+    entries: tuple[str, ...] = ()
+
+    def create_line(self) -> str:
+        """createSet(): hash types get family/hashsize/maxelem defaults, bitmap:port the full range."""
+        if self.set_type == BITMAP_PORT:
+            return f"create {self.name} {self.set_type} range 0-65535"
+        return f"create {self.name} {self.set_type} family inet hashsize 1024 maxelem 65536"
+
+
+@dataclass(frozen=True)
+class RealServer:
+    address: str
+    port: int
+    weight: int = 1
+
+    @property
+    def text(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+@dataclass(frozen=True)
+class VirtualServer:
+    """An IPVS service: address, port, protocol ("TCP"/"UDP"/"SCTP"), rr, persistence timeout."""
+
+    protocol: str
+    address: str
+    port: int
+    scheduler: str = SCHEDULER
+    timeout: int = 0  # ClientIP affinity: FlagPersistent with this timeout; 0 = not persistent
+    real_servers: tuple[RealServer, ...] = ()
+
+    @property
+    def service_address(self) -> str:
+        """ipvsadm's service option and address, e.g. "-t 10.96.0.1:443"."""
+        return f"{_IPVSADM_PROTOCOL[self.protocol]} {self.address}:{self.port}"
+
+    def ipvsadm_lines(self) -> list[str]:
+        persistent = f" -p {self.timeout}" if self.timeout else ""
+        lines = [f"-A {self.service_address} -s {self.scheduler}{persistent}"]
+        # Masquerading ("-m") with weight 1: kube-proxy's RealServer (no ConnectionFlags, so NAT).
+        lines += [f"-a {self.service_address} -r {rs.text} -m -w {rs.weight}" for rs in self.real_servers]
+        return lines
+
+
+@dataclass(frozen=True)
+class IpvsRules:
+    """Everything kube-proxy's ipvs mode puts into one node's kernel (IPv4)."""
+
+    version: str
+    # The /32s bound on kube-ipvs0.
+    dummy_addresses: tuple[str, ...]
+    ipsets: tuple[IpSet, ...]
+    virtual_servers: tuple[VirtualServer, ...]
+    # What syncProxyRules writes with iptables-restore --noflush (chain declarations and rules).
+    nat_chains: tuple[str, ...]
+    nat_rules: tuple[str, ...]
+    filter_chains: tuple[str, ...]
+    filter_rules: tuple[str, ...]
+    # Rules kube-proxy keeps in built-in chains with `iptables -C`/`-I` (prepend).
+    jump_rules: tuple[JumpRule, ...]
+    # kubelet's KUBE-MARK-DROP / filter KUBE-FIREWALL, for versions whose kube-proxy relied on them.
+    kubelet: KubeletRules | None
+    # NewProxier's sysctls, "net/ipv4/vs/conntrack" -> 1.
+    sysctls: dict[str, int] = field(hash=False)
+    # The addresses that got NodePort virtual servers.
+    node_port_addresses: tuple[str, ...] = ()
+
+    def ipset(self, name: str) -> IpSet:
+        return next(s for s in self.ipsets if s.name == name)
+
+    def ipset_restore(self) -> str:
+        """Input for `ipset restore`: every set kube-proxy creates, then their entries.
+
+        kube-proxy runs `ipset create NAME TYPE ... -exist` and `ipset add NAME ENTRY -exist` one
+        by one; this is the same content for an empty namespace. Each set's comment (the one its
+        iptables rules carry) is written above it as a "#" line, which ipset restore skips.
+        """
+        lines = []
+        for s in self.ipsets:
+            lines += [f"# {s.name}: {s.comment}", s.create_line()]
+        for s in self.ipsets:
+            lines += [f"add {s.name} {entry}" for entry in s.entries]
+        return "\n".join(lines) + "\n"
+
+    @property
+    def kube_proxy_payload(self) -> str:
+        """The exact iptables-restore input of syncProxyRules() (used with --noflush): nat, then filter."""
+        return "".join(
+            [
+                "*nat\n",
+                *(f":{chain} - [0:0]\n" for chain in self.nat_chains),
+                *(f"{rule}\n" for rule in self.nat_rules),
+                "COMMIT\n*filter\n",
+                *(f":{chain} - [0:0]\n" for chain in self.filter_chains),
+                *(f"{rule}\n" for rule in self.filter_rules),
+                "COMMIT\n",
+            ]
+        )
+
+    def builtin_rules(self, table: str, chain: str) -> list[str]:
+        """The rules of one built-in chain, top first, on a node where kubelet started first.
+
+        kube-proxy prepends its jumps one by one, so they end up in reverse order, above the
+        "-j KUBE-FIREWALL" jumps kubelet had prepended before.
+        """
+        mine = [j for j in self.jump_rules if (j.table, j.chain) == (table, chain)]
+        rules = [f"-A {chain} {j.args}" for j in reversed(mine)]
+        if self.kubelet is not None:
+            kubelet = [j for j in self.kubelet.jump_rules if (j.table, j.chain) == (table, chain)]
+            rules += [f"-A {chain} {j.args}" for j in reversed(kubelet)]
+        return rules
+
+    def iptables_restore(self) -> str:
+        """One iptables-restore input (without --noflush) for an empty network namespace.
+
+        Built-in chains with policy ACCEPT and the jumps into kube-proxy's chains, then
+        kube-proxy's ipvs-mode chains and rules for this version. The ipsets must exist first
+        (load ipset_restore()): every "-m set" match names one.
+
+        For versions up to 1.24 kube-proxy's nat KUBE-FIREWALL ends in "-j KUBE-MARK-DROP", a
+        chain only kubelet fills (kube-proxy 1.20-1.24 just ensures it exists), and the marked
+        packets are dropped by kubelet's filter KUBE-FIREWALL from INPUT and OUTPUT. Those kubelet
+        rules (pkg/kubelet/kubelet_network_linux.go of that era, drop bit 15) are included here,
+        with kubelet's "block incoming localnet connections" rule, so the namespace behaves like
+        such a node. kubelet's copies of KUBE-MARK-MASQ / KUBE-POSTROUTING are the same rules as
+        kube-proxy's and are not repeated. From 1.25 kube-proxy relies on no kubelet rule and
+        none is written. Left out: KUBE-KUBELET-CANARY / KUBE-PROXY-CANARY style empty chains and
+        kubelet's mangle KUBE-IPTABLES-HINT.
+        """
+        tables = {
+            "nat": (("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"), self.nat_chains, self.nat_rules),
+            "filter": (("INPUT", "FORWARD", "OUTPUT"), self.filter_chains, self.filter_rules),
+        }
+        lines = []
+        for table, (builtins, chains, rules) in tables.items():
+            extra_chains: tuple[str, ...] = ()
+            extra_rules: tuple[str, ...] = ()
+            if self.kubelet is not None:
+                extra_chains = self.kubelet.chains(table)
+                extra_rules = self.kubelet.rules(table)
+            lines.append(f"*{table}")
+            lines += [f":{chain} ACCEPT [0:0]" for chain in builtins]
+            lines += [f":{chain} - [0:0]" for chain in unique([*chains, *extra_chains])]
+            lines += [rule for chain in builtins for rule in self.builtin_rules(table, chain)]
+            lines += [*rules, *extra_rules, "COMMIT"]
+        return "\n".join(lines) + "\n"
+
+    def ipvsadm_restore(self) -> str:
+        """Input for `ipvsadm-restore` (the `ipvsadm-save -n` format): each -A, then its -a lines."""
+        lines = [line for vs in self.virtual_servers for line in vs.ipvsadm_lines()]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+@dataclass(frozen=True)
+class KubeletRules:
+    """kubelet's drop-mark machinery (1.19-1.24 kubelet, pkg/kubelet/kubelet_network_linux.go)."""
+
+    drop_mark: str = KUBELET_DROP_MARK
+
+    @property
+    def jump_rules(self) -> tuple[JumpRule, ...]:
+        # kubelet prepends OUTPUT first, then INPUT; no comment.
+        return (JumpRule("filter", "OUTPUT", KUBE_FIREWALL), JumpRule("filter", "INPUT", KUBE_FIREWALL))
+
+    def chains(self, table: str) -> tuple[str, ...]:
+        return {"nat": (KUBE_MARK_DROP,), "filter": (KUBE_FIREWALL,)}[table]
+
+    def rules(self, table: str) -> tuple[str, ...]:
+        mark = self.drop_mark
+        if table == "nat":
+            return (f"-A {KUBE_MARK_DROP} -j MARK --or-mark {mark}",)
+        return (
+            f'-A {KUBE_FIREWALL} -m comment --comment "kubernetes firewall for dropping marked packets"'
+            f" -m mark --mark {mark}/{mark} -j DROP",
+            f'-A {KUBE_FIREWALL} -m comment --comment "block incoming localnet connections"'
+            f" --dst {_LOOPBACK} ! --src {_LOOPBACK} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP",
+        )
+
+
+def render_ipvs(
+    services: Sequence[ServicePort],
+    config: ProxyConfig,
+    node_ips: Sequence[str] = (),
+    version: str = DEFAULT_VERSION,
+    *,
+    kernel: tuple[int, int] = (6, 1),
+) -> IpvsRules:
+    """Render kube-proxy's ipvs mode for one node.
+
+    node_ips: every address on the node's interfaces other than kube-ipvs0, the node IP
+    (--node-ip, used for loadBalancerSourceRanges) first. Include 127.0.0.1: a real node has it
+    on lo, and kube-proxy up to 1.21 makes NodePort virtual servers on it.
+    kernel: the running kernel's (major, minor), which decides conn_reuse_mode.
+    """
+    if problem := check_ipvs_version(version):
+        raise ValueError(problem)
+    lay = _Layout(int(version.split(".")[1]))
+    node = _Node.build(config, node_ips)
+    views = [view for view in map(_ServiceView.build, services) if view is not None]
+    state = _State(lay, node, views)
+    for view in views:
+        state.add_service(view)
+    # KUBE-IPVS-IPS is set to exactly the addresses wanted on kube-ipvs0.
+    state.sets[IPVS_IPS] = dict(state.bound)
+    tables = _write_iptables_rules(state)
+    return IpvsRules(
+        version=version,
+        dummy_addresses=tuple(f"{ip}/32" for ip in state.bound),
+        ipsets=tuple(IpSet(name, *IPSET_INFO[name], tuple(state.sets[name])) for name in lay.set_names()),
+        virtual_servers=tuple(state.virtual_servers.values()),
+        nat_chains=lay.nat_chains(),
+        nat_rules=tuple(tables.nat),
+        filter_chains=lay.filter_chains(),
+        filter_rules=tuple(tables.filter),
+        jump_rules=lay.jump_rules(),
+        kubelet=KubeletRules() if lay.nat_firewall else None,
+        sysctls=_sysctls(lay, config, kernel),
+        node_port_addresses=tuple(state.node_port_ips),
+    )
+
+
+def _sysctls(lay: _Layout, config: ProxyConfig, kernel: tuple[int, int]) -> dict[str, int]:
+    """What NewProxier ensures (EnsureSysctl), in its order."""
+    sysctls = {}
+    if lay.route_localnet:
+        sysctls["net/ipv4/conf/all/route_localnet"] = 1
+    sysctls["net/ipv4/vs/conntrack"] = 1
+    # conn_reuse_mode=0 needs kernel >= 4.1; from 1.22 kernels >= 5.9 keep their default.
+    if kernel >= (4, 1) and not (lay.conn_reuse_fixed_kernel and kernel >= (5, 9)):
+        sysctls["net/ipv4/vs/conn_reuse_mode"] = 0
+    sysctls["net/ipv4/vs/expire_nodest_conn"] = 1
+    sysctls["net/ipv4/vs/expire_quiescent_template"] = 1
+    sysctls["net/ipv4/ip_forward"] = 1
+    if config.ipvs_strict_arp:
+        sysctls["net/ipv4/conf/all/arp_ignore"] = 1
+        sysctls["net/ipv4/conf/all/arp_announce"] = 2
+    return sysctls
+
+
+@dataclass(frozen=True)
+class _Node:
+    config: ProxyConfig
+    mark: str
+    primary_ip: IPv4Address | None
+    addresses: tuple[IPv4Address, ...]  # the node's IPv4 addresses, loopback included
+    node_port_cidrs: tuple[IPv4Network, ...] | None  # None: nodePortAddresses match everything
+
+    @classmethod
+    def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
+        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
+        cidrs = [c for c in map(parse_ipv4_cidr, config.node_port_addresses) if c is not None]
+        match_all = not cidrs or any(c.prefixlen == 0 for c in cidrs)
+        mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
+        return cls(config, mark, own[0] if own else None, tuple(unique(own)), None if match_all else tuple(cidrs))
+
+    @property
+    def interface_addresses(self) -> set[str]:
+        """GetAllLocalAddresses(Except): the node's addresses without loopback (isValidForSet)."""
+        return {str(ip) for ip in self.addresses if not ip.is_loopback}
+
+
+class _ServiceView(ServiceView):
+    """The ipvs proxier binds each external and LB IP once, and names set entries "IP,proto:port"."""
+
+    @classmethod
+    def build(cls, port: ServicePort) -> _ServiceView | None:
+        view = super().build(port)
+        if view is None:
+            return None
+        return replace(view, external_ips=tuple(unique(view.external_ips)), lb_ips=tuple(unique(view.lb_ips)))
+
+    def entry(self, ip: str, port: int | None = None) -> str:
+        """hash:ip,port Entry.String(): "IP,proto:port"."""
+        return f"{ip},{self.proto}:{self.port.port if port is None else port}"
+
+
+class _State:
+    """The sets, bound addresses and virtual servers one sync accumulates."""
+
+    def __init__(self, lay: _Layout, node: _Node, views: Sequence[_ServiceView]) -> None:
+        self.lay = lay
+        self.node = node
+        self.sets: dict[str, dict[str, None]] = {name: {} for name in IPSET_INFO}
+        self.bound: dict[str, None] = {}
+        self.virtual_servers: dict[tuple[str, str, int], VirtualServer] = {}
+        self.out_filter_entries: list[tuple[str, str, int]] = []
+        self.node_port_ips = self._node_port_ips(views)
+
+    def _node_port_ips(self, views: Sequence[_ServiceView]) -> list[str]:
+        """The node IPs that get NodePort virtual servers."""
+        node, lay = self.node, self.lay
+        ips = list(node.addresses)
+        if node.node_port_cidrs is not None:
+            ips = [ip for ip in ips if any(ip in cidr for cidr in node.node_port_cidrs)]
+        if not lay.loopback_node_port:
+            ips = [ip for ip in ips if not ip.is_loopback]
+        if lay.nodeport_skips_bound:
+            # 1.23-1.27 take the node's addresses minus those kube-ipvs0 held at the start of the
+            # sync; in the steady state that is everything this sync binds.
+            bound = {ip for view in views for ip in (view.cluster_ip, *view.external_ips, *view.lb_ips)}
+            ips = [ip for ip in ips if str(ip) not in bound]
+        return [str(ip) for ip in ips]
+
+    def add(self, set_name: str, entry: str) -> None:
+        self.sets[set_name][entry] = None
+
+    def add_service(self, svc: _ServiceView) -> None:
+        lay = self.lay
+        for ep in svc.endpoints:
+            # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones are known).
+            if ep.is_local and (ep.ready or lay.minor >= 21):
+                self.add(LOOP_BACK, f"{ep.ip},{svc.proto}:{ep.port},{ep.ip}")
+
+        self.add(CLUSTER_IP, svc.entry(svc.cluster_ip))
+        self._virtual_server(svc, svc.cluster_ip, svc.port.port, bind=True, local=False)
+
+        for ip in svc.external_ips:
+            self.add(EXTERNAL_IP_LOCAL if svc.external_local else EXTERNAL_IP, svc.entry(ip))
+            self._virtual_server(svc, ip, svc.port.port, bind=self._should_bind(ip), local=True)
+
+        for ip in svc.lb_ips:
+            self._load_balancer_ip(svc, ip)
+
+        if svc.port.node_port and not self._node_port(svc):
+            return  # kube-proxy "continue"s: without node IPs the health check port is skipped too
+        if svc.health_check_node_port and lay.health_check_set:
+            self.add(HEALTH_CHECK_NODE_PORT, str(svc.health_check_node_port))
+
+    def _should_bind(self, ip: str) -> bool:
+        # >= 1.28: "We must not add the address to the dummy device if it exist on another interface".
+        return not (self.lay.bind_only_foreign and ip in self.node.interface_addresses)
+
+    def _load_balancer_ip(self, svc: _ServiceView, ip: str) -> None:
+        entry = svc.entry(ip)
+        self.add(LOAD_BALANCER, entry)
+        if svc.external_local:
+            self.add(LOAD_BALANCER_LOCAL, entry)
+        if svc.source_cidrs:
+            self.add(LOAD_BALANCER_FW, entry)
+            for cidr in svc.source_cidrs:
+                self.add(LOAD_BALANCER_SOURCE_CIDR, f"{entry},{cidr}")
+            primary = self.node.primary_ip
+            if primary is not None and any(primary in cidr for cidr in svc.source_cidrs):
+                # The node reaching the LB IP often loops back with the LB IP as source.
+                self.add(LOAD_BALANCER_SOURCE_IP, f"{entry},{ip}")
+            else:
+                self.out_filter_entries.append((ip, svc.proto, svc.port.port))
+        self._virtual_server(svc, ip, svc.port.port, bind=self._should_bind(ip), local=True)
+
+    def _node_port(self, svc: _ServiceView) -> bool:
+        ips = self.node_port_ips
+        if not ips:
+            return False
+        node_port = svc.port.node_port
+        # TCP/UDP: bitmap:port of the port; SCTP: hash:ip,port of every node IP.
+        entries = [svc.entry(ip, node_port) for ip in ips] if svc.proto == "sctp" else [str(node_port)]
+        for entry in entries:
+            self.add(_NODE_PORT_SETS[svc.proto], entry)
+            if svc.external_local:
+                self.add(_NODE_PORT_LOCAL_SETS[svc.proto], entry)
+        for ip in ips:
+            self._virtual_server(svc, ip, node_port, bind=False, local=True)
+        return True
+
+    def _virtual_server(self, svc: _ServiceView, ip: str, port: int, *, bind: bool, local: bool) -> None:
+        key = (svc.port.protocol, ip, port)
+        if key not in self.virtual_servers:
+            servers = tuple(RealServer(ep.ip, ep.port) for ep in self._real_servers(svc, external=local))
+            self.virtual_servers[key] = VirtualServer(
+                svc.port.protocol, ip, port, timeout=svc.port.affinity_timeout, real_servers=servers
+            )
+        if bind:
+            self.bound[ip] = None
+
+    def _real_servers(self, svc: _ServiceView, *, external: bool) -> list[Endpoint]:
+        """syncEndpoint(): the endpoints one virtual server balances to."""
+        minor = self.lay.minor
+        eps = list(svc.endpoints)
+        only_local = svc.external_local if external else svc.internal_local
+        if minor <= 21:
+            # No internalTrafficPolicy yet (alpha, off); eTP=Local: local ready endpoints or none.
+            only_local = external and svc.external_local
+            return [ep for ep in eps if ep.ready and (ep.is_local or not only_local)]
+        if minor <= 23:
+            # FilterEndpoints: iTP=Local narrows the whole Service to local endpoints unless eTP=Local.
+            if svc.internal_local and not svc.external_local:
+                eps = [ep for ep in eps if ep.is_local]
+            ready = [ep for ep in eps if ep.ready]
+            return [ep for ep in ready if ep.is_local] if only_local else ready
+        cluster, local = self._categorize(svc)
+        if only_local:
+            # #97081: with no local endpoint, fall back to the cluster-wide ones.
+            return local or cluster
+        return cluster
+
+    def _categorize(self, svc: _ServiceView) -> tuple[list[Endpoint], list[Endpoint]]:
+        """CategorizeEndpoints (pkg/proxy/topology.go), topology hints left out."""
+        eps = svc.endpoints
+        fallback = self.lay.minor >= 26  # ProxyTerminatingEndpoints on by default
+        uses_cluster = not svc.internal_local or svc.externally_accessible
+        uses_local = svc.internal_local or (svc.external_local and svc.externally_accessible)
+        cluster: list[Endpoint] = []
+        local: list[Endpoint] = []
+        if uses_cluster:
+            cluster = [ep for ep in eps if ep.ready]
+            if not cluster and fallback:
+                cluster = [ep for ep in eps if ep.serving and ep.terminating]
+        if uses_local:
+            local = [ep for ep in eps if ep.is_local and ep.ready]
+            if not local and fallback:
+                local = [ep for ep in eps if ep.is_local and ep.serving and ep.terminating]
+        return cluster, local
+
+
+@dataclass
+class _Tables:
+    nat: list[str] = field(default_factory=list)
+    filter: list[str] = field(default_factory=list)
+
+    def add(self, table: str, *parts: str | Iterable[str]) -> None:
+        getattr(self, table).append(" ".join(_flatten(parts)))
+
+
+def _write_iptables_rules(state: _State) -> _Tables:
+    """writeIptablesRules(), in kube-proxy's order."""
+    lay, node = state.lay, state.node
+    config = node.config
+    out = _Tables()
+
+    def nonempty(name: str) -> bool:
+        return bool(state.sets[name])
+
+    def set_match(name: str, match_type: str) -> tuple[str, ...]:
+        comment = ("-m", "comment", "--comment", _quoted(IPSET_INFO[name][1]))
+        return (*comment, "-m", "set", "--match-set", name, match_type)
+
+    if lay.ipvs_filter:
+        # Dismiss connections to localhost early.
+        out.add("nat", "-A", KUBE_SERVICES, "-s", _LOOPBACK, "-j", "RETURN")
+
+    for name, table, chain, target, match_type, proto in lay.set_jumps():
+        if nonempty(name):
+            protocol = ("-p", proto) if proto else ()
+            out.add(table, "-A", chain, protocol, set_match(name, match_type), "-j", target)
+
+    if nonempty(CLUSTER_IP):
+        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", _quoted(IPSET_INFO[CLUSTER_IP][1]))
+        head += ("-m", "set", "--match-set", CLUSTER_IP)
+        if config.masquerade_all:
+            out.add("nat", head, "dst,dst", "-j", KUBE_MARK_MASQ)
+        elif config.cluster_cidr:
+            # Off-cluster traffic to a VIP may be routed to any node: masquerade it.
+            out.add("nat", head, "dst,dst", "!", "-s", config.cluster_cidr, "-j", KUBE_MARK_MASQ)
+        else:
+            # No local-traffic detector: masquerade node traffic that left with a VIP as source.
+            out.add("nat", head, "src,dst", "-j", KUBE_MARK_MASQ)
+
+    def external_ip_rules(match: tuple[str, ...]) -> None:
+        # Off-machine traffic (not bridged in, not from a local address), and traffic to local addresses.
+        physdev = ("-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL")
+        out.add("nat", match, physdev, "-j", "ACCEPT")
+        out.add("nat", match, "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")
+
+    if nonempty(EXTERNAL_IP):
+        match = ("-A", KUBE_SERVICES, *set_match(EXTERNAL_IP, "dst,dst"))
+        out.add("nat", match, "-j", KUBE_MARK_MASQ)
+        external_ip_rules(match)
+    if nonempty(EXTERNAL_IP_LOCAL):
+        external_ip_rules(("-A", KUBE_SERVICES, *set_match(EXTERNAL_IP_LOCAL, "dst,dst")))
+
+    out.add("nat", "-A", KUBE_SERVICES, "-m", "addrtype", "--dst-type", "LOCAL", "-j", KUBE_NODE_PORT)
+    out.add("nat", "-A", KUBE_LOAD_BALANCER, "-j", KUBE_MARK_MASQ)
+    if lay.nat_firewall:
+        out.add("nat", "-A", KUBE_FIREWALL, "-j", KUBE_MARK_DROP)
+    else:
+        out.add("filter", "-A", KUBE_SOURCE_RANGES_FIREWALL, "-j", "DROP")
+
+    if lay.out_filter:
+        for ip, proto, port in state.out_filter_entries:
+            ipvs = ("-m", "ipvs", "--vaddr", ip, "--vproto", proto, "--vport", str(port))
+            out.add("filter", "-A", KUBE_IPVS_OUT_FILTER, "-s", ip, ipvs, "-j", "DROP")
+
+    # acceptIPVSTraffic: these must stay last in KUBE-SERVICES.
+    for name in (CLUSTER_IP, LOAD_BALANCER):
+        if nonempty(name):
+            out.add("nat", "-A", KUBE_SERVICES, "-m", "set", "--match-set", name, "dst,dst", "-j", "ACCEPT")
+
+    marked = ("-m", "mark", "--mark", f"{node.mark}/{node.mark}")
+    forwarding = ("-m", "comment", "--comment", _quoted("kubernetes forwarding rules"))
+    out.add("filter", "-A", KUBE_FORWARD, forwarding, marked, "-j", "ACCEPT")
+    established = ("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+    if lay.forward_rule_pair:
+        for which in ("source", "destination"):
+            comment = _quoted(f"kubernetes forwarding conntrack pod {which} rule")
+            out.add("filter", "-A", KUBE_FORWARD, "-m", "comment", "--comment", comment, established)
+    else:
+        comment = _quoted("kubernetes forwarding conntrack rule")
+        out.add("filter", "-A", KUBE_FORWARD, "-m", "comment", "--comment", comment, established)
+
+    if lay.health_check_set:
+        out.add("filter", "-A", KUBE_NODE_PORT, set_match(HEALTH_CHECK_NODE_PORT, "dst"), "-j", "ACCEPT")
+
+    if lay.ipvs_filter:
+        # No reaching host ports through a VIP (issue 72236).
+        for name, match_type in lay.ipvs_filter_returns():
+            out.add("filter", "-A", KUBE_IPVS_FILTER, "-m", "set", "--match-set", name, match_type, "-j", "RETURN")
+        new = ("-m", "conntrack", "--ctstate", "NEW")
+        out.add("filter", "-A", KUBE_IPVS_FILTER, new, "-m", "set", "--match-set", IPVS_IPS, "dst", "-j", "REJECT")
+
+    out.add("nat", "-A", KUBE_POSTROUTING, "-m", "mark", "!", "--mark", f"{node.mark}/{node.mark}", "-j", "RETURN")
+    out.add("nat", "-A", KUBE_POSTROUTING, "-j", "MARK", "--xor-mark", node.mark)
+    random_fully = ("--random-fully",) if config.random_fully else ()
+    snat = _quoted("kubernetes service traffic requiring SNAT")
+    out.add("nat", "-A", KUBE_POSTROUTING, "-m", "comment", "--comment", snat, "-j", "MASQUERADE", random_fully)
+    out.add("nat", "-A", KUBE_MARK_MASQ, "-j", "MARK", "--or-mark", node.mark)
+    return out
+
+
+def _quoted(text: str) -> str:
+    return f'"{text}"'
+
+
+def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
+    flat: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            flat.append(part)
+        else:
+            flat += _flatten(part)
+    return flat

@@ -1,0 +1,752 @@
+"""kube-proxy's nftables mode, Kubernetes 1.30 to 1.35, as a pure function.
+
+`render_nftables(services, config, node_ips, version)` reproduces the first syncProxyRules() of
+pkg/proxy/nftables/proxier.go on a FRESH node: the one knftables transaction kube-proxy pipes into
+`nft -f -` once both Services and EndpointSlices are synced, in the order its code adds the
+operations ("add table", "add chain" + "flush chain", "add rule", "add set"/"add map", "flush",
+"add element", ...; knftables' text form, IPv4 table `ip kube-proxy` only).
+
+Versions and where each layout comes from (the `_Layout` switches name the change):
+  1.30       openshift/sdn 70cefcddca885822c5e7214eaf9f0da33eccb26b (vendored upstream 1.30.3),
+             pkg/proxy/nftables/proxier.go - exact source.
+  1.31-1.32  kubernetes/kubernetes b0f823e6ccd8a10b3893fc75011b9981af39285c proxier.go, a master
+             snapshot with #126013 (1.31: partial syncs, element storage) and without #130119
+             (1.33). Changes from 1.30: set/map flushes move to the end of setupNFTables, the
+             firewall rule moves after the external chain, firewall-ips elements lose their
+             comment.
+  1.33       GoogleCloudPlatform/kubernetes 3a65f31d88c1f0bd79fb7c4d2800600a31aee8f1 proxier.go, a
+             mirror snapshot with #130119 (readOrReset) and without #131492/#132456 (1.34). On a
+             fresh node ListElements fails and the same flushes are written, so the transaction
+             equals 1.31-1.32. (Which release each snapshot belongs to is inferred from the PRs.)
+  1.34-1.35  no proxier.go of that era is stored; the rules are those of kube-proxy's unit test at
+             kubernetes/kubernetes 81810de635aa13aa0a32992f6def3aa9d6025ebc (TestOverallNFTablesRules,
+             TestBadIPs, ...), which contain #132456 (filter-prerouting-pre-dnat /
+             filter-output-pre-dnat at dstnat-10, filter-input/forward/output at priority 0,
+             filter-output-post-dnat merged into filter-output) and #131492 (the ClusterIP
+             masquerade rule no longer matches the port). Where the rules go in the transaction
+             is the 1.33 order with those two changes applied (the once-per-process add+delete
+             covers the new base chains): inferred.
+  1.29 (alpha: "firewall"/"firewall-allow" sets, a "forward" chain dropping ct state invalid,
+  one endpoints-check chain) is not reproduced; 1.36+ (#135800, #136499: no mark-for-masquerade
+  chain, hairpin-connections set, "dnat ip addr . port to ... map") neither.
+
+On purpose, this differs from a live kube-proxy in ways the kernel does not see:
+- Service ports are written in the caller's order (kube-proxy walks a Go map), nodeport-ips in
+  node_ips order (GetNodeIPs returns a Go map's values).
+- Always the first sync of a fresh node: no "delete chain" of stale chains, no partial syncs.
+- IPv4 only: addresses of the other family are ignored, as kube-proxy's IPv4 proxier ignores them;
+  a Service whose ClusterIP is IPv6 (or headless) yields nothing. Addresses are canonical
+  ("172.30.0.041" -> "172.30.0.41"), as kube-proxy 1.30+ writes them (TestBadIPs).
+- Topology hints / trafficDistribution are not modelled; ProxyTerminatingEndpoints is GA.
+- The caller leaves out LoadBalancer IPs with ipMode Proxy, as kube-proxy leaves them out.
+- Localhost NodePorts are never served (no KubeProxyNFTablesLocalhostNodePorts gate).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address
+
+from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.view import ServiceView
+
+OLDEST_MINOR = 30
+NEWEST_MINOR = 35
+NFTABLES_VERSIONS = tuple(f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1))
+DEFAULT_VERSION = "1.33"
+
+FAMILY = "ip"
+TABLE = "kube-proxy"
+
+# Fixed chain, set and map names (const block of proxier.go).
+SERVICES = "services"
+SERVICE_IPS = "service-ips"
+SERVICE_NODEPORTS = "service-nodeports"
+NODEPORT_IPS = "nodeport-ips"
+CLUSTER_IPS = "cluster-ips"
+SERVICE_ENDPOINTS_CHECK = "service-endpoints-check"
+NODEPORT_ENDPOINTS_CHECK = "nodeport-endpoints-check"
+NO_ENDPOINT_SERVICES = "no-endpoint-services"
+NO_ENDPOINT_NODEPORTS = "no-endpoint-nodeports"
+REJECT_CHAIN = "reject-chain"
+CLUSTER_IPS_CHECK = "cluster-ips-check"
+FIREWALL_IPS = "firewall-ips"
+FIREWALL_CHECK = "firewall-check"
+MARK_MASQ = "mark-for-masquerade"
+MASQUERADING = "masquerading"
+
+# Per-service prefixes; each is followed by servicePortChainNameBase / ...EndpointChainNameBase.
+SERVICE_PREFIX = "service-"
+LOCAL_PREFIX = "local-"
+EXTERNAL_PREFIX = "external-"
+FIREWALL_PREFIX = "firewall-"
+ENDPOINT_PREFIX = "endpoint-"
+AFFINITY_PREFIX = "affinity-"
+
+# knftables.NameLengthMax (256) minus the longest prefix kube-proxy reserves (16).
+_NAME_BASE_MAX = 256 - 16
+
+_IP_PORT_PROTO = "ipv4_addr . inet_proto . inet_service : verdict"
+_PORT_PROTO = "inet_proto . inet_service : verdict"
+_NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
+
+
+@dataclass(frozen=True)
+class BaseChain:
+    """One of kube-proxy's "${type}-${hook}" base chains; priorities are written as numbers, as
+    knftables does (ParsePriority: dstnat = -100, srcnat = 100, filter = 0)."""
+
+    name: str
+    type: str
+    hook: str
+    priority: int
+
+
+# 1.30-1.33 (#122614 moved filtering before DNAT, at dstnat-10; the post-DNAT output chain serves
+# cluster-ips-check, #122692).
+_BASE_CHAINS_1_30 = (
+    BaseChain("filter-prerouting", "filter", "prerouting", -110),
+    BaseChain("filter-input", "filter", "input", -110),
+    BaseChain("filter-forward", "filter", "forward", -110),
+    BaseChain("filter-output", "filter", "output", -110),
+    BaseChain("filter-output-post-dnat", "filter", "output", -90),
+    BaseChain("nat-prerouting", "nat", "prerouting", -100),
+    BaseChain("nat-output", "nat", "output", -100),
+    BaseChain("nat-postrouting", "nat", "postrouting", 100),
+)
+
+# 1.34+ (#132456): only the firewall check stays before DNAT; the rest runs at "filter" priority
+# so that locally-originated traffic has already been short-circuited (DNATed) when checked.
+_BASE_CHAINS_1_34 = (
+    BaseChain("filter-prerouting-pre-dnat", "filter", "prerouting", -110),
+    BaseChain("filter-output-pre-dnat", "filter", "output", -110),
+    BaseChain("filter-forward", "filter", "forward", 0),
+    BaseChain("filter-input", "filter", "input", 0),
+    BaseChain("filter-output", "filter", "output", 0),
+    BaseChain("nat-prerouting", "nat", "prerouting", -100),
+    BaseChain("nat-output", "nat", "output", -100),
+    BaseChain("nat-postrouting", "nat", "postrouting", 100),
+)
+
+
+@dataclass(frozen=True)
+class JumpChain:
+    """nftablesJumpChains: a top-level chain and the base chain that jumps to it."""
+
+    dst: str
+    src: str
+    match: str = ""
+
+
+def _jump_chains(prerouting: str, output_pre_dnat: str, output_post_dnat: str) -> tuple[JumpChain, ...]:
+    """The same list in every supported version; only the base chains it hangs from were renamed."""
+    new = "ct state new"
+    return (
+        # reject is only valid in input/forward/output hooks on kernels before 5.9, so the
+        # endpoint checks cannot run in prerouting like the firewall check does.
+        JumpChain(NODEPORT_ENDPOINTS_CHECK, "filter-input", new),
+        JumpChain(SERVICE_ENDPOINTS_CHECK, "filter-input", new),
+        JumpChain(SERVICE_ENDPOINTS_CHECK, "filter-forward", new),
+        JumpChain(SERVICE_ENDPOINTS_CHECK, "filter-output", new),
+        # loadBalancerSourceRanges must see the LoadBalancer IP, i.e. run before DNAT.
+        JumpChain(FIREWALL_CHECK, prerouting, new),
+        JumpChain(FIREWALL_CHECK, output_pre_dnat, new),
+        JumpChain(SERVICES, "nat-output"),
+        JumpChain(SERVICES, "nat-prerouting"),
+        JumpChain(MASQUERADING, "nat-postrouting"),
+        # Only ClusterIP traffic that was not DNATed is left to reject/drop.
+        JumpChain(CLUSTER_IPS_CHECK, "filter-forward", new),
+        JumpChain(CLUSTER_IPS_CHECK, output_post_dnat, new),
+    )
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What kube-proxy of one minor version writes differently; each switch names its change."""
+
+    minor: int
+
+    @property
+    def pre_dnat_chains(self) -> bool:
+        """#132456 (1.34): filter-*-pre-dnat chains; input/forward/output at priority 0."""
+        return self.minor >= 34
+
+    @property
+    def base_chains(self) -> tuple[BaseChain, ...]:
+        return _BASE_CHAINS_1_34 if self.pre_dnat_chains else _BASE_CHAINS_1_30
+
+    @property
+    def jump_chains(self) -> tuple[JumpChain, ...]:
+        if self.pre_dnat_chains:
+            return _jump_chains("filter-prerouting-pre-dnat", "filter-output-pre-dnat", "filter-output")
+        return _jump_chains("filter-prerouting", "filter-output", "filter-output-post-dnat")
+
+    @property
+    def masquerade_matches_port(self) -> bool:
+        """The ClusterIP masquerade rule matches "PROTO dport PORT" until #131492 (1.34) noticed
+        that service-ips already matched it."""
+        return self.minor <= 33
+
+    @property
+    def element_storage(self) -> bool:
+        """#126013 (1.31): nftElementStorage. Set/map flushes at the end of setupNFTables (in
+        another order), the firewall rule written after the external chain, no comment on
+        firewall-ips elements."""
+        return self.minor >= 31
+
+
+@dataclass(frozen=True)
+class NftRules:
+    """The transaction of one fresh-node sync, one nft command per line, in kube-proxy's order."""
+
+    version: str
+    commands: tuple[str, ...]
+
+    def script(self) -> str:
+        """The exact `nft -f` input (knftables writes no trailing blank line)."""
+        return "".join(f"{command}\n" for command in self.commands)
+
+
+def check_nftables_version(version: str) -> str | None:
+    """None when supported, else what to tell the user."""
+    if version in NFTABLES_VERSIONS:
+        return None
+    return (
+        f"kube-proxy {version}'s nftables mode is not reproduced (alpha in 1.29, beta in 1.31); "
+        f"supported: {', '.join(NFTABLES_VERSIONS)}"
+    )
+
+
+def render_nftables(
+    services: Sequence[ServicePort],
+    config: ProxyConfig,
+    node_ips: Sequence[str] = (),
+    version: str = DEFAULT_VERSION,
+) -> NftRules:
+    """Render the first nftables sync of kube-proxy `version` ("1.30".."1.35") on a fresh node.
+
+    node_ips are the node's own addresses; the first IPv4 one is the node IP kube-proxy was given
+    (the primary IP that serves NodePorts by default, and that lets the node through
+    loadBalancerSourceRanges). config.node_port_addresses picks other NodePort addresses.
+    """
+    if problem := check_nftables_version(version):
+        raise ValueError(problem)
+    lay = _Layout(int(version.split(".")[1]))
+    node = _Node.build(config, node_ips)
+    tx = _Tx()
+    _write_setup(tx, node, lay)
+    # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
+    active: set[str] = set()
+    for view in filter(None, map(_ServiceView.build, services)):
+        _write_service(tx, node, lay, _Plan.build(view), active)
+    return NftRules(version=version, commands=tuple(tx.commands))
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Node:
+    """What NewProxier and the flags fix for every sync."""
+
+    config: ProxyConfig
+    mark: str
+    node_ip: IPv4Address | None
+    nodeport_ips: tuple[str, ...] | None  # None: every local address ("fib daddr type local")
+
+    @classmethod
+    def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
+        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
+        primary = own[0] if own else None
+        mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
+        return cls(config, mark, primary, _nodeport_ips(config.node_port_addresses, own, primary))
+
+    @property
+    def detector(self) -> str | None:
+        """The ClusterCIDR local-traffic detector's CIDR; None is the no-op detector."""
+        cidr = self.config.cluster_cidr
+        return cidr.strip() if cidr else None
+
+
+def _nodeport_ips(
+    addresses: Sequence[str], own: Sequence[IPv4Address], primary: IPv4Address | None
+) -> tuple[str, ...] | None:
+    """NodePortAddresses for IPv4: the node IPs that accept NodePorts, or None for all of them.
+
+    nftables mode defaults to the primary node IP (#122724); an explicit list keeps the node's
+    addresses inside its IPv4 CIDRs, and a list without IPv4 CIDRs, or with 0.0.0.0/0, means all.
+    Loopback addresses are skipped: nftables kube-proxy never serves localhost NodePorts.
+    """
+    if not addresses or list(addresses) == ["primary"]:
+        chosen = [primary] if primary is not None else []
+    else:
+        cidrs = [cidr for cidr in map(parse_ipv4_cidr, addresses) if cidr is not None]
+        if not cidrs or any(cidr.prefixlen == 0 for cidr in cidrs):
+            return None
+        chosen = [ip for ip in own if any(ip in cidr for cidr in cidrs)]
+    return tuple(dict.fromkeys(str(ip) for ip in chosen if not ip.is_loopback))
+
+
+class _ServiceView(ServiceView):
+    """The nftables proxier's chain names, and its reading of eTP=Local."""
+
+    @property
+    def external_local(self) -> bool:
+        # ExternalPolicyLocal is only ever true for a Service that can be reached from outside.
+        return super().external_local and self.externally_accessible
+
+    @property
+    def chain_base(self) -> str:
+        return service_chain_base(self.port.namespace, self.port.name, self.proto, self.port.port_name)
+
+    def endpoint_base(self, ep: Endpoint) -> str:
+        return endpoint_chain_base(self.port.namespace, self.port.name, self.proto, self.port.port_name, ep)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """CategorizeEndpoints (pkg/proxy/topology.go) and the chain choices of syncProxyRules."""
+
+    svc: _ServiceView
+    cluster: tuple[Endpoint, ...]  # balanced over in service-*
+    local: tuple[Endpoint, ...]  # balanced over in local-*
+    reachable: tuple[Endpoint, ...]  # the ones with an endpoint-* chain
+    has_endpoints: bool  # any usable endpoint on any node
+
+    @classmethod
+    def build(cls, svc: _ServiceView) -> _Plan:
+        """Ready endpoints, else serving+terminating ones (ProxyTerminatingEndpoints), chosen
+        separately for the Cluster and the Local policy."""
+        eps = svc.endpoints
+
+        def usable(ep: Endpoint) -> bool:
+            return ep.ready or (ep.serving and ep.terminating)
+
+        # eTP=Local still needs the cluster endpoints: pods and the node short-circuit to them.
+        uses_cluster = not svc.internal_local or svc.externally_accessible
+        uses_local = svc.internal_local or svc.external_local
+        cluster: list[Endpoint] = []
+        local: list[Endpoint] = []
+        if uses_cluster:
+            cluster = [ep for ep in eps if ep.ready] or [ep for ep in eps if ep.serving and ep.terminating]
+        if uses_local:
+            local = [ep for ep in eps if ep.is_local and ep.ready]
+            local = local or [ep for ep in eps if ep.is_local and ep.serving and ep.terminating]
+        has_endpoints = bool(cluster) or (uses_local and any(map(usable, eps)))
+        merged = {ep.address: ep for ep in [*cluster, *local]}
+        reachable = tuple(sorted(merged.values(), key=lambda ep: ep.address))
+        return cls(svc, tuple(cluster), tuple(local), reachable, has_endpoints)
+
+    @property
+    def uses_cluster_chain(self) -> bool:
+        return bool(self.cluster)
+
+    @property
+    def uses_local_chain(self) -> bool:
+        return bool(self.local)
+
+    @property
+    def has_internal_endpoints(self) -> bool:
+        return self.has_endpoints and (bool(self.local) or not self.svc.internal_local)
+
+    @property
+    def has_external_endpoints(self) -> bool:
+        return self.has_endpoints and (bool(self.local) or not self.svc.external_local)
+
+    @property
+    def uses_external_chain(self) -> bool:
+        # Even without usable external endpoints: the chain short-circuits local traffic.
+        return self.has_endpoints and self.svc.externally_accessible
+
+    @property
+    def uses_firewall_chain(self) -> bool:
+        # Unlike iptables, written whether or not there are endpoints.
+        return bool(self.svc.lb_ips) and bool(self.svc.source_ranges)
+
+    @property
+    def cluster_chain(self) -> str:
+        return SERVICE_PREFIX + self.svc.chain_base
+
+    @property
+    def local_chain(self) -> str:
+        return LOCAL_PREFIX + self.svc.chain_base
+
+    @property
+    def external_chain(self) -> str:
+        return EXTERNAL_PREFIX + self.svc.chain_base
+
+    @property
+    def firewall_chain(self) -> str:
+        return FIREWALL_PREFIX + self.svc.chain_base
+
+    @property
+    def internal_chain(self) -> str:
+        return self.local_chain if self.svc.internal_local else self.cluster_chain
+
+    @property
+    def external_policy_chain(self) -> str:
+        return self.local_chain if self.svc.external_local else self.cluster_chain
+
+    def verdicts(self) -> tuple[str, str]:
+        """(internal, external) verdicts for no-endpoint-* elements: reject when nothing serves
+        the Service anywhere, drop when only this node's Local policy has nothing."""
+        if not self.has_endpoints:
+            reject = f"goto {REJECT_CHAIN}"
+            return reject, reject
+        return "drop", "drop"
+
+
+# --- chain names (servicePortChainNameBase, servicePortEndpointChainNameBase) -----------------------
+
+
+def service_chain_base(namespace: str, name: str, proto: str, port_name: str) -> str:
+    """The base of service-/local-/external-/firewall- names, "HASH8-ns/svc/proto/port": readable,
+    and unique thanks to the hash. Kubernetes names use only [a-z0-9-], so "/" can separate them."""
+    return _hash_and_truncate(f"{namespace}/{name}/{proto.lower()}/{port_name}")
+
+
+def endpoint_chain_base(namespace: str, name: str, proto: str, port_name: str, ep: Endpoint) -> str:
+    """The base of endpoint-/affinity- names, "HASH8-ns/svc/proto/port__IP/port"; the ":" of an IPv6
+    address (not allowed in a chain name) becomes "."."""
+    ip = ep.ip.replace(":", ".")
+    return _hash_and_truncate(f"{namespace}/{name}/{proto.lower()}/{port_name}__{ip}/{ep.port}")
+
+
+def _hash_and_truncate(name: str) -> str:
+    """hashAndTruncate: the first 8 base32 characters of sha256(name), then the name itself, cut to
+    fit knftables' limit with "..." (the hash keeps cut names unique)."""
+    full = f"{_hash8(name)}-{name}"
+    return full if len(full) <= _NAME_BASE_MAX else full[: _NAME_BASE_MAX - 3] + "..."
+
+
+def _hash8(text: str) -> str:
+    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode()[:8]
+
+
+# --- the transaction ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tx:
+    """A knftables Transaction: operations rendered the way knftables' writeOperation does."""
+
+    commands: list[str] = field(default_factory=list)
+
+    def _emit(self, verb: str, kind: str, rest: str) -> None:
+        self.commands.append(f"{verb} {kind} {FAMILY} {TABLE}{rest}")
+
+    def add_table(self, comment: str) -> None:
+        self._emit("add", "table", f" {{ comment {_q(comment)} ; }}")
+
+    def add_chain(self, name: str, comment: str | None = None) -> None:
+        props = f" {{ comment {_q(comment)} ; }}" if comment else ""
+        self._emit("add", "chain", f" {name}{props}")
+
+    def add_base_chain(self, chain: BaseChain) -> None:
+        props = f" {{ type {chain.type} hook {chain.hook} priority {chain.priority} ; }}"
+        self._emit("add", "chain", f" {chain.name}{props}")
+
+    def flush(self, kind: str, name: str) -> None:
+        self._emit("flush", kind, f" {name}")
+
+    def delete(self, kind: str, name: str) -> None:
+        self._emit("delete", kind, f" {name}")
+
+    def add_rule(self, chain: str, *parts: str | Iterable[str], comment: str | None = None) -> None:
+        rule = _concat(parts)
+        self._emit("add", "rule", f" {chain} {rule}" + (f" comment {_q(comment)}" if comment else ""))
+
+    def add_set(
+        self, kind: str, name: str, type_: str, *, flags: str = "", timeout: int = 0, comment: str = ""
+    ) -> None:
+        props = [f"type {type_} ;"]
+        props += [f"flags {flags} ;"] if flags else []
+        props += [f"timeout {timeout}s ;"] if timeout else []
+        props += [f"comment {_q(comment)} ;"] if comment else []
+        self._emit("add", kind, f" {name} {{ {' '.join(props)} }}")
+
+    def add_element(self, name: str, key: Sequence[str], value: str = "", comment: str | None = None) -> None:
+        text = " . ".join(key)
+        text += f" comment {_q(comment)}" if comment else ""
+        text += f" : {value}" if value else ""
+        self._emit("add", "element", f" {name} {{ {text} }}")
+
+    def ensure_chain(self, name: str, created: set[str]) -> None:
+        """ensureChain: add the chain and flush it, once per transaction, so that leftovers of an
+        earlier kube-proxy are gone but rules added earlier in this transaction are not."""
+        if name in created:
+            return
+        created.add(name)
+        self.add_chain(name)
+        self.flush("chain", name)
+
+
+def _write_setup(tx: _Tx, node: _Node, lay: _Layout) -> None:
+    """setupNFTables: the table, base chains, jumps and every fixed chain, set, map and rule."""
+    tx.add_table("rules for kube-proxy")
+    # Once per kube-proxy process: add+delete every base chain so that an old chain with other
+    # properties (e.g. priority) is recreated instead of failing the transaction.
+    for chain in lay.base_chains:
+        tx.add_chain(chain.name)
+        tx.delete("chain", chain.name)
+    for chain in lay.base_chains:
+        tx.add_base_chain(chain)
+        tx.flush("chain", chain.name)
+    setup_chains: set[str] = set()
+    for jump in lay.jump_chains:
+        tx.ensure_chain(jump.dst, setup_chains)
+        tx.add_rule(jump.src, jump.match, "jump", jump.dst)
+    for name in (SERVICES, CLUSTER_IPS_CHECK, MASQUERADING, MARK_MASQ):
+        tx.ensure_chain(name, setup_chains)
+    _write_masquerading(tx, node)
+    _write_cluster_ips_check(tx, node)
+    _write_nodeport_ips(tx, node)
+    _write_no_endpoint_handling(tx, node)
+    tx.add_set("map", FIREWALL_IPS, _IP_PORT_PROTO, comment="destinations that are subject to LoadBalancerSourceRanges")
+    tx.ensure_chain(FIREWALL_CHECK, setup_chains)  # already there: a no-op, as in kube-proxy
+    tx.add_rule(FIREWALL_CHECK, "ip daddr . meta l4proto . th dport vmap", "@", FIREWALL_IPS)
+    _write_dispatch(tx, node)
+    # Every sync rebuilds the sets and maps from scratch (1.31+: only what changed, but on a fresh
+    # node nothing can be read back, so everything is flushed and added).
+    flushed = (
+        (CLUSTER_IPS, SERVICE_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_NODEPORTS)
+        if lay.element_storage
+        else (CLUSTER_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_IPS, SERVICE_NODEPORTS)
+    )
+    for name in flushed:
+        tx.flush("set" if name == CLUSTER_IPS else "map", name)
+
+
+def _write_masquerading(tx: _Tx, node: _Node) -> None:
+    """Mark in PREROUTING/OUTPUT, masquerade in POSTROUTING; the mark is cleared first so that a
+    packet re-entering the stack (e.g. after VXLAN encapsulation) is not masqueraded twice."""
+    tx.add_rule(MARK_MASQ, "mark set mark or", node.mark)
+    tx.add_rule(MASQUERADING, "mark and", node.mark, "== 0 return")
+    tx.add_rule(MASQUERADING, "mark set mark xor", node.mark)
+    tx.add_rule(MASQUERADING, "masquerade fully-random")
+
+
+def _write_cluster_ips_check(tx: _Tx, node: _Node) -> None:
+    """Traffic to a ClusterIP that no service-ips element caught (wrong port) is rejected; traffic
+    to an unallocated address of a known ServiceCIDR is dropped."""
+    tx.add_set("set", CLUSTER_IPS, "ipv4_addr", comment="Active ClusterIPs")
+    reject = "Reject traffic to invalid ports of ClusterIPs"
+    tx.add_rule(CLUSTER_IPS_CHECK, "ip daddr", "@", CLUSTER_IPS, "reject", comment=reject)
+    cidrs = [str(cidr) for cidr in node.config.service_cidrs if ":" not in cidr]
+    if cidrs:
+        drop = ("ip daddr {", ",".join(cidrs), "} drop")
+        tx.add_rule(CLUSTER_IPS_CHECK, *drop, comment="Drop traffic to unallocated ClusterIPs")
+
+
+def _write_nodeport_ips(tx: _Tx, node: _Node) -> None:
+    """nodeport-ips exists only when NodePorts are limited to some addresses; add+delete makes
+    sure it is gone otherwise (a bare delete fails when the set does not exist)."""
+    tx.add_set("set", NODEPORT_IPS, "ipv4_addr", comment="IPs that accept NodePort traffic")
+    if node.nodeport_ips is None:
+        tx.delete("set", NODEPORT_IPS)
+        return
+    tx.flush("set", NODEPORT_IPS)
+    for ip in node.nodeport_ips:
+        tx.add_element(NODEPORT_IPS, [ip])
+
+
+def _write_no_endpoint_handling(tx: _Tx, node: _Node) -> None:
+    """Services without (usable) endpoints: checked in the filter hooks, after the nat hooks had
+    their chance, through verdict maps filled per Service."""
+    comment = "vmap to drop or reject packets to services with no endpoints"
+    tx.add_set("map", NO_ENDPOINT_SERVICES, _IP_PORT_PROTO, comment=comment)
+    comment = "vmap to drop or reject packets to service nodeports with no endpoints"
+    tx.add_set("map", NO_ENDPOINT_NODEPORTS, _PORT_PROTO, comment=comment)
+    tx.add_chain(REJECT_CHAIN, "helper for @no-endpoint-services / @no-endpoint-nodeports")
+    tx.flush("chain", REJECT_CHAIN)
+    tx.add_rule(REJECT_CHAIN, "reject")
+    tx.add_rule(SERVICE_ENDPOINTS_CHECK, "ip daddr . meta l4proto . th dport vmap", "@", NO_ENDPOINT_SERVICES)
+    lookup = ("meta l4proto . th dport vmap", "@", NO_ENDPOINT_NODEPORTS)
+    tx.add_rule(NODEPORT_ENDPOINTS_CHECK, _nodeport_match(node), *lookup)
+
+
+def _nodeport_match(node: _Node, *, local: bool = False) -> str:
+    """Which destinations are NodePort addresses: the nodeport-ips set, or (all addresses) any
+    local address but 127/8, which nftables kube-proxy never serves."""
+    if node.nodeport_ips is not None:
+        return f"ip daddr @{NODEPORT_IPS}"
+    return f"fib daddr type local {_NO_LOCALHOST}" if local else _NO_LOCALHOST
+
+
+def _write_dispatch(tx: _Tx, node: _Node) -> None:
+    """The services chain: one vmap lookup for service IPs, one for NodePorts."""
+    tx.add_set("map", SERVICE_IPS, _IP_PORT_PROTO, comment="ClusterIP, ExternalIP and LoadBalancer IP traffic")
+    tx.add_set("map", SERVICE_NODEPORTS, _PORT_PROTO, comment="NodePort traffic")
+    tx.add_rule(SERVICES, "ip daddr . meta l4proto . th dport vmap", "@", SERVICE_IPS)
+    tx.add_rule(SERVICES, _nodeport_match(node, local=True), "meta l4proto . th dport vmap", "@", SERVICE_NODEPORTS)
+
+
+# --- one Service port ------------------------------------------------------------------------------
+
+
+def _write_service(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, created: set[str]) -> None:
+    """One iteration of syncProxyRules' service loop, in its order."""
+    svc = plan.svc
+    for ep in plan.reachable:
+        tx.ensure_chain(ENDPOINT_PREFIX + svc.endpoint_base(ep), created)
+    if plan.uses_cluster_chain:
+        tx.ensure_chain(plan.cluster_chain, created)
+    if plan.uses_local_chain:
+        tx.ensure_chain(plan.local_chain, created)
+    if plan.uses_external_chain:
+        tx.ensure_chain(plan.external_chain, created)
+    _write_service_elements(tx, node, lay, plan, created)
+    if plan.has_internal_endpoints:
+        _write_internal_masquerade(tx, node, lay, plan)
+    if plan.uses_external_chain:
+        _write_external_chain(tx, node, plan)
+    if plan.uses_firewall_chain and lay.element_storage:
+        _write_firewall_rule(tx, node, plan)
+    if svc.port.affinity_timeout:
+        _write_affinity_sets(tx, plan)
+    if plan.uses_cluster_chain:
+        _write_balancing(tx, plan, plan.cluster_chain, plan.cluster)
+    if plan.uses_local_chain:
+        _write_balancing(tx, plan, plan.local_chain, plan.local)
+    for ep in plan.reachable:
+        _write_endpoint_chain(tx, plan, ep)
+
+
+def _key(ip: str, plan: _Plan) -> list[str]:
+    return [ip, plan.svc.proto, str(plan.svc.port.port)]
+
+
+def _write_service_elements(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, created: set[str]) -> None:
+    """Where the Service's addresses are caught (service-ips, service-nodeports, firewall-ips) and
+    what happens when nothing can serve them (no-endpoint-services, no-endpoint-nodeports)."""
+    svc, name = plan.svc, plan.svc.name
+    internal_verdict, external_verdict = plan.verdicts()
+    tx.add_element(CLUSTER_IPS, [svc.cluster_ip])
+    if plan.has_internal_endpoints:
+        tx.add_element(SERVICE_IPS, _key(svc.cluster_ip, plan), f"goto {plan.internal_chain}")
+    else:
+        tx.add_element(NO_ENDPOINT_SERVICES, _key(svc.cluster_ip, plan), internal_verdict, name)
+
+    for ip in svc.external_ips:
+        if plan.has_endpoints:
+            tx.add_element(SERVICE_IPS, _key(ip, plan), f"goto {plan.external_chain}")
+        if not plan.has_external_endpoints:
+            # Reject (nothing anywhere) or drop what the external chain did not short-circuit.
+            tx.add_element(NO_ENDPOINT_SERVICES, _key(ip, plan), external_verdict, name)
+
+    if plan.uses_firewall_chain:
+        tx.ensure_chain(plan.firewall_chain, created)
+        if not lay.element_storage:
+            _write_firewall_rule(tx, node, plan)
+    for ip in svc.lb_ips:
+        if plan.has_endpoints:
+            tx.add_element(SERVICE_IPS, _key(ip, plan), f"goto {plan.external_chain}")
+        if plan.uses_firewall_chain:
+            fw_comment = None if lay.element_storage else name
+            tx.add_element(FIREWALL_IPS, _key(ip, plan), f"goto {plan.firewall_chain}", fw_comment)
+    if not plan.has_external_endpoints:
+        for ip in svc.lb_ips:
+            tx.add_element(NO_ENDPOINT_SERVICES, _key(ip, plan), external_verdict, name)
+
+    if node_port := svc.port.node_port:
+        # NodePorts are not subject to loadBalancerSourceRanges.
+        if plan.has_endpoints:
+            tx.add_element(SERVICE_NODEPORTS, [svc.proto, str(node_port)], f"goto {plan.external_chain}")
+        if not plan.has_external_endpoints:
+            tx.add_element(NO_ENDPOINT_NODEPORTS, [svc.proto, str(node_port)], external_verdict, name)
+
+
+def _write_internal_masquerade(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan) -> None:
+    """Masquerade ClusterIP traffic from outside the pod network (the Service range may be routed
+    to any node, whose reply must come back through it); everything with --masquerade-all; nothing
+    without a local-traffic detector."""
+    svc = plan.svc
+    port = (svc.proto, "dport", str(svc.port.port)) if lay.masquerade_matches_port else ()
+    if node.config.masquerade_all:
+        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, "jump", MARK_MASQ)
+    elif node.detector:
+        not_local = ("ip saddr !=", node.detector)
+        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, not_local, "jump", MARK_MASQ)
+
+
+def _write_external_chain(tx: _Tx, node: _Node, plan: _Plan) -> None:
+    """external-*: every NodePort, externalIP and LoadBalancer packet goes through here."""
+    chain = plan.external_chain
+    if not plan.svc.external_local:
+        # Cluster policy may send the packet to another node: masquerade so the reply returns.
+        tx.add_rule(chain, "jump", MARK_MASQ)
+    else:
+        if node.detector:
+            # Pods reaching an external address behave as if they went out to the LB and came
+            # back: any endpoint, source kept. Needs the local-traffic detector.
+            pods = ("ip saddr", node.detector)
+            tx.add_rule(chain, pods, "goto", plan.cluster_chain, comment="short-circuit pod traffic")
+        # The node itself picks a local address (often the LB IP) as source, which must be
+        # masqueraded, and it may use any endpoint.
+        tx.add_rule(chain, "fib saddr type local jump", MARK_MASQ, comment="masquerade local traffic")
+        tx.add_rule(chain, "fib saddr type local goto", plan.cluster_chain, comment="short-circuit local traffic")
+    if plan.has_external_endpoints:
+        tx.add_rule(chain, "goto", plan.external_policy_chain)
+
+
+def _write_firewall_rule(tx: _Tx, node: _Node, plan: _Plan) -> None:
+    """firewall-*: loadBalancerSourceRanges. A node reaching its own VIP-style LB loops back with
+    the LB IP as source, so when the node IP is allowed the LB IPs are too."""
+    sources = [str(cidr) for cidr in plan.svc.source_cidrs]
+    if node.node_ip is not None and any(node.node_ip in cidr for cidr in plan.svc.source_cidrs):
+        sources += plan.svc.lb_ips
+    tx.add_rule(plan.firewall_chain, "ip saddr != {", " , ".join(sources), "} drop")
+
+
+def _write_affinity_sets(tx: _Tx, plan: _Plan) -> None:
+    """ClientIP affinity: one set of recent client addresses per endpoint. "dynamic" because the
+    kernel adds it anyway and a later add with other flags would fail."""
+    for ep in plan.reachable:
+        name = AFFINITY_PREFIX + plan.svc.endpoint_base(ep)
+        tx.add_set("set", name, "ipv4_addr", flags="dynamic,timeout", timeout=plan.svc.port.affinity_timeout)
+
+
+def _write_balancing(tx: _Tx, plan: _Plan, chain: str, endpoints: Sequence[Endpoint]) -> None:
+    """service-* / local-*: affinity hits first, then one random pick among the endpoints."""
+    svc = plan.svc
+    if svc.port.affinity_timeout:
+        for ep in endpoints:
+            base = svc.endpoint_base(ep)
+            tx.add_rule(chain, "ip saddr", "@", AFFINITY_PREFIX + base, "goto", ENDPOINT_PREFIX + base)
+    picks = " , ".join(f"{i} : goto {ENDPOINT_PREFIX}{svc.endpoint_base(ep)}" for i, ep in enumerate(endpoints))
+    tx.add_rule(chain, f"numgen random mod {len(endpoints)} vmap {{", picks, "}")
+
+
+def _write_endpoint_chain(tx: _Tx, plan: _Plan, ep: Endpoint) -> None:
+    """endpoint-*: masquerade hairpin traffic (a pod reaching itself), remember affinity, DNAT."""
+    base = plan.svc.endpoint_base(ep)
+    chain = ENDPOINT_PREFIX + base
+    tx.add_rule(chain, "ip saddr", ep.ip, "jump", MARK_MASQ)
+    if plan.svc.port.affinity_timeout:
+        tx.add_rule(chain, "update", "@", AFFINITY_PREFIX + base, "{ ip saddr }")
+    tx.add_rule(chain, "meta l4proto", plan.svc.proto, "dnat to", ep.address)
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _concat(parts: Iterable[str | Iterable[str]]) -> str:
+    """knftables.Concat: words joined by single spaces, nothing after "@", empty words dropped."""
+    words: list[str] = []
+    for part in parts:
+        words += [part] if isinstance(part, str) else list(part)
+    out = ""
+    for word in words:
+        if not word:
+            continue
+        out += word if not out or out.endswith("@") else " " + word
+    return out
+
+
+def _q(text: str) -> str:
+    """Go's %q for the plain ASCII comments kube-proxy writes."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
