@@ -43,6 +43,7 @@ def _kubelet_labels(node: str) -> dict[str, str]:
 
 
 def _underlay_address(src: Source, path: FieldPath, ip: str, cluster: ClusterSpec) -> None:
+    """An address on the underlay that is neither its network, its broadcast nor the gateway's."""
     if not inside(ip, cluster.underlay):
         raise src.error(path, f"{ip} is outside the underlay {cluster.underlay} (cluster.underlay)")
     net = ipaddress.IPv4Network(cluster.underlay)

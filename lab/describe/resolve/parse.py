@@ -23,6 +23,7 @@ def check_manifests(source: Source) -> None:
 
 
 def parse(source: Source) -> schema.ScenarioFile:
+    """The file (or a variant of it) as the schema reads it; one error, at the line of the field that is wrong."""
     try:
         return schema.ScenarioFile.model_validate(source.data)
     except ValidationError as exc:
@@ -57,6 +58,7 @@ def _field_path(error: Any, data: Any) -> FieldPath:
 
 
 def _explain(error: Any) -> str:
+    """pydantic's message in the words of the file: the misspelt field's likely name, the kinds a manifest may be."""
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
         return "unknown field" + did_you_mean(str(error["loc"][-1]), _allowed_fields(error["loc"]))

@@ -91,6 +91,8 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
 
 
 def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
+    """An expectation whose names (backends, node, entries, source) are the topology's; the source resolved to an
+    address unless it depends on the entry node."""
     pods = {p.name for p in topo.pods}
     backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
     for b in backends:

@@ -33,6 +33,7 @@ class _PodPlan(NamedTuple):
 def resolve_pods(
     src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]
 ) -> tuple[PodSpec, ...]:
+    """Every pod the workload asks for, on its node, with its address, ports and labels."""
     wanted = _plans(src, workload, nodes)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
     pods = []
@@ -108,6 +109,7 @@ def _pod_addresses(src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, .
 
 
 def _check_pod_ip(src: Source, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
+    """A status.podIP: a free address of its node's podCIDR, given to one pod only."""
     net = ipaddress.IPv4Network(node.pod_cidr)
     if not inside(ip, node.pod_cidr):
         raise src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
@@ -152,6 +154,8 @@ def _service(
     free_ips: Iterator[str],
     free_ports: Iterator[int],
 ) -> ServiceSpec:
+    """One Service: its clusterIP in serviceCIDR, the pods it selects, its ports with their NodePorts and
+    endpoints, its load balancer addresses and health check NodePort (those left out taken from `free_*`)."""
     spec = m.spec
     cluster_ip = spec.cluster_ip or next(free_ips)
     if not inside(cluster_ip, cluster.service_cidr):
