@@ -552,3 +552,12 @@ def test_validate_reports_every_file(tmp_path, capsys):
     assert f"{bad1}:1: name: the tag !foo is not supported" in said
     assert f"{bad2}:5: externalHost: unknown field" in said
     assert "Traceback" not in said
+
+
+def test_a_service_cidr_with_no_free_address_is_named_at_the_service(tmp_path):
+    error = error_for(tmp_path, edited("name: t\n", "name: t\ncluster: {serviceCIDR: 10.96.0.1/32}\n"))
+    assert error.field.endswith("spec.clusterIP"), str(error)
+    assert (
+        error.message
+        == "no address of serviceCIDR 10.96.0.1/32 is left to allocate; give one explicitly or widen the range"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
 from lab.describe.resolve.checks import hosts, inside, unique
@@ -145,6 +145,17 @@ def resolve_services(
     return tuple(services)
 
 
+T = TypeVar("T")
+
+
+def _take(src: Source, path: FieldPath, free: Iterator[T], what: str) -> T:
+    """The next free value, or an error at the field that wanted one (was a StopIteration traceback)."""
+    value = next(free, None)
+    if value is None:
+        raise src.error(path, f"no {what} is left to allocate; give one explicitly or widen the range")
+    return value
+
+
 def _service(
     src: Source,
     path: FieldPath,
@@ -157,7 +168,9 @@ def _service(
     """One Service: its clusterIP in serviceCIDR, the pods it selects, its ports with their NodePorts and
     endpoints, its load balancer addresses and health check NodePort (those left out taken from `free_*`)."""
     spec = m.spec
-    cluster_ip = spec.cluster_ip or next(free_ips)
+    cluster_ip = spec.cluster_ip or _take(
+        src, (*path, "clusterIP"), free_ips, f"address of serviceCIDR {cluster.service_cidr}"
+    )
     if not inside(cluster_ip, cluster.service_cidr):
         raise src.error((*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}")
     selected = [
@@ -173,7 +186,9 @@ def _service(
     ports = []
     for j, p in enumerate(spec.ports):
         _check_node_port(src, (*path, "ports", j, "nodePort"), p.node_port)
-        node_port = (p.node_port or next(free_ports)) if external else 0
+        node_port = (
+            (p.node_port or _take(src, (*path, "ports", j, "nodePort"), free_ports, "NodePort")) if external else 0
+        )
         eps = _endpoints(src, (*path, "ports", j), p, selected)
         ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
     ingress, lb_ips = _load_balancer_ips(src, path, m, cluster)
@@ -190,7 +205,11 @@ def _service(
         load_balancer_source_ranges=tuple(spec.load_balancer_source_ranges),
         external_policy=spec.external_traffic_policy,
         internal_policy=spec.internal_traffic_policy,
-        health_check_node_port=(spec.health_check_node_port or next(free_ports)) if local_lb else 0,
+        health_check_node_port=(
+            spec.health_check_node_port or _take(src, (*path, "healthCheckNodePort"), free_ports, "NodePort")
+        )
+        if local_lb
+        else 0,
         affinity_timeout=spec.session_affinity_config.client_ip.timeout_seconds
         if spec.session_affinity == "ClientIP"
         else 0,
