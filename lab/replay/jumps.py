@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from lab.describe.releases import IPTABLES_VERSIONS
 from lab.render.kubeproxy.iptables import (
     DEFAULT_VERSION,
     KUBE_FIREWALL,
@@ -23,7 +24,6 @@ from lab.render.kubeproxy.iptables import (
     jump_rules,
     kubelet_rules,
 )
-from lab.render.kubeproxy.versions import IPTABLES_VERSIONS
 from lab.replay.dump import DumpError
 
 BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")

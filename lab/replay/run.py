@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from lab.describe.releases import check_version
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.probe.client import send
-from lab.render.kubeproxy.versions import check_version
 from lab.replay.affinity import Affinity, RecentLists
 from lab.replay.dump import (
     DumpError,

@@ -30,9 +30,10 @@ from dataclasses import replace
 import pytest
 from test_iptables_render import NODE_IPS, golden, sort_iptables_rules
 
+from lab.describe.releases import IPTABLES_VERSIONS, check_version
 from lab.render.kubeproxy.iptables import JUMP_RULES, jump_rules, kubelet_rules, render_iptables
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
-from lab.render.kubeproxy.versions import IPTABLES_VERSIONS, check_version, era_of, era_versions
+from lab.render.kubeproxy.versions import era_of, era_versions
 
 # NewFakeProxier up to 1.23: pod CIDR (local-traffic detector) 10.0.0.0/24, mark "0x4000", no
 # --random-fully, hostname "test-hostname" (NodeName of local endpoints), no node IP, no

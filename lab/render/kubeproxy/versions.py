@@ -16,9 +16,7 @@ in lab/render/kubeproxy/iptables.py, next to the rule they change.
 
 from __future__ import annotations
 
-from lab.describe.releases import IPTABLES_VERSIONS, NEWEST_MINOR, OLDEST_MINOR, check_version
-
-__all__ = ["IPTABLES_VERSIONS", "NEWEST_MINOR", "OLDEST_MINOR", "check_version", "era_of", "era_versions", "minor_of"]
+from lab.describe.releases import IPTABLES_VERSIONS, NEWEST_MINOR, check_version
 
 # (era, first minor, last minor)
 ERAS: tuple[tuple[str, int, int], ...] = (
