@@ -14,16 +14,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from lab.describe.releases import IPTABLES_VERSIONS
-from lab.render.kubeproxy.iptables import (
-    DEFAULT_VERSION,
-    KUBE_FIREWALL,
-    KUBE_MARK_DROP,
-    IptablesRules,
-    JumpRule,
-    KubeletRules,
-    jump_rules,
-    kubelet_rules,
-)
+from lab.render.kubeproxy.iptables import DEFAULT_VERSION, IptablesRules, jump_rules
+from lab.render.kubeproxy.xtables import KUBE_FIREWALL, KUBE_MARK_DROP, JumpRule, KubeletRules, kubelet_rules
 from lab.replay.dump import DumpError
 
 BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")

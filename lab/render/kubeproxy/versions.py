@@ -1,6 +1,12 @@
-"""Which Kubernetes versions' kube-proxy the renderers reproduce, and which iptables layout each writes.
+"""The one version table: what kube-proxy of each release does differently, every switch a named property of
+`Release` that cites the change behind it. The renderers, the health check server and the Service view ask
+these properties; none of them compares version numbers itself.
 
-The iptables layout changed in steps; each step is an "era" (see docs/kubeproxy-versions.md):
+Sources (pinned in the mode modules' docstrings and docs/kubeproxy-versions.md): S-commits are the kube-proxy
+sources vendored by openshift/sdn, one per minor (S1.20 = 64fa36f6 ... S1.30 = 70cefcdd); "#N" is a pull
+request of kubernetes/kubernetes. Where a release is inferred rather than read, the property says so.
+
+The iptables layout changed in steps; each step is an "era" (docs/kubeproxy-versions.md):
 
   A  1.19-1.21  KUBE-XLB chains; masquerade rules in KUBE-SERVICES / KUBE-NODEPORTS; KUBE-FW for
                 every LoadBalancer IP; KUBE-MARK-DROP (filled by kubelet)
@@ -8,13 +14,11 @@ The iptables layout changed in steps; each step is an "era" (see docs/kubeproxy-
   C  1.24       KUBE-EXT / KUBE-SVL replace KUBE-XLB (#109060, #106497)
   D  1.25-1.26  no KUBE-MARK-DROP: filter DROP rules and KUBE-PROXY-FIREWALL (#110289, #110290)
   E  1.27-      kube-proxy writes its own KUBE-FIREWALL rule (#114470)
-
-Smaller changes inside an era (1.20's FORWARD jump, 1.21's externalIP rework, 1.26's localhost
-NodePorts flag, 1.29-1.31's INVALID-drop and nfacct details, ...) are switched by the minor version
-in lab/render/kubeproxy/iptables.py, next to the rule they change.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from lab.describe.releases import IPTABLES_VERSIONS, NEWEST_MINOR, check_version
 
@@ -45,3 +49,295 @@ def era_versions(era: str) -> tuple[str, ...]:
     """The supported versions of one era, oldest first."""
     first, last = next((first, last) for name, first, last in ERAS if name == era)
     return tuple(f"1.{minor}" for minor in range(first, last + 1))
+
+
+@dataclass(frozen=True)
+class Release:
+    """kube-proxy (and the kubelet beside it) of one Kubernetes minor release."""
+
+    minor: int
+
+    @classmethod
+    def of(cls, version: str) -> Release:
+        """The release of "1.N"; ValueError naming the supported ones for anything else."""
+        return cls(minor_of(version))
+
+    @property
+    def version(self) -> str:
+        return f"1.{self.minor}"
+
+    @property
+    def era(self) -> str:
+        return era_of(self.version)
+
+    # --- which endpoints a Service uses (every mode) --------------------------------------------------
+
+    @property
+    def endpoint_selection(self) -> str:
+        """How syncProxyRules picks endpoints:
+        "ready"       1.19-1.21: ready endpoints only (ServiceInternalTrafficPolicy alpha, off; S1.20, S1.21);
+        "filtered"    1.22-1.23: FilterEndpoints, internalTrafficPolicy=Local (beta) narrows the whole Service
+                      to local endpoints unless externalTrafficPolicy is Local (pkg/proxy/topology.go, S1.22);
+        "categorized" 1.24-: CategorizeEndpoints, a Cluster and a Local set chosen apart (#106497)."""
+        if self.minor <= 21:
+            return "ready"
+        return "filtered" if self.minor <= 23 else "categorized"
+
+    @property
+    def terminating_fallback(self) -> bool:
+        """Serving, terminating endpoints stand in when none is ready (ProxyTerminatingEndpoints, KEP-1669: beta
+        and on by default in 1.26, GA 1.28)."""
+        return self.minor >= 26
+
+    @property
+    def knows_unready_endpoints(self) -> bool:
+        """Not-ready endpoints reach the proxier's endpoints map (1.21, EndpointSlice conditions kept); before,
+        EndpointSliceCache dropped them (S1.20). They count for ipvs' hairpin set and the health check."""
+        return self.minor >= 21
+
+    @property
+    def unready_endpoint_chains(self) -> bool:
+        """1.22 counts every known endpoint, ready or not, as "has endpoints" and gives each a KUBE-SEP chain
+        (S1.22); 1.23 went back to ready ones (S1.23)."""
+        return self.minor == 22
+
+    # --- Service status --------------------------------------------------------------------------------
+
+    @property
+    def honours_ip_mode(self) -> bool:
+        """A LoadBalancer ingress IP with ipMode: Proxy is left unprogrammed (LoadBalancerIPMode, KEP-1860: beta
+        and on by default in 1.30, alpha and off in 1.29)."""
+        return self.minor >= 30
+
+    # --- kube-proxy's health check server --------------------------------------------------------------
+
+    @property
+    def health_counts_ready_only(self) -> bool:
+        """healthCheckNodePort's localEndpoints counts ready local endpoints only from 1.21; before, every local
+        endpoint. INFERRED and doubtful: S1.20's EndpointSliceCache already drops not-ready endpoints, so 1.20
+        may never have seen one to count (docs/kubeproxy-versions.md)."""
+        return self.minor >= 21
+
+    @property
+    def health_reports_proxy_healthy(self) -> bool:
+        """The healthCheckNodePort body carries "serviceProxyHealthy" (1.27, pkg/proxy/healthcheck/
+        service_health.go; KEP-3836)."""
+        return self.minor >= 27
+
+    @property
+    def health_weight_header(self) -> bool:
+        """The healthCheckNodePort answer carries X-Load-Balancing-Endpoint-Weight (1.28,
+        pkg/proxy/healthcheck/service_health.go)."""
+        return self.minor >= 28
+
+    # --- iptables rules shared by the iptables and ipvs modes ------------------------------------------
+
+    @property
+    def kubelet_mark_drop(self) -> bool:
+        """Traffic that may not pass is marked with kubelet's KUBE-MARK-DROP and dropped by kubelet's filter
+        KUBE-FIREWALL, until #110289/#110290 (1.25) made kube-proxy drop it itself in filter."""
+        return self.minor <= 24
+
+    @property
+    def ensures_mark_drop_chain(self) -> bool:
+        """kube-proxy's iptables mode creates KUBE-MARK-DROP (EnsureChain) without filling it (1.20-1.24, S1.20
+        to S1.24; 1.19 left it to kubelet)."""
+        return self.minor >= 20 and self.kubelet_mark_drop
+
+    @property
+    def split_forward_conntrack_rules(self) -> bool:
+        """Two KUBE-FORWARD conntrack rules ("pod source" / "pod destination") until 1.23 merged them (S1.23)."""
+        return self.minor <= 22
+
+    @property
+    def health_check_accept_rules(self) -> bool:
+        """filter rules ACCEPT healthCheckNodePorts: KUBE-NODEPORTS (iptables), KUBE-NODE-PORT with the
+        KUBE-HEALTH-CHECK-NODE-PORT set (ipvs) (#97824, 1.21)."""
+        return self.minor >= 21
+
+    def kubelet_ownership_cleanup(self, gate: bool | None = None) -> bool:
+        """kubelet stops writing KUBE-MARK-DROP / KUBE-FIREWALL (IPTablesOwnershipCleanup: alpha 1.25, on by
+        default from 1.27 (#114472), locked on in 1.28 (#119374)). `gate` overrides the default where it could
+        be switched (1.25-1.27)."""
+        if gate is None:
+            return self.minor >= 27
+        if not 25 <= self.minor <= 27:
+            raise ValueError(f"kubelet {self.version} has no IPTablesOwnershipCleanup gate to set")
+        return gate
+
+    @property
+    def kubelet_localnet_rule_first(self) -> bool:
+        """kubelet's KUBE-FIREWALL: up to 1.24 the mark rule was appended first; the 1.25 rework around the
+        IPTablesOwnershipCleanup gate ensures the "block incoming localnet connections" rule first."""
+        return self.minor >= 25
+
+    # --- iptables mode ---------------------------------------------------------------------------------
+
+    @property
+    def cidr_suffix(self) -> bool:
+        """-d/-s addresses written as "IP/32" (utilproxy.ToCIDR) until 1.23 wrote plain IPs (S1.23)."""
+        return self.minor <= 22
+
+    @property
+    def forward_external_services(self) -> bool:
+        """FORWARD jumps to KUBE-EXTERNAL-SERVICES, LB IPs without endpoints are rejected there, and INPUT no
+        longer jumps to KUBE-SERVICES (#95252, 1.20)."""
+        return self.minor >= 20
+
+    @property
+    def physdev_external_ips(self) -> bool:
+        """externalIPs caught only from off-node (physdev/addrtype pair) and always masqueraded, until #96296
+        (1.21) treated them like ClusterIPs."""
+        return self.minor <= 20
+
+    @property
+    def masquerade_in_service_chain(self) -> bool:
+        """KUBE-MARK-MASQ jumps move from KUBE-SERVICES/NODEPORTS into KUBE-SVC-* (#96959, 1.22)."""
+        return self.minor >= 22
+
+    @property
+    def xlb(self) -> bool:
+        """KUBE-XLB-* for externalTrafficPolicy=Local, until #109060 (1.24) brought KUBE-EXT/SVL."""
+        return self.minor <= 23
+
+    @property
+    def xlb_endpoint_chains_first(self) -> bool:
+        """1.23's syncProxyRules writes a Service's KUBE-SEP chains before its other rules (S1.23)."""
+        return self.minor == 23
+
+    @property
+    def xlb_endpoint_rules_interleaved(self) -> bool:
+        """Up to 1.21 each balancing rule is followed by its endpoint chain's rules (S1.21; 1.22 writes them
+        after all balancing rules)."""
+        return self.minor <= 21
+
+    @property
+    def xlb_affinity_over_known_endpoints(self) -> bool:
+        """Affinity checks cover every endpoint with a chain, not only the balanced ones, and the KUBE-XLB
+        chain balances inline (S1.22; 1.23 balances through the shared writers)."""
+        return self.minor <= 22
+
+    @property
+    def arrow_comments(self) -> bool:
+        """KUBE-SVC/SVL rules commented "SPN -> IP:port" (1.24, with #109060); before: SPN."""
+        return self.minor >= 24
+
+    @property
+    def route_localnet_only_for_loopback_nodeports(self) -> bool:
+        """route_localnet=1 only when NodePorts may be served on 127/8 (#107684, 1.24); before: always."""
+        return self.minor >= 24
+
+    @property
+    def localhost_nodeports_flag(self) -> bool:
+        """--iptables-localhost-nodeports (#108250, 1.26)."""
+        return self.minor >= 26
+
+    @property
+    def own_kube_firewall(self) -> bool:
+        """kube-proxy writes the "block incoming localnet connections" rule and its KUBE-FIREWALL jumps itself
+        (#114470, 1.27)."""
+        return self.minor >= 27
+
+    @property
+    def fw_trailing_comment(self) -> bool:
+        """KUBE-FW-* ends with a comment-only "other traffic ... will be dropped" rule (1.27, S1.27)."""
+        return self.minor >= 27
+
+    @property
+    def conditional_invalid_drop(self) -> bool:
+        """No INVALID drop with nf_conntrack_tcp_be_liberal=1 (#120412, 1.29)."""
+        return self.minor >= 29
+
+    @property
+    def source_ranges_as_written(self) -> bool:
+        """loadBalancerSourceRanges copied as given (trimmed) until 1.30 wrote the parsed CIDR (S1.30)."""
+        return self.minor <= 29
+
+    @property
+    def nfacct_invalid(self) -> bool:
+        """INVALID drops counted with nfacct (#122812): not yet in S1.30 (1.30.3), so 1.31."""
+        return self.minor >= 31
+
+    @property
+    def nfacct_localhost(self) -> bool:
+        """Localhost NodePort packets counted with nfacct (#125015), 1.31 (inferred)."""
+        return self.minor >= 31
+
+    # --- ipvs mode -------------------------------------------------------------------------------------
+
+    @property
+    def ipvs_route_localnet(self) -> bool:
+        """NewProxier sets route_localnet=1 (gone in S1.21)."""
+        return self.minor <= 20
+
+    @property
+    def ipvs_loopback_node_port(self) -> bool:
+        """NodePort virtual servers on loopback addresses such as 127.0.0.1, until #101023 (1.22) skipped them."""
+        return self.minor <= 21
+
+    @property
+    def ipvs_filtered_local_policy(self) -> bool:
+        """1.22-1.23: internalTrafficPolicy=Local narrows the whole Service (FilterEndpoints), see
+        endpoint_selection."""
+        return self.endpoint_selection == "filtered"
+
+    @property
+    def ipvs_sctp_local_first(self) -> bool:
+        """The SCTP "-LOCAL" RETURN precedes the SCTP NodePort masquerade rule (1.23, S1.23)."""
+        return self.minor >= 23
+
+    @property
+    def ipvs_nodeport_skips_bound(self) -> bool:
+        """1.23-1.27 list node addresses minus what kube-ipvs0 holds (S1.23 to S1.27)."""
+        return 23 <= self.minor <= 27
+
+    @property
+    def ipvs_conn_reuse_fixed_kernel(self) -> bool:
+        """conn_reuse_mode is left alone on kernels >= 5.9 (1.22, issue 93297)."""
+        return self.minor >= 22
+
+    @property
+    def ipvs_filter(self) -> bool:
+        """KUBE-SERVICES loopback RETURN, KUBE-IPVS-IPS and KUBE-IPVS-FILTER (#108460, 1.26)."""
+        return self.minor >= 26
+
+    @property
+    def ipvs_filter_health_check(self) -> bool:
+        """KUBE-IPVS-FILTER RETURNs the KUBE-HEALTH-CHECK-NODE-PORT set (1.28, S1.28)."""
+        return self.minor >= 28
+
+    @property
+    def ipvs_filter_external_local(self) -> bool:
+        """KUBE-IPVS-FILTER RETURNs the KUBE-EXTERNAL-IP-LOCAL set (S1.30)."""
+        return self.minor >= 30
+
+    @property
+    def ipvs_bind_only_foreign(self) -> bool:
+        """externalIPs and LoadBalancer IPs already on another interface are not bound on kube-ipvs0 (1.28,
+        S1.28)."""
+        return self.minor >= 28
+
+    @property
+    def ipvs_out_filter(self) -> bool:
+        """KUBE-IPVS-OUT-FILTER drops node-originated traffic to LB IPs whose source ranges exclude the node IP
+        (1.29, S1.29)."""
+        return self.minor >= 29
+
+    # --- nftables mode ---------------------------------------------------------------------------------
+
+    @property
+    def nft_element_storage(self) -> bool:
+        """nftElementStorage (#126013, 1.31): set/map flushes at the end of setupNFTables (in another order),
+        the firewall rule written after the external chain, no comment on firewall-ips elements."""
+        return self.minor >= 31
+
+    @property
+    def nft_masquerade_matches_port(self) -> bool:
+        """The ClusterIP masquerade rule matches "PROTO dport PORT" until #131492 (1.34) noticed that
+        service-ips already matched it."""
+        return self.minor <= 33
+
+    @property
+    def nft_pre_dnat_chains(self) -> bool:
+        """filter-*-pre-dnat chains; input/forward/output at priority 0 (#132456, 1.34)."""
+        return self.minor >= 34

@@ -1,0 +1,83 @@
+"""Which endpoints a Service port uses on one node: kube-proxy's CategorizeEndpoints (pkg/proxy/topology.go,
+1.24+) and the FilterEndpoints / ready-only selection of older releases, once for every mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.render.kubeproxy.service import Endpoint
+from lab.render.kubeproxy.versions import Release
+from lab.render.kubeproxy.view import ServiceView
+
+
+@dataclass(frozen=True)
+class Categorized:
+    cluster: tuple[Endpoint, ...]  # balanced over for the Cluster policy
+    local: tuple[Endpoint, ...]  # balanced over for the Local policy
+    reachable: tuple[Endpoint, ...]  # the ones that get an endpoint chain
+    has_endpoints: bool  # any usable endpoint on any node
+
+
+def categorize(svc: ServiceView, release: Release) -> Categorized:
+    """Topology hints / trafficDistribution are not modelled."""
+    if release.endpoint_selection == "ready":
+        return _ready_only(svc)
+    if release.endpoint_selection == "filtered":
+        return _filtered(svc, release)
+    return _categorized(svc, release)
+
+
+def _ready_only(svc: ServiceView) -> Categorized:
+    """1.19-1.21: ready endpoints only (1.21 filters them in syncProxyRules, older releases never put the others
+    into the endpoints map)."""
+    ready = tuple(ep for ep in svc.endpoints if ep.ready)
+    return Categorized(ready, _local(ready), ready, bool(ready))
+
+
+def _filtered(svc: ServiceView, release: Release) -> Categorized:
+    """1.22-1.23 FilterEndpoints: internalTrafficPolicy=Local keeps only this node's endpoints for the whole
+    Service, unless externalTrafficPolicy is Local (which returns them all)."""
+    narrowed = svc.internal_local and not svc.external_local
+    eps = tuple(ep for ep in svc.endpoints if ep.is_local or not narrowed)
+    ready = tuple(ep for ep in eps if ep.ready)
+    if release.unready_endpoint_chains:
+        return Categorized(ready, _local(ready), eps, bool(eps))
+    return Categorized(ready, _local(ready), ready, bool(ready))
+
+
+def _categorized(svc: ServiceView, release: Release) -> Categorized:
+    """Ready endpoints, else (ProxyTerminatingEndpoints) serving+terminating ones, chosen separately for the
+    Cluster and the Local policy."""
+    eps = svc.endpoints
+    fallback = release.terminating_fallback
+
+    def usable(ep: Endpoint) -> bool:
+        return ep.ready or (fallback and ep.serving and ep.terminating)
+
+    # eTP=Local still needs the cluster endpoints: pods and the node short-circuit to them.
+    uses_cluster = not svc.internal_local or svc.externally_accessible
+    uses_local = svc.internal_local or (svc.external_local and svc.externally_accessible)
+    cluster: tuple[Endpoint, ...] = ()
+    local: tuple[Endpoint, ...] = ()
+    if uses_cluster:
+        cluster = tuple(ep for ep in eps if ep.ready)
+        if not cluster and fallback:
+            cluster = tuple(ep for ep in eps if ep.serving and ep.terminating)
+    if uses_local:
+        local = _local(tuple(ep for ep in eps if ep.ready))
+        if not local and fallback:
+            local = _local(tuple(ep for ep in eps if ep.serving and ep.terminating))
+    has_endpoints = bool(cluster) or (uses_local and any(map(usable, eps)))
+    merged = {ep.address: ep for ep in [*cluster, *local]}
+    reachable = tuple(sorted(merged.values(), key=lambda ep: ep.address))
+    return Categorized(cluster, local, reachable, has_endpoints)
+
+
+def _local(eps: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
+    return tuple(ep for ep in eps if ep.is_local)
+
+
+def local_endpoint_count(endpoints: tuple[Endpoint, ...], release: Release) -> int:
+    """What kube-proxy's healthCheckNodePort reports as localEndpoints: distinct local endpoint IPs."""
+    counted = (ep for ep in endpoints if ep.is_local and (ep.ready or not release.health_counts_ready_only))
+    return len({ep.ip for ep in counted})

@@ -1,0 +1,50 @@
+"""What NewProxier fixes for every sync on one node, the same in every mode: the node's own IPv4 addresses,
+the node IP it was given, the --nodeport-addresses CIDRs, and the masquerade mark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network
+
+from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.service import ProxyConfig
+from lab.render.kubeproxy.view import unique
+
+
+@dataclass(frozen=True)
+class NodeBase:
+    config: ProxyConfig
+    mark: str
+    addresses: tuple[IPv4Address, ...]  # the node's IPv4 addresses, in the order given, without repeats
+    node_port_cidrs: tuple[IPv4Network, ...]  # the IPv4 CIDRs of --nodeport-addresses
+
+    @classmethod
+    def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> NodeBase:
+        own = unique(ip for ip in map(parse_ipv4, node_ips) if ip is not None)
+        cidrs = tuple(cidr for cidr in map(parse_ipv4_cidr, config.node_port_addresses) if cidr is not None)
+        # The mark text exactly as NewProxier formats it from --iptables-masquerade-bit (Go "%#08x").
+        mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
+        return cls(config, mark, tuple(own), cidrs)
+
+    @property
+    def primary_ip(self) -> IPv4Address | None:
+        """The node IP kube-proxy was given (--node-ip): the first address."""
+        return self.addresses[0] if self.addresses else None
+
+    @property
+    def node_ports_everywhere(self) -> bool:
+        """No IPv4 CIDR, or 0.0.0.0/0 among them, means every address serves NodePorts (GetNodeAddresses)."""
+        return not self.node_port_cidrs or any(cidr.prefixlen == 0 for cidr in self.node_port_cidrs)
+
+    def node_port_addresses(self) -> list[IPv4Address]:
+        """The node's addresses inside the --nodeport-addresses CIDRs (all of them when it matches everything)."""
+        if self.node_ports_everywhere:
+            return list(self.addresses)
+        return [ip for ip in self.addresses if any(ip in cidr for cidr in self.node_port_cidrs)]
+
+    def primary_in(self, cidrs: Sequence[IPv4Network]) -> bool:
+        """allowFromNode: is the node IP inside these source ranges (the node reaching its own LB IP often
+        loops back locally, with the LB IP as source)."""
+        primary = self.primary_ip
+        return primary is not None and any(primary in cidr for cidr in cidrs)
