@@ -58,29 +58,41 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from ipaddress import IPv4Address, IPv4Network
 
-from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.endpoints import categorize
+from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView, unique
+from lab.render.kubeproxy.xtables import (
+    KUBE_FIREWALL,
+    KUBE_FORWARD,
+    KUBE_MARK_DROP,
+    KUBE_MARK_MASQ,
+    KUBE_POSTROUTING,
+    JumpRule,
+    KubeletRules,
+    Table,
+    builtin_rules,
+    flatten,
+    forward_accept_rules,
+    kubelet_rules,
+    mark_masq_rule,
+    postrouting_rules,
+    quoted,
+    restore_text,
+)
 
 IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
 DEFAULT_VERSION = "1.31"
 
 DUMMY_DEVICE = "kube-ipvs0"
 SCHEDULER = "rr"
-# kubelet's --iptables-drop-bit default (15), formatted like NewProxier formats its marks.
-KUBELET_DROP_MARK = "0x00008000"
 
 # Chains (pkg/proxy/ipvs/proxier.go).
 KUBE_SERVICES = "KUBE-SERVICES"
-KUBE_POSTROUTING = "KUBE-POSTROUTING"
-KUBE_MARK_MASQ = "KUBE-MARK-MASQ"
 KUBE_NODE_PORT = "KUBE-NODE-PORT"
 KUBE_LOAD_BALANCER = "KUBE-LOAD-BALANCER"
-KUBE_FORWARD = "KUBE-FORWARD"
-KUBE_FIREWALL = "KUBE-FIREWALL"  # nat, <= 1.24 (and kubelet's filter chain of the same name)
-KUBE_MARK_DROP = "KUBE-MARK-DROP"  # kubelet's nat chain; kube-proxy <= 1.24 jumps to it
 KUBE_PROXY_FIREWALL = "KUBE-PROXY-FIREWALL"
 KUBE_SOURCE_RANGES_FIREWALL = "KUBE-SOURCE-RANGES-FIREWALL"
 KUBE_IPVS_FILTER = "KUBE-IPVS-FILTER"
@@ -151,166 +163,11 @@ _IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 _LOOPBACK = "127.0.0.0/8"
 
 
-@dataclass(frozen=True)
-class JumpRule:
-    """A rule kube-proxy (or kubelet) keeps in a built-in chain with `iptables -t TABLE -I CHAIN`."""
-
-    table: str
-    chain: str
-    target: str
-    comment: str = ""
-
-    @property
-    def args(self) -> str:
-        """The rule as iptables-restore reads it, without "-A CHAIN"."""
-        comment = f'-m comment --comment "{self.comment}" ' if self.comment else ""
-        return f"{comment}-j {self.target}"
-
-
 def check_ipvs_version(version: str) -> str | None:
     """None when the version is reproduced, else what to tell the user."""
     if version in IPVS_VERSIONS:
         return None
     return f"kube-proxy ipvs mode {version} is not reproduced; supported: {', '.join(IPVS_VERSIONS)}"
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """What one kube-proxy minor version does differently (see the module docstring)."""
-
-    minor: int
-
-    @property
-    def route_localnet(self) -> bool:
-        return self.minor <= 20
-
-    @property
-    def loopback_node_port(self) -> bool:
-        return self.minor <= 21
-
-    @property
-    def nat_firewall(self) -> bool:
-        """LB source ranges in nat KUBE-FIREWALL -> kubelet's KUBE-MARK-DROP."""
-        return self.minor <= 24
-
-    @property
-    def health_check_set(self) -> bool:
-        return self.minor >= 21
-
-    @property
-    def forward_rule_pair(self) -> bool:
-        return self.minor <= 22
-
-    @property
-    def sctp_local_first(self) -> bool:
-        return self.minor >= 23
-
-    @property
-    def ipvs_filter(self) -> bool:
-        """KUBE-SERVICES loopback RETURN, KUBE-IPVS-IPS and KUBE-IPVS-FILTER (#108460)."""
-        return self.minor >= 26
-
-    @property
-    def out_filter(self) -> bool:
-        return self.minor >= 29
-
-    @property
-    def bind_only_foreign(self) -> bool:
-        return self.minor >= 28
-
-    @property
-    def nodeport_skips_bound(self) -> bool:
-        """1.23-1.27 list node addresses minus what kube-ipvs0 holds (from the previous sync)."""
-        return 23 <= self.minor <= 27
-
-    @property
-    def conn_reuse_fixed_kernel(self) -> bool:
-        """From 1.22 conn_reuse_mode is left alone on kernels >= 5.9 (issue 93297)."""
-        return self.minor >= 22
-
-    def jump_rules(self) -> tuple[JumpRule, ...]:
-        """iptablesJumpChain, in order; each is ensured with iptables -I (prepend)."""
-        rules = [
-            JumpRule("nat", "OUTPUT", KUBE_SERVICES, "kubernetes service portals"),
-            JumpRule("nat", "PREROUTING", KUBE_SERVICES, "kubernetes service portals"),
-            JumpRule("nat", "POSTROUTING", KUBE_POSTROUTING, "kubernetes postrouting rules"),
-            JumpRule("filter", "FORWARD", KUBE_FORWARD, "kubernetes forwarding rules"),
-        ]
-        if self.health_check_set:
-            rules.append(JumpRule("filter", "INPUT", KUBE_NODE_PORT, "kubernetes health check rules"))
-        if not self.nat_firewall:
-            rules.append(JumpRule("filter", "INPUT", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
-            rules.append(JumpRule("filter", "FORWARD", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
-        if self.ipvs_filter:
-            rules.append(JumpRule("filter", "INPUT", KUBE_IPVS_FILTER, "kubernetes ipvs access filter"))
-        if self.out_filter:
-            rules.append(JumpRule("filter", "OUTPUT", KUBE_IPVS_OUT_FILTER, "kubernetes ipvs access filter"))
-        return tuple(rules)
-
-    def nat_chains(self) -> tuple[str, ...]:
-        """iptablesChains (nat part), in the order their declarations are written."""
-        firewall = (KUBE_FIREWALL,) if self.nat_firewall else ()
-        return (KUBE_SERVICES, KUBE_POSTROUTING, *firewall, KUBE_NODE_PORT, KUBE_LOAD_BALANCER, KUBE_MARK_MASQ)
-
-    def filter_chains(self) -> tuple[str, ...]:
-        chains = [KUBE_FORWARD]
-        if self.health_check_set:
-            chains.append(KUBE_NODE_PORT)
-        if not self.nat_firewall:
-            chains += [KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL]
-        if self.ipvs_filter:
-            chains.append(KUBE_IPVS_FILTER)
-        if self.out_filter:
-            chains.append(KUBE_IPVS_OUT_FILTER)
-        return tuple(chains)
-
-    def set_names(self) -> tuple[str, ...]:
-        """ipsetInfo: every set kube-proxy creates (empty or not) on each sync."""
-        names = list(IPSET_INFO)
-        if not self.health_check_set:
-            names.remove(HEALTH_CHECK_NODE_PORT)
-        if not self.ipvs_filter:
-            names.remove(IPVS_IPS)
-        return tuple(names)
-
-    def set_jumps(self) -> tuple[tuple[str, str, str, str, str, str], ...]:
-        """ipsetWithIptablesChain: (set, table, from chain, target, match type, "-p" protocol)."""
-        rows = [
-            (LOOP_BACK, "nat", KUBE_POSTROUTING, "MASQUERADE", "dst,dst,src", ""),
-            (LOAD_BALANCER, "nat", KUBE_SERVICES, KUBE_LOAD_BALANCER, "dst,dst", ""),
-        ]
-        if self.nat_firewall:
-            rows += [
-                (LOAD_BALANCER_FW, "nat", KUBE_LOAD_BALANCER, KUBE_FIREWALL, "dst,dst", ""),
-                (LOAD_BALANCER_SOURCE_CIDR, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
-                (LOAD_BALANCER_SOURCE_IP, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
-            ]
-        rows += [
-            (LOAD_BALANCER_LOCAL, "nat", KUBE_LOAD_BALANCER, "RETURN", "dst,dst", ""),
-            (NODE_PORT_LOCAL_TCP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "tcp"),
-            (NODE_PORT_TCP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "tcp"),
-            (NODE_PORT_LOCAL_UDP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "udp"),
-            (NODE_PORT_UDP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "udp"),
-        ]
-        sctp_local = (NODE_PORT_LOCAL_SCTP, "nat", KUBE_NODE_PORT, "RETURN", "dst,dst", "sctp")
-        sctp = (NODE_PORT_SCTP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst,dst", "sctp")
-        rows += [sctp_local, sctp] if self.sctp_local_first else [sctp, sctp_local]
-        if not self.nat_firewall:
-            rows += [
-                (LOAD_BALANCER_FW, "filter", KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL, "dst,dst", ""),
-                (LOAD_BALANCER_SOURCE_CIDR, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
-                (LOAD_BALANCER_SOURCE_IP, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
-            ]
-        return tuple(rows)
-
-    def ipvs_filter_returns(self) -> tuple[tuple[str, str], ...]:
-        """KUBE-IPVS-FILTER's RETURN rules: (set, match type)."""
-        rows = [(LOAD_BALANCER, "dst,dst"), (CLUSTER_IP, "dst,dst"), (EXTERNAL_IP, "dst,dst")]
-        if self.minor >= 30:
-            rows.append((EXTERNAL_IP_LOCAL, "dst,dst"))
-        if self.minor >= 28:
-            rows.append((HEALTH_CHECK_NODE_PORT, "dst"))
-        return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -405,32 +262,18 @@ class IpvsRules:
         return "\n".join(lines) + "\n"
 
     @property
+    def tables(self) -> tuple[Table, Table]:
+        """nat, then filter: the order syncProxyRules writes them."""
+        return (Table("nat", self.nat_chains, self.nat_rules), Table("filter", self.filter_chains, self.filter_rules))
+
+    @property
     def kube_proxy_payload(self) -> str:
-        """The exact iptables-restore input of syncProxyRules() (used with --noflush): nat, then filter."""
-        return "".join(
-            [
-                "*nat\n",
-                *(f":{chain} - [0:0]\n" for chain in self.nat_chains),
-                *(f"{rule}\n" for rule in self.nat_rules),
-                "COMMIT\n*filter\n",
-                *(f":{chain} - [0:0]\n" for chain in self.filter_chains),
-                *(f"{rule}\n" for rule in self.filter_rules),
-                "COMMIT\n",
-            ]
-        )
+        """The exact iptables-restore input of syncProxyRules() (used with --noflush)."""
+        return "".join(table.payload() for table in self.tables)
 
     def builtin_rules(self, table: str, chain: str) -> list[str]:
-        """The rules of one built-in chain, top first, on a node where kubelet started first.
-
-        kube-proxy prepends its jumps one by one, so they end up in reverse order, above the
-        "-j KUBE-FIREWALL" jumps kubelet had prepended before.
-        """
-        mine = [j for j in self.jump_rules if (j.table, j.chain) == (table, chain)]
-        rules = [f"-A {chain} {j.args}" for j in reversed(mine)]
-        if self.kubelet is not None:
-            kubelet = [j for j in self.kubelet.jump_rules if (j.table, j.chain) == (table, chain)]
-            rules += [f"-A {chain} {j.args}" for j in reversed(kubelet)]
-        return rules
+        """The rules of one built-in chain, top first, on a node where kubelet started first."""
+        return builtin_rules(self.jump_rules, self.kubelet, table, chain)
 
     def iptables_restore(self) -> str:
         """One iptables-restore input (without --noflush) for an empty network namespace.
@@ -440,63 +283,17 @@ class IpvsRules:
         (load ipset_restore()): every "-m set" match names one.
 
         For versions up to 1.24 kube-proxy's nat KUBE-FIREWALL ends in "-j KUBE-MARK-DROP", a
-        chain only kubelet fills (kube-proxy 1.20-1.24 just ensures it exists), and the marked
-        packets are dropped by kubelet's filter KUBE-FIREWALL from INPUT and OUTPUT. Those kubelet
-        rules (pkg/kubelet/kubelet_network_linux.go of that era, drop bit 15) are included here,
-        with kubelet's "block incoming localnet connections" rule, so the namespace behaves like
-        such a node. kubelet's copies of KUBE-MARK-MASQ / KUBE-POSTROUTING are the same rules as
-        kube-proxy's and are not repeated. From 1.25 kube-proxy relies on no kubelet rule and
-        none is written. Left out: KUBE-KUBELET-CANARY / KUBE-PROXY-CANARY style empty chains and
-        kubelet's mangle KUBE-IPTABLES-HINT.
+        chain only kubelet fills, and the marked packets are dropped by kubelet's filter
+        KUBE-FIREWALL from INPUT and OUTPUT. Those kubelet rules (xtables.KubeletRules) are
+        included, so the namespace behaves like such a node. From 1.25 kube-proxy relies on no
+        kubelet rule and none is written.
         """
-        tables = {
-            "nat": (("PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"), self.nat_chains, self.nat_rules),
-            "filter": (("INPUT", "FORWARD", "OUTPUT"), self.filter_chains, self.filter_rules),
-        }
-        lines = []
-        for table, (builtins, chains, rules) in tables.items():
-            extra_chains: tuple[str, ...] = ()
-            extra_rules: tuple[str, ...] = ()
-            if self.kubelet is not None:
-                extra_chains = self.kubelet.chains(table)
-                extra_rules = self.kubelet.rules(table)
-            lines.append(f"*{table}")
-            lines += [f":{chain} ACCEPT [0:0]" for chain in builtins]
-            lines += [f":{chain} - [0:0]" for chain in unique([*chains, *extra_chains])]
-            lines += [rule for chain in builtins for rule in self.builtin_rules(table, chain)]
-            lines += [*rules, *extra_rules, "COMMIT"]
-        return "\n".join(lines) + "\n"
+        return restore_text(self.tables, self.jump_rules, self.kubelet)
 
     def ipvsadm_restore(self) -> str:
         """Input for `ipvsadm-restore` (the `ipvsadm-save -n` format): each -A, then its -a lines."""
         lines = [line for vs in self.virtual_servers for line in vs.ipvsadm_lines()]
         return "\n".join(lines) + ("\n" if lines else "")
-
-
-@dataclass(frozen=True)
-class KubeletRules:
-    """kubelet's drop-mark machinery (1.19-1.24 kubelet, pkg/kubelet/kubelet_network_linux.go)."""
-
-    drop_mark: str = KUBELET_DROP_MARK
-
-    @property
-    def jump_rules(self) -> tuple[JumpRule, ...]:
-        # kubelet prepends OUTPUT first, then INPUT; no comment.
-        return (JumpRule("filter", "OUTPUT", KUBE_FIREWALL), JumpRule("filter", "INPUT", KUBE_FIREWALL))
-
-    def chains(self, table: str) -> tuple[str, ...]:
-        return {"nat": (KUBE_MARK_DROP,), "filter": (KUBE_FIREWALL,)}[table]
-
-    def rules(self, table: str) -> tuple[str, ...]:
-        mark = self.drop_mark
-        if table == "nat":
-            return (f"-A {KUBE_MARK_DROP} -j MARK --or-mark {mark}",)
-        return (
-            f'-A {KUBE_FIREWALL} -m comment --comment "kubernetes firewall for dropping marked packets"'
-            f" -m mark --mark {mark}/{mark} -j DROP",
-            f'-A {KUBE_FIREWALL} -m comment --comment "block incoming localnet connections"'
-            f" --dst {_LOOPBACK} ! --src {_LOOPBACK} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP",
-        )
 
 
 def render_ipvs(
@@ -516,10 +313,10 @@ def render_ipvs(
     """
     if problem := check_ipvs_version(version):
         raise ValueError(problem)
-    lay = _Layout(int(version.split(".")[1]))
+    release = Release.of(version)
     node = _Node.build(config, node_ips)
     views = [view for view in map(_ServiceView.build, services) if view is not None]
-    state = _State(lay, node, views)
+    state = _State(release, node, views)
     for view in views:
         state.add_service(view)
     # KUBE-IPVS-IPS is set to exactly the addresses wanted on kube-ipvs0.
@@ -528,27 +325,117 @@ def render_ipvs(
     return IpvsRules(
         version=version,
         dummy_addresses=tuple(f"{ip}/32" for ip in state.bound),
-        ipsets=tuple(IpSet(name, *IPSET_INFO[name], tuple(state.sets[name])) for name in lay.set_names()),
+        ipsets=tuple(IpSet(name, *IPSET_INFO[name], tuple(state.sets[name])) for name in _set_names(release)),
         virtual_servers=tuple(state.virtual_servers.values()),
-        nat_chains=lay.nat_chains(),
+        nat_chains=_nat_chains(release),
         nat_rules=tuple(tables.nat),
-        filter_chains=lay.filter_chains(),
+        filter_chains=_filter_chains(release),
         filter_rules=tuple(tables.filter),
-        jump_rules=lay.jump_rules(),
-        kubelet=KubeletRules() if lay.nat_firewall else None,
-        sysctls=_sysctls(lay, config, kernel),
+        jump_rules=_jump_rules(release),
+        kubelet=kubelet_rules(version) if release.kubelet_mark_drop else None,
+        sysctls=_sysctls(release, config, kernel),
         node_port_addresses=tuple(state.node_port_ips),
     )
 
 
-def _sysctls(lay: _Layout, config: ProxyConfig, kernel: tuple[int, int]) -> dict[str, int]:
+def _jump_rules(release: Release) -> tuple[JumpRule, ...]:
+    """iptablesJumpChain, in order; each is ensured with iptables -I (prepend)."""
+    rules = [
+        JumpRule("nat", "OUTPUT", KUBE_SERVICES, "kubernetes service portals"),
+        JumpRule("nat", "PREROUTING", KUBE_SERVICES, "kubernetes service portals"),
+        JumpRule("nat", "POSTROUTING", KUBE_POSTROUTING, "kubernetes postrouting rules"),
+        JumpRule("filter", "FORWARD", KUBE_FORWARD, "kubernetes forwarding rules"),
+    ]
+    if release.health_check_accept_rules:
+        rules.append(JumpRule("filter", "INPUT", KUBE_NODE_PORT, "kubernetes health check rules"))
+    if not release.kubelet_mark_drop:
+        rules.append(JumpRule("filter", "INPUT", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+        rules.append(JumpRule("filter", "FORWARD", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+    if release.ipvs_filter:
+        rules.append(JumpRule("filter", "INPUT", KUBE_IPVS_FILTER, "kubernetes ipvs access filter"))
+    if release.ipvs_out_filter:
+        rules.append(JumpRule("filter", "OUTPUT", KUBE_IPVS_OUT_FILTER, "kubernetes ipvs access filter"))
+    return tuple(rules)
+
+
+def _nat_chains(release: Release) -> tuple[str, ...]:
+    """iptablesChains (nat part), in the order their declarations are written."""
+    firewall = (KUBE_FIREWALL,) if release.kubelet_mark_drop else ()
+    return (KUBE_SERVICES, KUBE_POSTROUTING, *firewall, KUBE_NODE_PORT, KUBE_LOAD_BALANCER, KUBE_MARK_MASQ)
+
+
+def _filter_chains(release: Release) -> tuple[str, ...]:
+    chains = [KUBE_FORWARD]
+    if release.health_check_accept_rules:
+        chains.append(KUBE_NODE_PORT)
+    if not release.kubelet_mark_drop:
+        chains += [KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL]
+    if release.ipvs_filter:
+        chains.append(KUBE_IPVS_FILTER)
+    if release.ipvs_out_filter:
+        chains.append(KUBE_IPVS_OUT_FILTER)
+    return tuple(chains)
+
+
+def _set_names(release: Release) -> tuple[str, ...]:
+    """ipsetInfo: every set kube-proxy creates (empty or not) on each sync."""
+    names = list(IPSET_INFO)
+    if not release.health_check_accept_rules:
+        names.remove(HEALTH_CHECK_NODE_PORT)
+    if not release.ipvs_filter:
+        names.remove(IPVS_IPS)
+    return tuple(names)
+
+
+def _set_jumps(release: Release) -> tuple[tuple[str, str, str, str, str, str], ...]:
+    """ipsetWithIptablesChain: (set, table, from chain, target, match type, "-p" protocol)."""
+    rows = [
+        (LOOP_BACK, "nat", KUBE_POSTROUTING, "MASQUERADE", "dst,dst,src", ""),
+        (LOAD_BALANCER, "nat", KUBE_SERVICES, KUBE_LOAD_BALANCER, "dst,dst", ""),
+    ]
+    if release.kubelet_mark_drop:
+        rows += [
+            (LOAD_BALANCER_FW, "nat", KUBE_LOAD_BALANCER, KUBE_FIREWALL, "dst,dst", ""),
+            (LOAD_BALANCER_SOURCE_CIDR, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
+            (LOAD_BALANCER_SOURCE_IP, "nat", KUBE_FIREWALL, "RETURN", "dst,dst,src", ""),
+        ]
+    rows += [
+        (LOAD_BALANCER_LOCAL, "nat", KUBE_LOAD_BALANCER, "RETURN", "dst,dst", ""),
+        (NODE_PORT_LOCAL_TCP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "tcp"),
+        (NODE_PORT_TCP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "tcp"),
+        (NODE_PORT_LOCAL_UDP, "nat", KUBE_NODE_PORT, "RETURN", "dst", "udp"),
+        (NODE_PORT_UDP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst", "udp"),
+    ]
+    sctp_local = (NODE_PORT_LOCAL_SCTP, "nat", KUBE_NODE_PORT, "RETURN", "dst,dst", "sctp")
+    sctp = (NODE_PORT_SCTP, "nat", KUBE_NODE_PORT, KUBE_MARK_MASQ, "dst,dst", "sctp")
+    rows += [sctp_local, sctp] if release.ipvs_sctp_local_first else [sctp, sctp_local]
+    if not release.kubelet_mark_drop:
+        rows += [
+            (LOAD_BALANCER_FW, "filter", KUBE_PROXY_FIREWALL, KUBE_SOURCE_RANGES_FIREWALL, "dst,dst", ""),
+            (LOAD_BALANCER_SOURCE_CIDR, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
+            (LOAD_BALANCER_SOURCE_IP, "filter", KUBE_SOURCE_RANGES_FIREWALL, "RETURN", "dst,dst,src", ""),
+        ]
+    return tuple(rows)
+
+
+def _ipvs_filter_returns(release: Release) -> tuple[tuple[str, str], ...]:
+    """KUBE-IPVS-FILTER's RETURN rules: (set, match type)."""
+    rows = [(LOAD_BALANCER, "dst,dst"), (CLUSTER_IP, "dst,dst"), (EXTERNAL_IP, "dst,dst")]
+    if release.ipvs_filter_external_local:
+        rows.append((EXTERNAL_IP_LOCAL, "dst,dst"))
+    if release.ipvs_filter_health_check:
+        rows.append((HEALTH_CHECK_NODE_PORT, "dst"))
+    return tuple(rows)
+
+
+def _sysctls(release: Release, config: ProxyConfig, kernel: tuple[int, int]) -> dict[str, int]:
     """What NewProxier ensures (EnsureSysctl), in its order."""
     sysctls = {}
-    if lay.route_localnet:
+    if release.ipvs_route_localnet:
         sysctls["net/ipv4/conf/all/route_localnet"] = 1
     sysctls["net/ipv4/vs/conntrack"] = 1
     # conn_reuse_mode=0 needs kernel >= 4.1; from 1.22 kernels >= 5.9 keep their default.
-    if kernel >= (4, 1) and not (lay.conn_reuse_fixed_kernel and kernel >= (5, 9)):
+    if kernel >= (4, 1) and not (release.ipvs_conn_reuse_fixed_kernel and kernel >= (5, 9)):
         sysctls["net/ipv4/vs/conn_reuse_mode"] = 0
     sysctls["net/ipv4/vs/expire_nodest_conn"] = 1
     sysctls["net/ipv4/vs/expire_quiescent_template"] = 1
@@ -559,22 +446,7 @@ def _sysctls(lay: _Layout, config: ProxyConfig, kernel: tuple[int, int]) -> dict
     return sysctls
 
 
-@dataclass(frozen=True)
-class _Node:
-    config: ProxyConfig
-    mark: str
-    primary_ip: IPv4Address | None
-    addresses: tuple[IPv4Address, ...]  # the node's IPv4 addresses, loopback included
-    node_port_cidrs: tuple[IPv4Network, ...] | None  # None: nodePortAddresses match everything
-
-    @classmethod
-    def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
-        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
-        cidrs = [c for c in map(parse_ipv4_cidr, config.node_port_addresses) if c is not None]
-        match_all = not cidrs or any(c.prefixlen == 0 for c in cidrs)
-        mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
-        return cls(config, mark, own[0] if own else None, tuple(unique(own)), None if match_all else tuple(cidrs))
-
+class _Node(NodeBase):
     @property
     def interface_addresses(self) -> set[str]:
         """GetAllLocalAddresses(Except): the node's addresses without loopback (isValidForSet)."""
@@ -599,8 +471,8 @@ class _ServiceView(ServiceView):
 class _State:
     """The sets, bound addresses and virtual servers one sync accumulates."""
 
-    def __init__(self, lay: _Layout, node: _Node, views: Sequence[_ServiceView]) -> None:
-        self.lay = lay
+    def __init__(self, release: Release, node: _Node, views: Sequence[_ServiceView]) -> None:
+        self.release = release
         self.node = node
         self.sets: dict[str, dict[str, None]] = {name: {} for name in IPSET_INFO}
         self.bound: dict[str, None] = {}
@@ -610,13 +482,11 @@ class _State:
 
     def _node_port_ips(self, views: Sequence[_ServiceView]) -> list[str]:
         """The node IPs that get NodePort virtual servers."""
-        node, lay = self.node, self.lay
-        ips = list(node.addresses)
-        if node.node_port_cidrs is not None:
-            ips = [ip for ip in ips if any(ip in cidr for cidr in node.node_port_cidrs)]
-        if not lay.loopback_node_port:
+        node, release = self.node, self.release
+        ips = node.node_port_addresses()
+        if not release.ipvs_loopback_node_port:
             ips = [ip for ip in ips if not ip.is_loopback]
-        if lay.nodeport_skips_bound:
+        if release.ipvs_nodeport_skips_bound:
             # 1.23-1.27 take the node's addresses minus those kube-ipvs0 held at the start of the
             # sync; in the steady state that is everything this sync binds.
             bound = {ip for view in views for ip in (view.cluster_ip, *view.external_ips, *view.lb_ips)}
@@ -627,10 +497,10 @@ class _State:
         self.sets[set_name][entry] = None
 
     def add_service(self, svc: _ServiceView) -> None:
-        lay = self.lay
+        release = self.release
         for ep in svc.endpoints:
             # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones are known).
-            if ep.is_local and (ep.ready or lay.minor >= 21):
+            if ep.is_local and (ep.ready or release.knows_unready_endpoints):
                 self.add(LOOP_BACK, f"{ep.ip},{svc.proto}:{ep.port},{ep.ip}")
 
         self.add(CLUSTER_IP, svc.entry(svc.cluster_ip))
@@ -645,12 +515,12 @@ class _State:
 
         if svc.port.node_port and not self._node_port(svc):
             return  # kube-proxy "continue"s: without node IPs the health check port is skipped too
-        if svc.health_check_node_port and lay.health_check_set:
+        if svc.health_check_node_port and release.health_check_accept_rules:
             self.add(HEALTH_CHECK_NODE_PORT, str(svc.health_check_node_port))
 
     def _should_bind(self, ip: str) -> bool:
         # >= 1.28: "We must not add the address to the dummy device if it exist on another interface".
-        return not (self.lay.bind_only_foreign and ip in self.node.interface_addresses)
+        return not (self.release.ipvs_bind_only_foreign and ip in self.node.interface_addresses)
 
     def _load_balancer_ip(self, svc: _ServiceView, ip: str) -> None:
         entry = svc.entry(ip)
@@ -661,8 +531,7 @@ class _State:
             self.add(LOAD_BALANCER_FW, entry)
             for cidr in svc.source_cidrs:
                 self.add(LOAD_BALANCER_SOURCE_CIDR, f"{entry},{cidr}")
-            primary = self.node.primary_ip
-            if primary is not None and any(primary in cidr for cidr in svc.source_cidrs):
+            if self.node.primary_in(svc.source_cidrs):
                 # The node reaching the LB IP often loops back with the LB IP as source.
                 self.add(LOAD_BALANCER_SOURCE_IP, f"{entry},{ip}")
             else:
@@ -694,44 +563,20 @@ class _State:
         if bind:
             self.bound[ip] = None
 
-    def _real_servers(self, svc: _ServiceView, *, external: bool) -> list[Endpoint]:
+    def _real_servers(self, svc: _ServiceView, *, external: bool) -> tuple[Endpoint, ...]:
         """syncEndpoint(): the endpoints one virtual server balances to."""
-        minor = self.lay.minor
-        eps = list(svc.endpoints)
+        release = self.release
+        chosen = categorize(svc, release)
         only_local = svc.external_local if external else svc.internal_local
-        if minor <= 21:
-            # No internalTrafficPolicy yet (alpha, off); eTP=Local: local ready endpoints or none.
+        if release.endpoint_selection == "ready":
+            # No internalTrafficPolicy yet (alpha, off): only eTP=Local narrows, to local ready endpoints.
             only_local = external and svc.external_local
-            return [ep for ep in eps if ep.ready and (ep.is_local or not only_local)]
-        if minor <= 23:
-            # FilterEndpoints: iTP=Local narrows the whole Service to local endpoints unless eTP=Local.
-            if svc.internal_local and not svc.external_local:
-                eps = [ep for ep in eps if ep.is_local]
-            ready = [ep for ep in eps if ep.ready]
-            return [ep for ep in ready if ep.is_local] if only_local else ready
-        cluster, local = self._categorize(svc)
-        if only_local:
+        if not only_local:
+            return chosen.cluster
+        if release.endpoint_selection == "categorized":
             # #97081: with no local endpoint, fall back to the cluster-wide ones.
-            return local or cluster
-        return cluster
-
-    def _categorize(self, svc: _ServiceView) -> tuple[list[Endpoint], list[Endpoint]]:
-        """CategorizeEndpoints (pkg/proxy/topology.go), topology hints left out."""
-        eps = svc.endpoints
-        fallback = self.lay.minor >= 26  # ProxyTerminatingEndpoints on by default
-        uses_cluster = not svc.internal_local or svc.externally_accessible
-        uses_local = svc.internal_local or (svc.external_local and svc.externally_accessible)
-        cluster: list[Endpoint] = []
-        local: list[Endpoint] = []
-        if uses_cluster:
-            cluster = [ep for ep in eps if ep.ready]
-            if not cluster and fallback:
-                cluster = [ep for ep in eps if ep.serving and ep.terminating]
-        if uses_local:
-            local = [ep for ep in eps if ep.is_local and ep.ready]
-            if not local and fallback:
-                local = [ep for ep in eps if ep.is_local and ep.serving and ep.terminating]
-        return cluster, local
+            return chosen.local or chosen.cluster
+        return chosen.local
 
 
 @dataclass
@@ -740,12 +585,12 @@ class _Tables:
     filter: list[str] = field(default_factory=list)
 
     def add(self, table: str, *parts: str | Iterable[str]) -> None:
-        getattr(self, table).append(" ".join(_flatten(parts)))
+        getattr(self, table).append(" ".join(flatten(parts)))
 
 
 def _write_iptables_rules(state: _State) -> _Tables:
     """writeIptablesRules(), in kube-proxy's order."""
-    lay, node = state.lay, state.node
+    release, node = state.release, state.node
     config = node.config
     out = _Tables()
 
@@ -753,20 +598,20 @@ def _write_iptables_rules(state: _State) -> _Tables:
         return bool(state.sets[name])
 
     def set_match(name: str, match_type: str) -> tuple[str, ...]:
-        comment = ("-m", "comment", "--comment", _quoted(IPSET_INFO[name][1]))
+        comment = ("-m", "comment", "--comment", quoted(IPSET_INFO[name][1]))
         return (*comment, "-m", "set", "--match-set", name, match_type)
 
-    if lay.ipvs_filter:
+    if release.ipvs_filter:
         # Dismiss connections to localhost early.
         out.add("nat", "-A", KUBE_SERVICES, "-s", _LOOPBACK, "-j", "RETURN")
 
-    for name, table, chain, target, match_type, proto in lay.set_jumps():
+    for name, table, chain, target, match_type, proto in _set_jumps(release):
         if nonempty(name):
             protocol = ("-p", proto) if proto else ()
             out.add(table, "-A", chain, protocol, set_match(name, match_type), "-j", target)
 
     if nonempty(CLUSTER_IP):
-        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", _quoted(IPSET_INFO[CLUSTER_IP][1]))
+        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", quoted(IPSET_INFO[CLUSTER_IP][1]))
         head += ("-m", "set", "--match-set", CLUSTER_IP)
         if config.masquerade_all:
             out.add("nat", head, "dst,dst", "-j", KUBE_MARK_MASQ)
@@ -792,12 +637,12 @@ def _write_iptables_rules(state: _State) -> _Tables:
 
     out.add("nat", "-A", KUBE_SERVICES, "-m", "addrtype", "--dst-type", "LOCAL", "-j", KUBE_NODE_PORT)
     out.add("nat", "-A", KUBE_LOAD_BALANCER, "-j", KUBE_MARK_MASQ)
-    if lay.nat_firewall:
+    if release.kubelet_mark_drop:
         out.add("nat", "-A", KUBE_FIREWALL, "-j", KUBE_MARK_DROP)
     else:
         out.add("filter", "-A", KUBE_SOURCE_RANGES_FIREWALL, "-j", "DROP")
 
-    if lay.out_filter:
+    if release.ipvs_out_filter:
         for ip, proto, port in state.out_filter_entries:
             ipvs = ("-m", "ipvs", "--vaddr", ip, "--vproto", proto, "--vport", str(port))
             out.add("filter", "-A", KUBE_IPVS_OUT_FILTER, "-s", ip, ipvs, "-j", "DROP")
@@ -807,46 +652,17 @@ def _write_iptables_rules(state: _State) -> _Tables:
         if nonempty(name):
             out.add("nat", "-A", KUBE_SERVICES, "-m", "set", "--match-set", name, "dst,dst", "-j", "ACCEPT")
 
-    marked = ("-m", "mark", "--mark", f"{node.mark}/{node.mark}")
-    forwarding = ("-m", "comment", "--comment", _quoted("kubernetes forwarding rules"))
-    out.add("filter", "-A", KUBE_FORWARD, forwarding, marked, "-j", "ACCEPT")
-    established = ("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
-    if lay.forward_rule_pair:
-        for which in ("source", "destination"):
-            comment = _quoted(f"kubernetes forwarding conntrack pod {which} rule")
-            out.add("filter", "-A", KUBE_FORWARD, "-m", "comment", "--comment", comment, established)
-    else:
-        comment = _quoted("kubernetes forwarding conntrack rule")
-        out.add("filter", "-A", KUBE_FORWARD, "-m", "comment", "--comment", comment, established)
+    out.filter += forward_accept_rules(node.mark, release)
 
-    if lay.health_check_set:
+    if release.health_check_accept_rules:
         out.add("filter", "-A", KUBE_NODE_PORT, set_match(HEALTH_CHECK_NODE_PORT, "dst"), "-j", "ACCEPT")
 
-    if lay.ipvs_filter:
+    if release.ipvs_filter:
         # No reaching host ports through a VIP (issue 72236).
-        for name, match_type in lay.ipvs_filter_returns():
+        for name, match_type in _ipvs_filter_returns(release):
             out.add("filter", "-A", KUBE_IPVS_FILTER, "-m", "set", "--match-set", name, match_type, "-j", "RETURN")
         new = ("-m", "conntrack", "--ctstate", "NEW")
         out.add("filter", "-A", KUBE_IPVS_FILTER, new, "-m", "set", "--match-set", IPVS_IPS, "dst", "-j", "REJECT")
 
-    out.add("nat", "-A", KUBE_POSTROUTING, "-m", "mark", "!", "--mark", f"{node.mark}/{node.mark}", "-j", "RETURN")
-    out.add("nat", "-A", KUBE_POSTROUTING, "-j", "MARK", "--xor-mark", node.mark)
-    random_fully = ("--random-fully",) if config.random_fully else ()
-    snat = _quoted("kubernetes service traffic requiring SNAT")
-    out.add("nat", "-A", KUBE_POSTROUTING, "-m", "comment", "--comment", snat, "-j", "MASQUERADE", random_fully)
-    out.add("nat", "-A", KUBE_MARK_MASQ, "-j", "MARK", "--or-mark", node.mark)
+    out.nat += [*postrouting_rules(node.mark, config.random_fully), mark_masq_rule(node.mark)]
     return out
-
-
-def _quoted(text: str) -> str:
-    return f'"{text}"'
-
-
-def _flatten(parts: Iterable[str | Iterable[str]]) -> list[str]:
-    flat: list[str] = []
-    for part in parts:
-        if isinstance(part, str):
-            flat.append(part)
-        else:
-            flat += _flatten(part)
-    return flat
