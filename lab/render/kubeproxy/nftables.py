@@ -6,7 +6,7 @@ pkg/proxy/nftables/proxier.go on a FRESH node: the one knftables transaction kub
 operations ("add table", "add chain" + "flush chain", "add rule", "add set"/"add map", "flush",
 "add element", ...; knftables' text form, IPv4 table `ip kube-proxy` only).
 
-Versions and where each layout comes from (the `_Layout` switches name the change):
+Versions and where each layout comes from (the `Release` switches name the change):
   1.30       openshift/sdn 70cefcddca885822c5e7214eaf9f0da33eccb26b (vendored upstream 1.30.3),
              pkg/proxy/nftables/proxier.go - exact source.
   1.31-1.32  kubernetes/kubernetes b0f823e6ccd8a10b3893fc75011b9981af39285c proxier.go, a master
@@ -48,10 +48,11 @@ import base64
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address
 
-from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.endpoints import categorize
+from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView
 
 OLDEST_MINOR = 30
@@ -164,39 +165,14 @@ def _jump_chains(prerouting: str, output_pre_dnat: str, output_post_dnat: str) -
     )
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """What kube-proxy of one minor version writes differently; each switch names its change."""
+def _base_chains(release: Release) -> tuple[BaseChain, ...]:
+    return _BASE_CHAINS_1_34 if release.nft_pre_dnat_chains else _BASE_CHAINS_1_30
 
-    minor: int
 
-    @property
-    def pre_dnat_chains(self) -> bool:
-        """#132456 (1.34): filter-*-pre-dnat chains; input/forward/output at priority 0."""
-        return self.minor >= 34
-
-    @property
-    def base_chains(self) -> tuple[BaseChain, ...]:
-        return _BASE_CHAINS_1_34 if self.pre_dnat_chains else _BASE_CHAINS_1_30
-
-    @property
-    def jump_chains(self) -> tuple[JumpChain, ...]:
-        if self.pre_dnat_chains:
-            return _jump_chains("filter-prerouting-pre-dnat", "filter-output-pre-dnat", "filter-output")
-        return _jump_chains("filter-prerouting", "filter-output", "filter-output-post-dnat")
-
-    @property
-    def masquerade_matches_port(self) -> bool:
-        """The ClusterIP masquerade rule matches "PROTO dport PORT" until #131492 (1.34) noticed
-        that service-ips already matched it."""
-        return self.minor <= 33
-
-    @property
-    def element_storage(self) -> bool:
-        """#126013 (1.31): nftElementStorage. Set/map flushes at the end of setupNFTables (in
-        another order), the firewall rule written after the external chain, no comment on
-        firewall-ips elements."""
-        return self.minor >= 31
+def _jumps(release: Release) -> tuple[JumpChain, ...]:
+    if release.nft_pre_dnat_chains:
+        return _jump_chains("filter-prerouting-pre-dnat", "filter-output-pre-dnat", "filter-output")
+    return _jump_chains("filter-prerouting", "filter-output", "filter-output-post-dnat")
 
 
 @dataclass(frozen=True)
@@ -235,14 +211,14 @@ def render_nftables(
     """
     if problem := check_nftables_version(version):
         raise ValueError(problem)
-    lay = _Layout(int(version.split(".")[1]))
+    release = Release.of(version)
     node = _Node.build(config, node_ips)
     tx = _Tx()
-    _write_setup(tx, node, lay)
+    _write_setup(tx, node, release)
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()
     for view in filter(None, map(_ServiceView.build, services)):
-        _write_service(tx, node, lay, _Plan.build(view), active)
+        _write_service(tx, node, release, _Plan.build(view, release), active)
     return NftRules(version=version, commands=tuple(tx.commands))
 
 
@@ -253,17 +229,20 @@ def render_nftables(
 class _Node:
     """What NewProxier and the flags fix for every sync."""
 
-    config: ProxyConfig
-    mark: str
-    node_ip: IPv4Address | None
+    base: NodeBase
     nodeport_ips: tuple[str, ...] | None  # None: every local address ("fib daddr type local")
 
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
-        own = [ip for ip in map(parse_ipv4, node_ips) if ip is not None]
-        primary = own[0] if own else None
-        mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
-        return cls(config, mark, primary, _nodeport_ips(config.node_port_addresses, own, primary))
+        return cls(base := NodeBase.build(config, node_ips), _nodeport_ips(base))
+
+    @property
+    def config(self) -> ProxyConfig:
+        return self.base.config
+
+    @property
+    def mark(self) -> str:
+        return self.base.mark
 
     @property
     def detector(self) -> str | None:
@@ -272,22 +251,20 @@ class _Node:
         return cidr.strip() if cidr else None
 
 
-def _nodeport_ips(
-    addresses: Sequence[str], own: Sequence[IPv4Address], primary: IPv4Address | None
-) -> tuple[str, ...] | None:
+def _nodeport_ips(base: NodeBase) -> tuple[str, ...] | None:
     """NodePortAddresses for IPv4: the node IPs that accept NodePorts, or None for all of them.
 
     nftables mode defaults to the primary node IP (#122724); an explicit list keeps the node's
     addresses inside its IPv4 CIDRs, and a list without IPv4 CIDRs, or with 0.0.0.0/0, means all.
     Loopback addresses are skipped: nftables kube-proxy never serves localhost NodePorts.
     """
+    addresses = base.config.node_port_addresses
     if not addresses or list(addresses) == ["primary"]:
-        chosen = [primary] if primary is not None else []
+        chosen = [base.primary_ip] if base.primary_ip is not None else []
+    elif base.node_ports_everywhere:
+        return None
     else:
-        cidrs = [cidr for cidr in map(parse_ipv4_cidr, addresses) if cidr is not None]
-        if not cidrs or any(cidr.prefixlen == 0 for cidr in cidrs):
-            return None
-        chosen = [ip for ip in own if any(ip in cidr for cidr in cidrs)]
+        chosen = base.node_port_addresses()
     return tuple(dict.fromkeys(str(ip) for ip in chosen if not ip.is_loopback))
 
 
@@ -318,28 +295,9 @@ class _Plan:
     has_endpoints: bool  # any usable endpoint on any node
 
     @classmethod
-    def build(cls, svc: _ServiceView) -> _Plan:
-        """Ready endpoints, else serving+terminating ones (ProxyTerminatingEndpoints), chosen
-        separately for the Cluster and the Local policy."""
-        eps = svc.endpoints
-
-        def usable(ep: Endpoint) -> bool:
-            return ep.ready or (ep.serving and ep.terminating)
-
-        # eTP=Local still needs the cluster endpoints: pods and the node short-circuit to them.
-        uses_cluster = not svc.internal_local or svc.externally_accessible
-        uses_local = svc.internal_local or svc.external_local
-        cluster: list[Endpoint] = []
-        local: list[Endpoint] = []
-        if uses_cluster:
-            cluster = [ep for ep in eps if ep.ready] or [ep for ep in eps if ep.serving and ep.terminating]
-        if uses_local:
-            local = [ep for ep in eps if ep.is_local and ep.ready]
-            local = local or [ep for ep in eps if ep.is_local and ep.serving and ep.terminating]
-        has_endpoints = bool(cluster) or (uses_local and any(map(usable, eps)))
-        merged = {ep.address: ep for ep in [*cluster, *local]}
-        reachable = tuple(sorted(merged.values(), key=lambda ep: ep.address))
-        return cls(svc, tuple(cluster), tuple(local), reachable, has_endpoints)
+    def build(cls, svc: _ServiceView, release: Release) -> _Plan:
+        chosen = categorize(svc, release)
+        return cls(svc, chosen.cluster, chosen.local, chosen.reachable, chosen.has_endpoints)
 
     @property
     def uses_cluster_chain(self) -> bool:
@@ -485,19 +443,19 @@ class _Tx:
         self.flush("chain", name)
 
 
-def _write_setup(tx: _Tx, node: _Node, lay: _Layout) -> None:
+def _write_setup(tx: _Tx, node: _Node, release: Release) -> None:
     """setupNFTables: the table, base chains, jumps and every fixed chain, set, map and rule."""
     tx.add_table("rules for kube-proxy")
     # Once per kube-proxy process: add+delete every base chain so that an old chain with other
     # properties (e.g. priority) is recreated instead of failing the transaction.
-    for chain in lay.base_chains:
+    for chain in _base_chains(release):
         tx.add_chain(chain.name)
         tx.delete("chain", chain.name)
-    for chain in lay.base_chains:
+    for chain in _base_chains(release):
         tx.add_base_chain(chain)
         tx.flush("chain", chain.name)
     setup_chains: set[str] = set()
-    for jump in lay.jump_chains:
+    for jump in _jumps(release):
         tx.ensure_chain(jump.dst, setup_chains)
         tx.add_rule(jump.src, jump.match, "jump", jump.dst)
     for name in (SERVICES, CLUSTER_IPS_CHECK, MASQUERADING, MARK_MASQ):
@@ -514,7 +472,7 @@ def _write_setup(tx: _Tx, node: _Node, lay: _Layout) -> None:
     # node nothing can be read back, so everything is flushed and added).
     flushed = (
         (CLUSTER_IPS, SERVICE_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_NODEPORTS)
-        if lay.element_storage
+        if release.nft_element_storage
         else (CLUSTER_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_IPS, SERVICE_NODEPORTS)
     )
     for name in flushed:
@@ -588,7 +546,7 @@ def _write_dispatch(tx: _Tx, node: _Node) -> None:
 # --- one Service port ------------------------------------------------------------------------------
 
 
-def _write_service(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, created: set[str]) -> None:
+def _write_service(tx: _Tx, node: _Node, release: Release, plan: _Plan, created: set[str]) -> None:
     """One iteration of syncProxyRules' service loop, in its order."""
     svc = plan.svc
     for ep in plan.reachable:
@@ -599,12 +557,12 @@ def _write_service(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, created: set
         tx.ensure_chain(plan.local_chain, created)
     if plan.uses_external_chain:
         tx.ensure_chain(plan.external_chain, created)
-    _write_service_elements(tx, node, lay, plan, created)
+    _write_service_elements(tx, node, release, plan, created)
     if plan.has_internal_endpoints:
-        _write_internal_masquerade(tx, node, lay, plan)
+        _write_internal_masquerade(tx, node, release, plan)
     if plan.uses_external_chain:
         _write_external_chain(tx, node, plan)
-    if plan.uses_firewall_chain and lay.element_storage:
+    if plan.uses_firewall_chain and release.nft_element_storage:
         _write_firewall_rule(tx, node, plan)
     if svc.port.affinity_timeout:
         _write_affinity_sets(tx, plan)
@@ -620,7 +578,7 @@ def _key(ip: str, plan: _Plan) -> list[str]:
     return [ip, plan.svc.proto, str(plan.svc.port.port)]
 
 
-def _write_service_elements(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, created: set[str]) -> None:
+def _write_service_elements(tx: _Tx, node: _Node, release: Release, plan: _Plan, created: set[str]) -> None:
     """Where the Service's addresses are caught (service-ips, service-nodeports, firewall-ips) and
     what happens when nothing can serve them (no-endpoint-services, no-endpoint-nodeports)."""
     svc, name = plan.svc, plan.svc.name
@@ -640,13 +598,13 @@ def _write_service_elements(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, cre
 
     if plan.uses_firewall_chain:
         tx.ensure_chain(plan.firewall_chain, created)
-        if not lay.element_storage:
+        if not release.nft_element_storage:
             _write_firewall_rule(tx, node, plan)
     for ip in svc.lb_ips:
         if plan.has_endpoints:
             tx.add_element(SERVICE_IPS, _key(ip, plan), f"goto {plan.external_chain}")
         if plan.uses_firewall_chain:
-            fw_comment = None if lay.element_storage else name
+            fw_comment = None if release.nft_element_storage else name
             tx.add_element(FIREWALL_IPS, _key(ip, plan), f"goto {plan.firewall_chain}", fw_comment)
     if not plan.has_external_endpoints:
         for ip in svc.lb_ips:
@@ -660,12 +618,12 @@ def _write_service_elements(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan, cre
             tx.add_element(NO_ENDPOINT_NODEPORTS, [svc.proto, str(node_port)], external_verdict, name)
 
 
-def _write_internal_masquerade(tx: _Tx, node: _Node, lay: _Layout, plan: _Plan) -> None:
+def _write_internal_masquerade(tx: _Tx, node: _Node, release: Release, plan: _Plan) -> None:
     """Masquerade ClusterIP traffic from outside the pod network (the Service range may be routed
     to any node, whose reply must come back through it); everything with --masquerade-all; nothing
     without a local-traffic detector."""
     svc = plan.svc
-    port = (svc.proto, "dport", str(svc.port.port)) if lay.masquerade_matches_port else ()
+    port = (svc.proto, "dport", str(svc.port.port)) if release.nft_masquerade_matches_port else ()
     if node.config.masquerade_all:
         tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, "jump", MARK_MASQ)
     elif node.detector:
@@ -697,7 +655,7 @@ def _write_firewall_rule(tx: _Tx, node: _Node, plan: _Plan) -> None:
     """firewall-*: loadBalancerSourceRanges. A node reaching its own VIP-style LB loops back with
     the LB IP as source, so when the node IP is allowed the LB IPs are too."""
     sources = [str(cidr) for cidr in plan.svc.source_cidrs]
-    if node.node_ip is not None and any(node.node_ip in cidr for cidr in plan.svc.source_cidrs):
+    if node.base.primary_in(plan.svc.source_cidrs):
         sources += plan.svc.lb_ips
     tx.add_rule(plan.firewall_chain, "ip saddr != {", " , ".join(sources), "} drop")
 
