@@ -44,8 +44,7 @@ from lab.render.kubeproxy.xtables import (
     KUBE_POSTROUTING,
     JumpRule,
     KubeletRules,
-    Table,
-    builtin_rules,
+    XtablesPayload,
     comment_match,
     flatten,
     forward_accept_rules,
@@ -112,8 +111,10 @@ JUMP_RULES: tuple[JumpRule, ...] = jump_rules("1.28")
 
 
 @dataclass(frozen=True)
-class IptablesRules:
+class IptablesRules(XtablesPayload):
     """Everything kube-proxy's iptables mode puts into one node's IPv4 filter and nat tables."""
+
+    table_order = ("filter", "nat")
 
     filter_chains: tuple[str, ...]
     filter_rules: tuple[str, ...]
@@ -131,19 +132,6 @@ class IptablesRules:
     @property
     def era(self) -> str:
         return era_of(self.version)
-
-    @property
-    def tables(self) -> tuple[Table, Table]:
-        return (Table("filter", self.filter_chains, self.filter_rules), Table("nat", self.nat_chains, self.nat_rules))
-
-    @property
-    def kube_proxy_payload(self) -> str:
-        """The exact iptables-restore input of a full syncProxyRules() (loaded with --noflush)."""
-        return "".join(table.payload() for table in self.tables)
-
-    def builtin_rules(self, table: str, chain: str) -> list[str]:
-        """The jump rules of one built-in chain, top first, as they stand on a fresh node."""
-        return builtin_rules(self.jump_rules, self.kubelet, table, chain)
 
     def restore_text(self) -> str:
         """One iptables-restore input (without --noflush) for an empty network namespace.
@@ -209,10 +197,9 @@ def render_iptables(
 
 
 @dataclass(frozen=True)
-class _Node:
+class _Node(NodeBase):
     """The per-node settings NewProxier derives from the flags."""
 
-    base: NodeBase
     release: Release
     localhost_nodeports: bool  # rules may serve NodePorts on 127/8 (always, before the 1.26 flag)
     route_localnet: bool
@@ -234,15 +221,8 @@ class _Node:
         if not everywhere:
             matching = base.node_port_addresses()
             nodeport_ips = tuple(str(ip) for ip in matching if localhost or not ip.is_loopback)
-        return cls(base, release, localhost, route_localnet, nodeport_ips)
-
-    @property
-    def config(self) -> ProxyConfig:
-        return self.base.config
-
-    @property
-    def mark(self) -> str:
-        return self.base.mark
+        return cls(**base.facts(), release=release, localhost_nodeports=localhost, route_localnet=route_localnet,
+                   nodeport_ips=nodeport_ips)  # fmt: skip
 
     @property
     def nfacct(self) -> bool:
@@ -271,7 +251,7 @@ class _ServiceView(ServiceView):
         return [text if release.source_ranges_as_written else str(cidr) for text, cidr in self.source_ranges]
 
     def node_in_source_ranges(self, node: _Node) -> bool:
-        return node.base.primary_in(self.source_cidrs)
+        return node.primary_in(self.source_cidrs)
 
 
 @dataclass(frozen=True)

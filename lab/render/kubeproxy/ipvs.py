@@ -72,8 +72,7 @@ from lab.render.kubeproxy.xtables import (
     KUBE_POSTROUTING,
     JumpRule,
     KubeletRules,
-    Table,
-    builtin_rules,
+    XtablesPayload,
     flatten,
     forward_accept_rules,
     kubelet_rules,
@@ -222,8 +221,10 @@ class VirtualServer:
 
 
 @dataclass(frozen=True)
-class IpvsRules:
+class IpvsRules(XtablesPayload):
     """Everything kube-proxy's ipvs mode puts into one node's kernel (IPv4)."""
+
+    table_order = ("nat", "filter")
 
     version: str
     # The /32s bound on kube-ipvs0.
@@ -260,20 +261,6 @@ class IpvsRules:
         for s in self.ipsets:
             lines += [f"add {s.name} {entry}" for entry in s.entries]
         return "\n".join(lines) + "\n"
-
-    @property
-    def tables(self) -> tuple[Table, Table]:
-        """nat, then filter: the order syncProxyRules writes them."""
-        return (Table("nat", self.nat_chains, self.nat_rules), Table("filter", self.filter_chains, self.filter_rules))
-
-    @property
-    def kube_proxy_payload(self) -> str:
-        """The exact iptables-restore input of syncProxyRules() (used with --noflush)."""
-        return "".join(table.payload() for table in self.tables)
-
-    def builtin_rules(self, table: str, chain: str) -> list[str]:
-        """The rules of one built-in chain, top first, on a node where kubelet started first."""
-        return builtin_rules(self.jump_rules, self.kubelet, table, chain)
 
     def iptables_restore(self) -> str:
         """One iptables-restore input (without --noflush) for an empty network namespace.

@@ -226,23 +226,15 @@ def render_nftables(
 
 
 @dataclass(frozen=True)
-class _Node:
+class _Node(NodeBase):
     """What NewProxier and the flags fix for every sync."""
 
-    base: NodeBase
     nodeport_ips: tuple[str, ...] | None  # None: every local address ("fib daddr type local")
 
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
-        return cls(base := NodeBase.build(config, node_ips), _nodeport_ips(base))
-
-    @property
-    def config(self) -> ProxyConfig:
-        return self.base.config
-
-    @property
-    def mark(self) -> str:
-        return self.base.mark
+        base = NodeBase.build(config, node_ips)
+        return cls(**base.facts(), nodeport_ips=_nodeport_ips(base))
 
     @property
     def detector(self) -> str | None:
@@ -655,7 +647,7 @@ def _write_firewall_rule(tx: _Tx, node: _Node, plan: _Plan) -> None:
     """firewall-*: loadBalancerSourceRanges. A node reaching its own VIP-style LB loops back with
     the LB IP as source, so when the node IP is allowed the LB IPs are too."""
     sources = [str(cidr) for cidr in plan.svc.source_cidrs]
-    if node.base.primary_in(plan.svc.source_cidrs):
+    if node.primary_in(plan.svc.source_cidrs):
         sources += plan.svc.lb_ips
     tx.add_rule(plan.firewall_chain, "ip saddr != {", " , ".join(sources), "} drop")
 

@@ -4,7 +4,7 @@ the node IP it was given, the --nodeport-addresses CIDRs, and the masquerade mar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from ipaddress import IPv4Address, IPv4Network
 
 from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
@@ -42,6 +42,10 @@ class NodeBase:
         if self.node_ports_everywhere:
             return list(self.addresses)
         return [ip for ip in self.addresses if any(ip in cidr for cidr in self.node_port_cidrs)]
+
+    def facts(self) -> dict[str, object]:
+        """This node's fields, for a mode's subclass that adds its own: `Sub(**base.facts(), ...)`."""
+        return {f.name: getattr(self, f.name) for f in fields(NodeBase)}
 
     def primary_in(self, cidrs: Sequence[IPv4Network]) -> bool:
         """allowFromNode: is the node IP inside these source ranges (the node reaching its own LB IP often

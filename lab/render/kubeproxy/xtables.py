@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from lab.render.kubeproxy.versions import Release
 
@@ -110,6 +111,34 @@ class Table:
                 "COMMIT\n",
             ]
         )
+
+
+class XtablesPayload:
+    """What a mode's rendered rules offer from their filter and nat tables (fields of the dataclass that
+    subclasses this): the --noflush payload and the built-in chains' jumps."""
+
+    table_order: ClassVar[tuple[str, str]]  # the order syncProxyRules writes the tables in
+    filter_chains: tuple[str, ...]
+    filter_rules: tuple[str, ...]
+    nat_chains: tuple[str, ...]
+    nat_rules: tuple[str, ...]
+    jump_rules: tuple[JumpRule, ...]
+    kubelet: KubeletRules | None
+
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        return tuple(
+            Table(name, getattr(self, f"{name}_chains"), getattr(self, f"{name}_rules")) for name in self.table_order
+        )
+
+    @property
+    def kube_proxy_payload(self) -> str:
+        """The exact iptables-restore input of a full syncProxyRules() (loaded with --noflush)."""
+        return "".join(table.payload() for table in self.tables)
+
+    def builtin_rules(self, table: str, chain: str) -> list[str]:
+        """The jump rules of one built-in chain, top first, as they stand on a fresh node."""
+        return builtin_rules(self.jump_rules, self.kubelet, table, chain)
 
 
 def builtin_rules(jumps: Sequence[JumpRule], kubelet: KubeletRules | None, table: str, chain: str) -> list[str]:
