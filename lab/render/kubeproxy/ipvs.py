@@ -59,28 +59,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from lab.render.kubeproxy import xtables
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView, unique
-from lab.render.kubeproxy.xtables import (
-    KUBE_FIREWALL,
-    KUBE_FORWARD,
-    KUBE_MARK_DROP,
-    KUBE_MARK_MASQ,
-    KUBE_POSTROUTING,
-    JumpRule,
-    KubeletRules,
-    XtablesPayload,
-    flatten,
-    forward_accept_rules,
-    kubelet_rules,
-    mark_masq_rule,
-    postrouting_rules,
-    quoted,
-    restore_text,
-)
+from lab.render.kubeproxy.xtables import KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_DROP, KUBE_MARK_MASQ, KUBE_POSTROUTING
 
 IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
 DEFAULT_VERSION = "1.31"
@@ -221,7 +206,7 @@ class VirtualServer:
 
 
 @dataclass(frozen=True)
-class IpvsRules(XtablesPayload):
+class IpvsRules(xtables.XtablesPayload):
     """Everything kube-proxy's ipvs mode puts into one node's kernel (IPv4)."""
 
     table_order = ("nat", "filter")
@@ -237,9 +222,9 @@ class IpvsRules(XtablesPayload):
     filter_chains: tuple[str, ...]
     filter_rules: tuple[str, ...]
     # Rules kube-proxy keeps in built-in chains with `iptables -C`/`-I` (prepend).
-    jump_rules: tuple[JumpRule, ...]
+    jump_rules: tuple[xtables.JumpRule, ...]
     # kubelet's KUBE-MARK-DROP / filter KUBE-FIREWALL, for versions whose kube-proxy relied on them.
-    kubelet: KubeletRules | None
+    kubelet: xtables.KubeletRules | None
     # NewProxier's sysctls, "net/ipv4/vs/conntrack" -> 1.
     sysctls: dict[str, int] = field(hash=False)
     # The addresses that got NodePort virtual servers.
@@ -275,7 +260,7 @@ class IpvsRules(XtablesPayload):
         included, so the namespace behaves like such a node. From 1.25 kube-proxy relies on no
         kubelet rule and none is written.
         """
-        return restore_text(self.tables, self.jump_rules, self.kubelet)
+        return xtables.restore_text(self.tables, self.jump_rules, self.kubelet)
 
     def ipvsadm_restore(self) -> str:
         """Input for `ipvsadm-restore` (the `ipvsadm-save -n` format): each -A, then its -a lines."""
@@ -319,29 +304,29 @@ def render_ipvs(
         filter_chains=_filter_chains(release),
         filter_rules=tuple(tables.filter),
         jump_rules=_jump_rules(release),
-        kubelet=kubelet_rules(version) if release.kubelet_mark_drop else None,
+        kubelet=xtables.kubelet_rules(version) if release.kubelet_mark_drop else None,
         sysctls=_sysctls(release, config, kernel),
         node_port_addresses=tuple(state.node_port_ips),
     )
 
 
-def _jump_rules(release: Release) -> tuple[JumpRule, ...]:
+def _jump_rules(release: Release) -> tuple[xtables.JumpRule, ...]:
     """iptablesJumpChain, in order; each is ensured with iptables -I (prepend)."""
     rules = [
-        JumpRule("nat", "OUTPUT", KUBE_SERVICES, "kubernetes service portals"),
-        JumpRule("nat", "PREROUTING", KUBE_SERVICES, "kubernetes service portals"),
-        JumpRule("nat", "POSTROUTING", KUBE_POSTROUTING, "kubernetes postrouting rules"),
-        JumpRule("filter", "FORWARD", KUBE_FORWARD, "kubernetes forwarding rules"),
+        xtables.JumpRule("nat", "OUTPUT", KUBE_SERVICES, "kubernetes service portals"),
+        xtables.JumpRule("nat", "PREROUTING", KUBE_SERVICES, "kubernetes service portals"),
+        xtables.JumpRule("nat", "POSTROUTING", KUBE_POSTROUTING, "kubernetes postrouting rules"),
+        xtables.JumpRule("filter", "FORWARD", KUBE_FORWARD, "kubernetes forwarding rules"),
     ]
     if release.health_check_accept_rules:
-        rules.append(JumpRule("filter", "INPUT", KUBE_NODE_PORT, "kubernetes health check rules"))
+        rules.append(xtables.JumpRule("filter", "INPUT", KUBE_NODE_PORT, "kubernetes health check rules"))
     if not release.kubelet_mark_drop:
-        rules.append(JumpRule("filter", "INPUT", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
-        rules.append(JumpRule("filter", "FORWARD", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+        rules.append(xtables.JumpRule("filter", "INPUT", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
+        rules.append(xtables.JumpRule("filter", "FORWARD", KUBE_PROXY_FIREWALL, "kube-proxy firewall rules"))
     if release.ipvs_filter:
-        rules.append(JumpRule("filter", "INPUT", KUBE_IPVS_FILTER, "kubernetes ipvs access filter"))
+        rules.append(xtables.JumpRule("filter", "INPUT", KUBE_IPVS_FILTER, "kubernetes ipvs access filter"))
     if release.ipvs_out_filter:
-        rules.append(JumpRule("filter", "OUTPUT", KUBE_IPVS_OUT_FILTER, "kubernetes ipvs access filter"))
+        rules.append(xtables.JumpRule("filter", "OUTPUT", KUBE_IPVS_OUT_FILTER, "kubernetes ipvs access filter"))
     return tuple(rules)
 
 
@@ -572,7 +557,7 @@ class _Tables:
     filter: list[str] = field(default_factory=list)
 
     def add(self, table: str, *parts: str | Iterable[str]) -> None:
-        getattr(self, table).append(" ".join(flatten(parts)))
+        getattr(self, table).append(" ".join(xtables.flatten(parts)))
 
 
 def _write_iptables_rules(state: _State) -> _Tables:
@@ -585,7 +570,7 @@ def _write_iptables_rules(state: _State) -> _Tables:
         return bool(state.sets[name])
 
     def set_match(name: str, match_type: str) -> tuple[str, ...]:
-        comment = ("-m", "comment", "--comment", quoted(IPSET_INFO[name][1]))
+        comment = ("-m", "comment", "--comment", xtables.quoted(IPSET_INFO[name][1]))
         return (*comment, "-m", "set", "--match-set", name, match_type)
 
     if release.ipvs_filter:
@@ -598,7 +583,7 @@ def _write_iptables_rules(state: _State) -> _Tables:
             out.add(table, "-A", chain, protocol, set_match(name, match_type), "-j", target)
 
     if nonempty(CLUSTER_IP):
-        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", quoted(IPSET_INFO[CLUSTER_IP][1]))
+        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", xtables.quoted(IPSET_INFO[CLUSTER_IP][1]))
         head += ("-m", "set", "--match-set", CLUSTER_IP)
         if config.masquerade_all:
             out.add("nat", head, "dst,dst", "-j", KUBE_MARK_MASQ)
@@ -639,7 +624,7 @@ def _write_iptables_rules(state: _State) -> _Tables:
         if nonempty(name):
             out.add("nat", "-A", KUBE_SERVICES, "-m", "set", "--match-set", name, "dst,dst", "-j", "ACCEPT")
 
-    out.filter += forward_accept_rules(node.mark, release)
+    out.filter += xtables.forward_accept_rules(node.mark, release)
 
     if release.health_check_accept_rules:
         out.add("filter", "-A", KUBE_NODE_PORT, set_match(HEALTH_CHECK_NODE_PORT, "dst"), "-j", "ACCEPT")
@@ -651,5 +636,5 @@ def _write_iptables_rules(state: _State) -> _Tables:
         new = ("-m", "conntrack", "--ctstate", "NEW")
         out.add("filter", "-A", KUBE_IPVS_FILTER, new, "-m", "set", "--match-set", IPVS_IPS, "dst", "-j", "REJECT")
 
-    out.nat += [*postrouting_rules(node.mark, config.random_fully), mark_masq_rule(node.mark)]
+    out.nat += [*xtables.postrouting_rules(node.mark, config.random_fully), xtables.mark_masq_rule(node.mark)]
     return out
