@@ -151,13 +151,15 @@ class ServiceSpec:
     cluster_ip: str
     ports: tuple[ServicePortSpec, ...]
     external_ips: tuple[str, ...] = ()
-    load_balancer_ips: tuple[str, ...] = ()
     load_balancer_source_ranges: tuple[str, ...] = ()
     external_policy: Literal["Cluster", "Local"] = "Cluster"
     internal_policy: Literal["Cluster", "Local"] = "Cluster"
     health_check_node_port: int = 0
     affinity_timeout: int = 0
     ingress_ips: tuple[str, ...] = ()  # every status.loadBalancer.ingress IP (also ipMode Proxy): what the LB serves
+    # Those of them with ipMode: Proxy, which a proxy answers: whether kube-proxy still programs them is its
+    # release's business (render: Release.honours_ip_mode).
+    proxy_ingress_ips: tuple[str, ...] = ()
 
     def port(self, ref: int | str) -> ServicePortSpec | None:
         return next((p for p in self.ports if ref in (p.port, p.name)), None)

@@ -28,6 +28,8 @@ from lab.describe.topology import FrontendSpec, LoadBalancerSpec, MasqAgentSpec,
 from lab.install.health import HEALTHZ_PORT, CheckResult, HealthListener, HealthServers, http_check
 from lab.install.tools import _feed, _tool, ip_batch, iptables_restore
 from lab.realize.build import FABRIC, Realized
+from lab.render.kubeproxy.healthcheck import local_endpoints
+from lab.render.kubeproxy.versions import Release
 
 CHECK_TIMEOUT = 0.5
 
@@ -49,28 +51,18 @@ class Decision:
         return f"{self.lb.name} {self.frontend.service}: {how}"
 
 
-def _minor(topo: Topology) -> int:
-    return int(topo.cluster.kube_version.split(".")[1])
-
-
-def local_endpoints(topo: Topology, service: str, node: str) -> int:
-    """The count kube-proxy reports: distinct local endpoint IPs (only ready ones from 1.21)."""
-    ready_only = _minor(topo) >= 21
-    svc = next(s for s in topo.services if f"{s.namespace}/{s.name}" == service)
-    return len({ep.ip for p in svc.ports for ep in p.endpoints if ep.node == node and (ep.ready or not ready_only)})
-
-
 def health_listeners(realized: Realized) -> list[HealthListener]:
-    topo, minor = realized.topology, _minor(realized.topology)
+    topo = realized.topology
+    release = Release.of(topo.cluster.kube_version)
     listeners = []
     for node in topo.nodes:
         ns = realized.namespaces[node.name]
-        listeners.append(HealthListener(node.name, ns, HEALTHZ_PORT, minor=minor))
+        listeners.append(HealthListener(node.name, ns, HEALTHZ_PORT, release=release))
         for svc in topo.services:
             if svc.health_check_node_port:
                 key = f"{svc.namespace}/{svc.name}"
                 count = local_endpoints(topo, key, node.name)
-                listeners.append(HealthListener(node.name, ns, svc.health_check_node_port, key, count, minor))
+                listeners.append(HealthListener(node.name, ns, svc.health_check_node_port, key, count, release))
     return listeners
 
 

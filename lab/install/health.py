@@ -1,22 +1,22 @@
 """kube-proxy's health check servers, per node, and the HTTP check a load balancer runs against them.
 
 kube-proxy answers every Service with externalTrafficPolicy Local on its healthCheckNodePort (any path):
-200 when the node has local endpoints, else 503, with a JSON body naming the Service and the count
-(kubernetes/kubernetes pkg/proxy/healthcheck/service_health.go), and its own
-/healthz on 10256. Like the echo backends, every listener here is a socket made inside the node's
-namespace and served by one thread.
+200 when the node has local endpoints, else 503, with the body and headers its release writes
+(lab/render/kubeproxy/healthcheck.py), and its own /healthz on 10256. Like the echo backends, every
+listener here is a socket made inside the node's namespace and served by one thread.
 """
 
 from __future__ import annotations
 
 import email.utils
-import json
 import socket
 import time
 from dataclasses import dataclass
 
 from lab.install.loop import SocketLoop
 from lab.realize.enter import in_netns
+from lab.render.kubeproxy.healthcheck import service_body, service_headers
+from lab.render.kubeproxy.versions import Release
 
 HEALTHZ_PORT = 10256  # kube-proxy --healthz-bind-address default
 
@@ -28,16 +28,7 @@ class HealthListener:
     port: int
     service: str = ""  # namespace/name; "" for kube-proxy's own /healthz
     local_endpoints: int = 0
-    minor: int = 31  # kube-proxy's minor version: the body and headers changed over time
-
-
-def service_body(namespace: str, name: str, count: int, minor: int) -> str:
-    """The body exactly as kube-proxy prints it: dedented, tab-indented JSON, no trailing newline."""
-    fields = [f'\t"localEndpoints": {count}']
-    if minor >= 27:
-        fields = [f'\t"localEndpoints": {count},', '\t"serviceProxyHealthy": true']
-    service = f'\t"service": {{\n\t\t"namespace": {json.dumps(namespace)},\n\t\t"name": {json.dumps(name)}\n\t}},'
-    return "{\n" + service + "\n" + "\n".join(fields) + "\n}"
+    release: Release = Release(31)  # the body and headers changed over time
 
 
 def response(listener: HealthListener, now: float | None = None) -> bytes:
@@ -46,10 +37,9 @@ def response(listener: HealthListener, now: float | None = None) -> bytes:
     headers = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
     if listener.service:
         namespace, _, name = listener.service.partition("/")
-        body = service_body(namespace, name, listener.local_endpoints, listener.minor)
+        body = service_body(namespace, name, listener.local_endpoints, listener.release)
         status = "200 OK" if listener.local_endpoints > 0 else "503 Service Unavailable"
-        if listener.minor >= 28:
-            headers.append(("X-Load-Balancing-Endpoint-Weight", str(listener.local_endpoints)))
+        headers += service_headers(listener.local_endpoints, listener.release)
     else:
         # Go's time.Time.String(), as kube-proxy's healthz handler prints it with %q.
         stamp = time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(now))

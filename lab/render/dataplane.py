@@ -73,7 +73,7 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
         rules = render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
         sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
         # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
-        unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.load_balancer_ips}
+        unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
         return NodeDataplane(
             "ipvs",
             iptables=rules.iptables_restore(),

@@ -13,11 +13,14 @@ import pytest
 
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
-from lab.install.actors import Decision, fabric_rules, local_endpoints, masq_agent_rules
-from lab.install.health import CheckResult, HealthListener, response, service_body
+from lab.install.actors import Decision, fabric_rules, masq_agent_rules
+from lab.install.health import CheckResult, HealthListener, response
 from lab.judge.attempts import resolve, run_probe
 from lab.probe.capture import Frame
 from lab.probe.session import Observation, _stray_answer
+from lab.render.kubeproxy.adapter import service_ports
+from lab.render.kubeproxy.healthcheck import local_endpoints, service_body
+from lab.render.kubeproxy.versions import Release
 
 BASE = """\
 name: t
@@ -121,10 +124,12 @@ def test_routed_tunnel_addresses(tmp_path):
 
 def test_ip_mode_proxy_is_honoured_from_1_30_only(tmp_path):
     proxy = BASE.replace("ingress: [{ip: 172.19.100.2}]", "ingress: [{ip: 172.19.100.2, ipMode: Proxy}]")
-    old = load(tmp_path, proxy).services[0]
-    assert (old.load_balancer_ips, old.ingress_ips) == (("172.19.100.2",), ("172.19.100.2",))
-    new = load(tmp_path, proxy.replace('kubeVersion: "1.20"', 'kubeVersion: "1.31"')).services[0]
-    assert (new.load_balancer_ips, new.ingress_ips) == ((), ("172.19.100.2",))
+    old = load(tmp_path, proxy)
+    assert (old.services[0].ingress_ips, old.services[0].proxy_ingress_ips) == (("172.19.100.2",), ("172.19.100.2",))
+    assert {port.load_balancer_ips for port in service_ports(old, "node1")} == {("172.19.100.2",)}
+    new = load(tmp_path, proxy.replace('kubeVersion: "1.20"', 'kubeVersion: "1.31"'))
+    assert new.services[0].ingress_ips == ("172.19.100.2",)
+    assert {port.load_balancer_ips for port in service_ports(new, "node1")} == {()}
 
 
 @pytest.mark.parametrize(
@@ -255,16 +260,16 @@ def test_masq_agent_rules_as_the_report_shows_them(tmp_path):
 def test_health_check_answers_as_kube_proxy_writes_them(tmp_path):
     topo = load(tmp_path)
     assert local_endpoints(topo, "default/web", "node1") == 1 and local_endpoints(topo, "default/web", "node2") == 0
-    assert service_body("default", "web", 1, 20) == (
+    assert service_body("default", "web", 1, Release(20)) == (
         '{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 1\n}'
     )
-    assert service_body("ns", "s", 0, 27).endswith('\t"localEndpoints": 0,\n\t"serviceProxyHealthy": true\n}')
-    ok = response(HealthListener("node1", "ns", 30001, "default/web", 1, 28), now=0).decode()
+    assert service_body("ns", "s", 0, Release(27)).endswith('\t"localEndpoints": 0,\n\t"serviceProxyHealthy": true\n}')
+    ok = response(HealthListener("node1", "ns", 30001, "default/web", 1, Release(28)), now=0).decode()
     assert ok.startswith("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n")
     assert "X-Load-Balancing-Endpoint-Weight: 1\r\n" in ok
-    gone = response(HealthListener("node2", "ns", 30001, "default/web", 0, 20), now=0).decode()
+    gone = response(HealthListener("node2", "ns", 30001, "default/web", 0, Release(20)), now=0).decode()
     assert gone.startswith("HTTP/1.1 503 Service Unavailable") and "Weight" not in gone
-    healthz = response(HealthListener("node1", "ns", 10256, minor=20), now=0).decode()
+    healthz = response(HealthListener("node1", "ns", 10256, release=Release(20)), now=0).decode()
     assert healthz.endswith(
         '{"lastUpdated": "1970-01-01 00:00:00 +0000 UTC","currentTime": "1970-01-01 00:00:00 +0000 UTC"}'
     )

@@ -208,7 +208,9 @@ def gateway_routes(
         if svc.external_policy == "Local":
             hosting = {ep.node for p in svc.ports for ep in p.endpoints if ep.ready}
             target = next((n for n in nodes if n.name in hosting), nodes[0])
-        for vip in svc.external_ips + svc.load_balancer_ips:
+        # A cloud sends an ipMode: Proxy address to its proxy (a declared load balancer), never to a node.
+        direct = tuple(ip for ip in svc.ingress_ips if ip not in svc.proxy_ingress_ips)
+        for vip in svc.external_ips + direct:
             if vip not in {n.ip for n in nodes}:
                 routes.setdefault(vip, target.ip)
     return tuple(r for r in routes.items() if r[0] not in served)

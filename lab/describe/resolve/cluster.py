@@ -1,6 +1,6 @@
 """The cluster section: the kube-proxy release it runs, what that release decides here, and its three networks.
 
-Every use describe makes of kube-proxy's version knowledge is in this module.
+Which releases exist is describe's to check; what a release does is render's (lab/render/kubeproxy/versions.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,6 @@ from lab.describe.releases import check_version
 from lab.describe.resolve.checks import hosts
 from lab.describe.topology import ClusterSpec
 from lab.describe.yamlsrc import Source
-
-# kube-proxy honours status.loadBalancer.ingress[].ipMode from 1.30 (LoadBalancerIPMode beta, on by default;
-# alpha and off by default in 1.29). Before, an ipMode: Proxy address is programmed like any other.
-IP_MODE_SINCE = 30
 
 
 def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
@@ -43,8 +39,3 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         tunnel=c.tunnel,
         ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
     )
-
-
-def honours_ip_mode(cluster: ClusterSpec) -> bool:
-    """Whether the cluster's kube-proxy leaves a load balancer's ipMode: Proxy ingress IP unprogrammed."""
-    return int(cluster.kube_version.split(".")[1]) >= IP_MODE_SINCE

@@ -10,7 +10,6 @@ from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
 from lab.describe.resolve.checks import hosts, inside, unique
-from lab.describe.resolve.cluster import honours_ip_mode
 from lab.describe.topology import ClusterSpec, EndpointSpec, NodeSpec, PodSpec, PortSpec, ServicePortSpec, ServiceSpec
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -191,7 +190,7 @@ def _service(
         )
         eps = _endpoints(src, (*path, "ports", j), p, selected)
         ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
-    ingress, lb_ips = _load_balancer_ips(src, path, m, cluster)
+    ingress, proxied = _load_balancer_ips(src, path, m, cluster)
     _check_node_port(src, (*path, "healthCheckNodePort"), spec.health_check_node_port)
     local_lb = spec.type == "LoadBalancer" and spec.external_traffic_policy == "Local"
     return ServiceSpec(
@@ -201,7 +200,6 @@ def _service(
         cluster_ip=cluster_ip,
         ports=tuple(ports),
         external_ips=tuple(spec.external_ips),
-        load_balancer_ips=tuple(lb_ips),
         load_balancer_source_ranges=tuple(spec.load_balancer_source_ranges),
         external_policy=spec.external_traffic_policy,
         internal_policy=spec.internal_traffic_policy,
@@ -214,6 +212,7 @@ def _service(
         if spec.session_affinity == "ClientIP"
         else 0,
         ingress_ips=tuple(ingress),
+        proxy_ingress_ips=tuple(proxied),
     )
 
 
@@ -221,19 +220,18 @@ def _load_balancer_ips(
     src: Source, path: FieldPath, m: k8s.Service, cluster: ClusterSpec
 ) -> tuple[list[str], list[str]]:
     """Every address a load balancer serves for the Service (status.loadBalancer.ingress, or loadBalancerIP),
-    and those of them kube-proxy programs; no external address may be inside the cluster's own networks."""
+    and those of them with ipMode: Proxy; no external address may be inside the cluster's own networks."""
     spec = m.spec
     ingress = [ing.ip for ing in m.status.load_balancer.ingress]
-    honoured = honours_ip_mode(cluster)
-    lb_ips = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "VIP" or not honoured]
+    proxied = [ing.ip for ing in m.status.load_balancer.ingress if ing.ip_mode == "Proxy"]
     if spec.load_balancer_ip and not ingress:
-        lb_ips = ingress = [spec.load_balancer_ip]
+        ingress = [spec.load_balancer_ip]
     if ingress and spec.type != "LoadBalancer":
         raise src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
     for k, ip in enumerate(spec.external_ips + ingress):
         if inside(ip, cluster.service_cidr) or inside(ip, cluster.cluster_cidr):
             raise src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
-    return ingress, lb_ips
+    return ingress, proxied
 
 
 def _check_node_port(src: Source, path: FieldPath, port: int | None) -> None:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 
 def service_ports(topo: Topology, node: str) -> list[ServicePort]:
+    release = Release.of(topo.cluster.kube_version)
     ports = []
     for svc in topo.services:
+        # kube-proxy leaves an ipMode: Proxy address to the proxy that answers it, from the release that honours
+        # the field.
+        programmed = tuple(
+            ip for ip in svc.ingress_ips if not (release.honours_ip_mode and ip in svc.proxy_ingress_ips)
+        )
         for port in svc.ports:
             endpoints = tuple(
                 Endpoint(ip=ep.ip, port=ep.port, is_local=ep.node == node, ready=ep.ready, serving=ep.ready)
@@ -24,7 +31,7 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
                     cluster_ip=svc.cluster_ip,
                     node_port=port.node_port,
                     external_ips=svc.external_ips,
-                    load_balancer_ips=svc.load_balancer_ips,
+                    load_balancer_ips=programmed,
                     load_balancer_source_ranges=svc.load_balancer_source_ranges,
                     external_policy=svc.external_policy,
                     internal_policy=svc.internal_policy,

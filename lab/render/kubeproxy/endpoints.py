@@ -75,9 +75,3 @@ def _categorized(svc: ServiceView, release: Release) -> Categorized:
 
 def _local(eps: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
     return tuple(ep for ep in eps if ep.is_local)
-
-
-def local_endpoint_count(endpoints: tuple[Endpoint, ...], release: Release) -> int:
-    """What kube-proxy's healthCheckNodePort reports as localEndpoints: distinct local endpoint IPs."""
-    counted = (ep for ep in endpoints if ep.is_local and (ep.ready or not release.health_counts_ready_only))
-    return len({ep.ip for ep in counted})
