@@ -19,7 +19,8 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
 - 1.19 has no vendored copy: S1.18 and S1.20 have identical writeIptablesRules, syncEndpoint and
   acceptIPVSTraffic (diffed), so 1.19 renders as 1.20 (inferred, not read).
 
-Version differences (minor version m), each from the diff of consecutive S-commits:
+Version differences (minor version m), each from the diff of consecutive S-commits (each a property of
+versions.Release):
 - m <= 20: route_localnet=1 is set (NewProxier; gone in S1.21).
 - m <= 21: the NodePort virtual servers include loopback addresses such as 127.0.0.1 (S1.22
   skips loopback, #101023).

@@ -126,8 +126,9 @@ class Release:
 
     @property
     def health_weight_header(self) -> bool:
-        """The healthCheckNodePort answer carries X-Load-Balancing-Endpoint-Weight (1.28,
-        pkg/proxy/healthcheck/service_health.go)."""
+        """The healthCheckNodePort answer carries X-Load-Balancing-Endpoint-Weight
+        (pkg/proxy/healthcheck/service_health.go); that 1.28 is the first release is INFERRED, not pinned to a
+        PR."""
         return self.minor >= 28
 
     # --- iptables rules shared by the iptables and ipvs modes ------------------------------------------
@@ -167,8 +168,10 @@ class Release:
 
     @property
     def kubelet_localnet_rule_first(self) -> bool:
-        """kubelet's KUBE-FIREWALL: up to 1.24 the mark rule was appended first; the 1.25 rework around the
-        IPTablesOwnershipCleanup gate ensures the "block incoming localnet connections" rule first."""
+        """kubelet's KUBE-FIREWALL: up to 1.24 the mark rule was appended first; the rework around the
+        IPTablesOwnershipCleanup gate ensures the "block incoming localnet connections" rule first (read in
+        pkg/kubelet/kubelet_network_linux.go of the 1.27 cycle; the 1.25 boundary is INFERRED,
+        docs/kubeproxy-versions.md)."""
         return self.minor >= 25
 
     # --- iptables mode ---------------------------------------------------------------------------------
@@ -274,12 +277,6 @@ class Release:
     def ipvs_loopback_node_port(self) -> bool:
         """NodePort virtual servers on loopback addresses such as 127.0.0.1, until #101023 (1.22) skipped them."""
         return self.minor <= 21
-
-    @property
-    def ipvs_filtered_local_policy(self) -> bool:
-        """1.22-1.23: internalTrafficPolicy=Local narrows the whole Service (FilterEndpoints), see
-        endpoint_selection."""
-        return self.endpoint_selection == "filtered"
 
     @property
     def ipvs_sctp_local_first(self) -> bool:
