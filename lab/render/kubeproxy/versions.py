@@ -131,6 +131,26 @@ class Release:
         PR."""
         return self.minor >= 28
 
+    # --- conntrack cleanup after a sync (every mode; lab/render/kubeproxy/conntrack.py) -------------------
+
+    @property
+    def udp_cleanup_readiness_aware(self) -> bool:
+        """An endpoint counts as deleted when it stops being ready, not only when it leaves the slice (#106163,
+        fixing the 1.22 regression #105657; 1.23, a 1.22 backport is INFERRED and not modelled)."""
+        return self.minor >= 23
+
+    @property
+    def conntrack_reconciler(self) -> bool:
+        """UDP entries are reconciled against the serving endpoints on every sync (#127318, with netlink instead
+        of the conntrack binary, #126847; both 1.32), instead of deleted on endpoint events."""
+        return self.minor >= 32
+
+    @property
+    def reconciler_cleans_scaled_to_zero(self) -> bool:
+        """The reconciler also cleans a Service left with no serving endpoint (#139629, fixing #139628; opened in
+        the 1.37 cycle, so 1.37 is INFERRED and no supported release has it)."""
+        return self.minor >= 37
+
     # --- iptables rules shared by the iptables and ipvs modes ------------------------------------------
 
     @property

@@ -1,0 +1,119 @@
+"""kube-proxy's conntrack cleanup after a sync, per release: which UDP entries it deletes on a node.
+
+TCP entries are never deleted (kube-proxy leaves established flows to drain, #101607); only UDP flows are,
+because a UDP client that keeps its 5-tuple refreshes the entry forever and keeps the NAT decision of its
+first packet. Two shapes, one per era (Release.conntrack_reconciler):
+
+- event-driven, up to 1.31 (pkg/proxy/conntrack/conntrack.go and cleanup.go of that era, run with the
+  `conntrack` binary): after the rules are written, for each UDP endpoint that left a Service port
+  (DeletedUDPEndpoints) `conntrack -D --orig-dst <frontend> --dst-nat <endpoint> -p udp` for the ClusterIP,
+  every externalIP and LoadBalancer IP (#104009), plus `conntrack -D -p udp --dport <nodePort> --dst-nat
+  <endpoint>`; for each UDP Service port going from no endpoints to some (NewlyActiveUDPServices, #48370)
+  `conntrack -D --orig-dst <frontend> -p udp` and `conntrack -D -p udp --dport <nodePort>`; for each deleted
+  UDP ClusterIP `conntrack -D --orig-dst <clusterIP> -p udp`. A restart sees every Service go from nothing
+  to its endpoints and flushes them all (#122740).
+- the reconciler, 1.32 on (#127318, netlink since #126847): on every sync it lists the UDP entries and
+  deletes each one whose original destination is a Service frontend (ClusterIP:port, externalIP:port,
+  LoadBalancer IP:port, #130484; or a NodePort) while its reply source is not a serving endpoint of that
+  Service. A Service without serving endpoints is skipped (#139628: the scale-to-zero blackhole, fixed by
+  #139629), and a deleted Service is no longer known (#141371).
+
+kube-proxy 1.32+ talks netlink; the lab deletes the same entries with the `conntrack` tool's equivalent
+filter (--orig-dst, --orig-port-dst, --reply-src), which the kernel applies alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """Where a UDP flow to a Service was addressed: an IP and port, or a NodePort on any address."""
+
+    ip: str | None
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.ip}:{self.port}" if self.ip else f"NodePort {self.port}"
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """What one node's kube-proxy does to conntrack after a sync: `conntrack` commands to run as they are
+    (event-driven era), or, for the reconciler, each frontend with the endpoint IPs that may stay behind it."""
+
+    deletes: tuple[tuple[str, ...], ...] = ()
+    reconcile: tuple[tuple[Frontend, frozenset[str]], ...] = ()
+    why: tuple[str, ...] = ()  # one line per decision, in kube-proxy's words where it logs them
+
+    @property
+    def empty(self) -> bool:
+        return not (self.deletes or self.reconcile)
+
+
+def _udp(ports: Sequence[ServicePort]) -> dict[str, ServicePort]:
+    return {f"{p.port_name_string}:{p.port}": p for p in ports if p.protocol == "UDP" and p.cluster_ip}
+
+
+def _ips(port: ServicePort) -> list[str]:
+    """ClusterIP, externalIPs and LoadBalancer IPs, once each."""
+    return list(dict.fromkeys(ip for ip in (port.cluster_ip, *port.external_ips, *port.load_balancer_ips) if ip))
+
+
+def _counted(ep: Endpoint, release: Release) -> bool:
+    """An endpoint the change tracker counts as present (#106163 made it readiness-aware)."""
+    return ep.ready or not release.udp_cleanup_readiness_aware
+
+
+def cleanup(
+    old: Sequence[ServicePort], new: Sequence[ServicePort], release: Release, *, restart: bool = False
+) -> Cleanup:
+    """kube-proxy's conntrack cleanup after a sync that went from `old` to `new` (restart: a new kube-proxy
+    process, whose first sync knows no `old`)."""
+    if release.conntrack_reconciler:
+        return _reconcile(new, release)
+    return _events({} if restart else _udp(old), _udp(new), release)
+
+
+def _events(old: dict[str, ServicePort], new: dict[str, ServicePort], release: Release) -> Cleanup:
+    deletes: list[tuple[str, ...]] = []
+    why: list[str] = []
+    for key, port in new.items():
+        before = {ep.ip for ep in old[key].endpoints if _counted(ep, release)} if key in old else set()
+        after = {ep.ip for ep in port.endpoints if _counted(ep, release)}
+        if after and not before:
+            why.append(f"Newly-active UDP service may have stale conntrack entries: {port.port_name_string}")
+            deletes += [("-D", "--orig-dst", ip, "-p", "udp") for ip in _ips(port)]
+            if port.node_port:
+                deletes.append(("-D", "-p", "udp", "--dport", str(port.node_port)))
+        for gone in sorted(before - after):
+            why.append(f"Deleted endpoint may have stale conntrack entries: {port.port_name_string} {gone}")
+            deletes += [("-D", "--orig-dst", ip, "--dst-nat", gone, "-p", "udp") for ip in _ips(port)]
+            if port.node_port:
+                deletes.append(("-D", "-p", "udp", "--dport", str(port.node_port), "--dst-nat", gone))
+    for key, port in old.items():
+        if key not in new and port.cluster_ip:
+            why.append(f"Deleting conntrack stale entries for deleted UDP service {port.port_name_string}")
+            deletes.append(("-D", "--orig-dst", port.cluster_ip, "-p", "udp"))
+    return Cleanup(deletes=tuple(dict.fromkeys(deletes)), why=tuple(why))
+
+
+def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
+    frontends: dict[Frontend, set[str]] = {}
+    why: list[str] = []
+    for port in _udp(new).values():
+        serving = {ep.ip for ep in port.endpoints if ep.serving}
+        if not serving and not release.reconciler_cleans_scaled_to_zero:
+            why.append(f"{port.port_name_string} has no serving endpoint: its entries are left alone (#139628)")
+            continue
+        for ip in _ips(port):
+            frontends.setdefault(Frontend(ip, port.port), set()).update(serving)
+        if port.node_port:
+            frontends.setdefault(Frontend(None, port.node_port), set()).update(serving)
+    reconcile = tuple((frontend, frozenset(ips)) for frontend, ips in frontends.items())
+    return Cleanup(reconcile=reconcile, why=tuple(why))

@@ -1,0 +1,93 @@
+"""kube-proxy's UDP conntrack cleanup per release (lab/render/kubeproxy/conntrack.py): the commands of the
+event-driven era (up to 1.31) and the reconciler's frontends (1.32 on), from one sync's before and after."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from lab.render.kubeproxy.conntrack import Frontend, cleanup
+from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
+
+A = Endpoint("10.244.1.2", 8125, is_local=True)
+B = Endpoint("10.244.2.2", 8125, is_local=False)
+
+
+def statsd(*endpoints: Endpoint, protocol: str = "UDP") -> ServicePort:
+    return ServicePort(
+        namespace="default",
+        name="statsd",
+        port_name="",
+        protocol=protocol,  # type: ignore[arg-type]
+        port=8125,
+        cluster_ip="10.96.0.20",
+        node_port=30125,
+        external_ips=("203.0.113.9",),
+        endpoints=endpoints,
+    )
+
+
+def test_deleted_endpoint_up_to_1_31():
+    """#59368: entries NATed to the endpoint that left, for every frontend IP and the NodePort."""
+    plan = cleanup([statsd(A, B)], [statsd(B)], Release.of("1.31"))
+    assert plan.deletes == (
+        ("-D", "--orig-dst", "10.96.0.20", "--dst-nat", "10.244.1.2", "-p", "udp"),
+        ("-D", "--orig-dst", "203.0.113.9", "--dst-nat", "10.244.1.2", "-p", "udp"),
+        ("-D", "-p", "udp", "--dport", "30125", "--dst-nat", "10.244.1.2"),
+    )
+    assert plan.why == ("Deleted endpoint may have stale conntrack entries: default/statsd 10.244.1.2",)
+
+
+def test_newly_active_service_up_to_1_31():
+    """#48370: 0 -> 1 endpoints flushes every UDP entry to the Service's frontends (the black-hole ones)."""
+    plan = cleanup([statsd()], [statsd(A)], Release.of("1.28"))
+    assert plan.deletes == (
+        ("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),
+        ("-D", "--orig-dst", "203.0.113.9", "-p", "udp"),
+        ("-D", "-p", "udp", "--dport", "30125"),
+    )
+
+
+def test_readiness_counts_from_1_23():
+    """#106163: an endpoint going not-ready is a deleted one from 1.23; 1.22 still counted it as present."""
+    unready = replace(A, ready=False, serving=False)
+    assert cleanup([statsd(A, B)], [statsd(unready, B)], Release.of("1.22")).empty
+    assert cleanup([statsd(A, B)], [statsd(unready, B)], Release.of("1.23")).deletes[0][4] == "10.244.1.2"
+
+
+def test_restart_flushes_every_udp_service_up_to_1_31():
+    """#122740: a restarted kube-proxy sees every Service go from nothing to its endpoints."""
+    plan = cleanup([statsd(A)], [statsd(A)], Release.of("1.31"), restart=True)
+    assert ("-D", "--orig-dst", "10.96.0.20", "-p", "udp") in plan.deletes
+    assert cleanup([statsd(A)], [statsd(A)], Release.of("1.31")).empty
+
+
+def test_tcp_is_never_cleaned():
+    assert cleanup([statsd(A, protocol="TCP")], [statsd(protocol="TCP")], Release.of("1.25")).empty
+    assert cleanup([statsd(A, protocol="TCP")], [statsd(protocol="TCP")], Release.of("1.33")).empty
+
+
+def test_deleted_service_up_to_1_31_and_not_after():
+    assert cleanup([statsd(A)], [], Release.of("1.30")).deletes == (("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),)
+    assert cleanup([statsd(A)], [], Release.of("1.32")).empty  # #141371
+
+
+def test_reconciler_from_1_32():
+    """Every frontend IP:port and the NodePort, with the endpoints that may stay behind them."""
+    plan = cleanup([statsd(A, B)], [statsd(B)], Release.of("1.32"))
+    assert plan.deletes == ()
+    assert dict(plan.reconcile) == {
+        Frontend("10.96.0.20", 8125): frozenset({"10.244.2.2"}),
+        Frontend("203.0.113.9", 8125): frozenset({"10.244.2.2"}),
+        Frontend(None, 30125): frozenset({"10.244.2.2"}),
+    }
+
+
+def test_reconciler_skips_services_scaled_to_zero():
+    """#139628: with no serving endpoint the Service is skipped, so its entries to the dead pods stay."""
+    plan = cleanup([statsd(A)], [statsd()], Release.of("1.35"))
+    assert plan.empty
+    assert "#139628" in plan.why[0]
+    terminating = replace(A, ready=False, serving=True, terminating=True)
+    kept = cleanup([statsd(A)], [statsd(terminating)], Release.of("1.33"))
+    assert dict(kept.reconcile)[Frontend("10.96.0.20", 8125)] == frozenset({"10.244.1.2"})
