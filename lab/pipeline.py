@@ -10,13 +10,14 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.actors import install_actors
+from lab.install.conntrack import apply_cleanup
 from lab.install.dataplane import install
-from lab.install.steps import run_steps
+from lab.install.steps import StepDone, run_steps
 from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
 from lab.probe.session import Observation, ProbeSession
-from lab.realize.build import realize
-from lab.render.dataplane import render, setups
+from lab.realize.build import Realized, realize
+from lab.render.dataplane import conntrack_cleanups, render, setups
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ProbeResult:
     probe: ProbeSpec
     observed: Observation
     verdict: Verdict
+    steps: tuple[StepDone, ...] = ()  # the probe's `before:` steps as they were done
 
 
 @dataclass(frozen=True)
@@ -105,18 +107,34 @@ def run_variant(
         install_actors(realized, stack)
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:
-            running = topo  # what kube-proxy was last told: steps may delete Services
+            running = topo  # what kube-proxy was last told: steps change the workload
             for probe in topo.probes:
+                steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
-                    running = run_steps(realized, running, probe, lambda t: install(realized, render(t), resync=True))
+                    running, steps = run_steps(realized, running, probe, _kube_proxy_sync(realized))
                     session.rules_changed(running)
                 if only is not None and probe.name not in only:
                     continue
                 observed, verdict = run_probe(session, probe, topo)
-                result = ProbeResult(topo, probe, observed, verdict)
+                result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
                 results.append(result)
                 if on_result:
                     on_result(result)
         probed = time.perf_counter()
     done = time.perf_counter()
     return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))
+
+
+def _kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
+    """kube-proxy's sync after a change, on every node: the rules its release writes for `after`, then its
+    conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and deleted, per node."""
+
+    def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
+        install(realized, render(after), resync=True)
+        said = []
+        for node, plan in conntrack_cleanups(before, after, restart).items():
+            deleted = apply_cleanup(realized.namespaces[node], plan)
+            said += [f"{node}: {line}" for line in plan.why] + [f"{node}: deleted {line}" for line in deleted]
+        return tuple(said)
+
+    return sync

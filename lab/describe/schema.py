@@ -173,18 +173,37 @@ class Expectation(Conditional):
 
 
 class Step(Conditional):
-    """Something done to the cluster before a probe: a command on nodes, or an API change kube-proxy syncs."""
+    """Something done to the cluster before a probe: a command on nodes, or a change kube-proxy syncs."""
 
     run: str | None = None  # a command line, run in each node's network namespace
     nodes: list[str] = []  # with run: where (default: every node)
-    delete: str | None = None  # "Service/NAME" or "Service/NAMESPACE/NAME": kube-proxy resyncs every node
+    delete: str | None = None  # "Service/[NAMESPACE/]NAME" or "Pod/[NAMESPACE/]NAME"
+    scale: str | None = None  # "Deployment/[NAMESPACE/]NAME", with replicas
+    replicas: int | None = Field(None, ge=0)
+    set_pod: str | None = Field(None, alias="set")  # "Pod/[NAMESPACE/]NAME", with ready and/or terminating
+    ready: bool | None = None
+    terminating: bool | None = None
+    restart: Literal["kube-proxy"] | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> Step:
-        if (self.run is None) == (self.delete is None):
-            raise ValueError("a step is either `run: COMMAND` (with `nodes: [...]`) or `delete: Service/NAME`")
+        actions = [a for a in (self.run, self.delete, self.scale, self.set_pod, self.restart) if a is not None]
+        if len(actions) != 1:
+            raise ValueError(
+                "a step is one of `run: COMMAND` (with `nodes: [...]`), `delete: Service/NAME` or `delete: Pod/NAME`, "
+                "`scale: Deployment/NAME` with `replicas: N`, `set: Pod/NAME` with `ready:` or `terminating:`, "
+                "`restart: kube-proxy`"
+            )
         if self.nodes and self.run is None:
             raise ValueError("`nodes` goes with `run`")
+        if (self.replicas is None) != (self.scale is None):
+            raise ValueError("`scale: Deployment/NAME` and `replicas: N` go together")
+        if self.set_pod is not None and self.ready is None and self.terminating is None:
+            raise ValueError("`set: Pod/NAME` needs `ready: true|false` or `terminating: true`")
+        if self.set_pod is None and (self.ready is not None or self.terminating is not None):
+            raise ValueError("`ready` and `terminating` go with `set: Pod/NAME`")
+        if self.terminating is False:
+            raise ValueError("a terminating pod does not stop terminating: `terminating: true` only")
         return self
 
 

@@ -6,7 +6,6 @@ Everything the later stages need is here and already checked; no stage after
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +54,8 @@ class PodSpec:
     ports: tuple[PortSpec, ...]
     host_network: bool = False
     ready: bool = True
+    terminating: bool = False  # deleted, still shutting down (its endpoints stay, serving as readiness says)
+    owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,15 @@ class MasqAgentSpec:
 
 @dataclass(frozen=True)
 class EndpointSpec:
+    """One EndpointSlice endpoint: ready = serving and not terminating (the slice's conditions)."""
+
     pod: str
     node: str
     ip: str
     port: int
     ready: bool
+    serving: bool = True
+    terminating: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,17 +194,19 @@ class Expected:
 
 @dataclass(frozen=True)
 class StepSpec:
-    """Done to the running cluster before a probe: `argv` on `nodes`, or deleting a Service (kube-proxy's
-    next sync on every node sees it gone)."""
+    """Done to the running cluster before a probe: `argv` on `nodes`; a change to the workload, after which the
+    cluster runs `pods` and `services` (kube-proxy's next sync on every node sees it); or a restart of
+    kube-proxy on every node."""
 
+    text: str  # what the step does, for reports and errors
     argv: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
-    delete_service: tuple[str, str] | None = None  # (namespace, name)
+    pods: tuple[PodSpec, ...] | None = None
+    services: tuple[ServiceSpec, ...] | None = None
+    restart: bool = False
 
     def __str__(self) -> str:
-        if self.delete_service:
-            return f"delete Service {'/'.join(self.delete_service)} (kube-proxy resyncs every node)"
-        return f"on {', '.join(self.nodes)}: {shlex.join(self.argv)}"
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,9 @@ class Topology:
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
+
+    def pod(self, name: str) -> PodSpec:
+        return next(p for p in self.pods if p.name == name)
 
     def pods_on(self, node: str) -> tuple[PodSpec, ...]:
         return tuple(p for p in self.pods if p.node == node)

@@ -84,6 +84,14 @@ class Realized:
         return self.namespaces[actor]
 
 
+def unplug_pod(realized: Realized, pod: str) -> None:
+    """A deleted pod's network goes: its veth pair is removed from the node's side (with it the pod's address
+    and, for cni routed-tunnel, its /32 route). The namespace stays until the run ends, unreachable, so that
+    what a backend had open there is closed by its owner."""
+    node = realized.topology.pod(pod).node
+    _run(realized.namespaces[node], ("ip", "link", "del", realized.pod_ports[pod]))
+
+
 def _prefixlen(cidr: str) -> int:
     return ipaddress.IPv4Network(cidr).prefixlen
 

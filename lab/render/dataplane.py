@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
+from lab.render.kubeproxy.conntrack import Cleanup, cleanup
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import render_ipvs
 from lab.render.kubeproxy.nftables import render_nftables
+from lab.render.kubeproxy.versions import Release
 
 IPVS_DEVICE = "kube-ipvs0"
 ROUTE_LOCALNET = "net.ipv4.conf.all.route_localnet"
@@ -97,3 +99,13 @@ def render(topo: Topology) -> dict[str, NodeDataplane]:
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
     """What realize sets on each node, as rendered."""
     return {node: plane.setup for node, plane in planes.items()}
+
+
+def conntrack_cleanups(before: Topology, after: Topology, restart: bool = False) -> dict[str, Cleanup]:
+    """What each node's kube-proxy deletes from conntrack after its sync from `before` to `after` (restart: a new
+    kube-proxy process, whose first sync knows nothing before)."""
+    release = Release.of(after.cluster.kube_version)
+    return {
+        node.name: cleanup(service_ports(before, node.name), service_ports(after, node.name), release, restart=restart)
+        for node in after.nodes
+    }

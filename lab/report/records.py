@@ -43,6 +43,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "protocol": result.probe.protocol,
         },
         "before": [str(step) for step in result.probe.before],
+        "kube_proxy": [line for done in result.steps for line in done.said],
         "ok": result.verdict.ok,
         "reasons": list(result.verdict.reasons),
         "expected": {
@@ -105,7 +106,9 @@ def evidence_lines(result: ProbeResult) -> list[str]:
         lines.append(f"why: {o.explanation}")
     if r.probe.why:
         lines.append(f"scenario says: {r.probe.why}")
-    lines += [f"before {step}" for step in r.probe.before]
+    for k, step in enumerate(r.probe.before):
+        lines.append(f"before {step}")
+        lines += [f"  kube-proxy {line}" for line in (r.steps[k].said if k < len(r.steps) else ())]
     lines += [f"seen  {line}" for line in o.path]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]

@@ -5,12 +5,12 @@ the steps before it that apply to this variant (their `when`)."""
 from __future__ import annotations
 
 import ipaddress
-import shlex
 
 from lab.describe import schema
 from lab.describe.resolve.checks import node_names, unique
 from lab.describe.resolve.matrix import Variant
-from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, StepSpec, Topology
+from lab.describe.resolve.steps import Workload, resolve_steps
+from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
 
@@ -19,8 +19,14 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
     src = variant.source
     actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
     probes = []
+    now = Workload(topo.pods, topo.services)
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)
+        before, now = resolve_steps(variant, path, p, topo, now)
+        if gone := dict(now.deleted).get(p.source):
+            raise src.error(
+                (*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe"
+            )
         if p.source not in actors:
             raise src.error(
                 (*path, "from"),
@@ -38,7 +44,7 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 expected=_expected(variant, path, p, topo),
                 why=p.why,
                 attempts=p.attempts,
-                before=_steps(variant, path, p, topo),
+                before=before,
             )
         )
     unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
@@ -136,40 +142,3 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str
             f"{name!r} is neither an address nor a known name (a pod, node, node/cni0, node/eth0{tunnel}, "
             f"external host, or {ENTRY}, {ENTRY}/...: the node the connection entered through)",
         ) from None
-
-
-def _steps(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology) -> tuple[StepSpec, ...]:
-    """The steps before the probe whose `when` this variant matches: a command split into argv for the nodes it
-    names (every node by default), or a Service to delete."""
-    src = variant.source
-    steps = []
-    for k, step in enumerate(probe.before):
-        spath: FieldPath = (*path, "before", k)
-        if not variant.applies(spath, step.when):
-            continue
-        if step.delete is not None:
-            steps.append(StepSpec(delete_service=_deleted_service(src, (*spath, "delete"), step.delete, topo)))
-            continue
-        assert step.run is not None
-        try:
-            argv = tuple(shlex.split(step.run))
-        except ValueError as exc:
-            raise src.error((*spath, "run"), f"cannot split the command line: {exc}") from None
-        if not argv:
-            raise src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
-        nodes = node_names(src, (*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
-        steps.append(StepSpec(argv=argv, nodes=nodes))
-    return tuple(steps)
-
-
-def _deleted_service(src: Source, path: FieldPath, text: str, topo: Topology) -> tuple[str, str]:
-    """(namespace, name) of a `delete: Service/[NAMESPACE/]NAME`, a Service of the workload."""
-    kind, _, rest = text.partition("/")
-    namespace, _, name = rest.rpartition("/")
-    if kind != "Service" or not name:
-        raise src.error(path, f"expected Service/NAME or Service/NAMESPACE/NAME, got {text!r}")
-    wanted = (namespace or "default", name)
-    if wanted not in {(s.namespace, s.name) for s in topo.services}:
-        known = ", ".join(f"{s.namespace}/{s.name}" for s in topo.services)
-        raise src.error(path, f"no Service {'/'.join(wanted)} in the workload; it has {known}")
-    return wanted

@@ -27,6 +27,7 @@ class _PodPlan(NamedTuple):
     spec: k8s.PodSpec
     ip: str | None = None  # status.podIP
     ready: bool = True
+    owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
 
 
 def resolve_pods(
@@ -39,7 +40,11 @@ def resolve_pods(
     for w, address in zip(wanted, addresses, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
         labels = tuple(sorted(w.labels.items()))
-        pods.append(PodSpec(w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready))
+        pods.append(
+            PodSpec(
+                w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
+            )
+        )
     unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
     return tuple(pods)
 
@@ -63,7 +68,10 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
             for r in range(m.spec.replicas):
                 node = placed[r % len(placed)]
                 name = f"{m.metadata.name}-{r}"
-                wanted.append(_PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec))
+                owner = f"{m.kind}/{m.metadata.name}"
+                wanted.append(
+                    _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
+                )
     return wanted
 
 
@@ -253,7 +261,7 @@ def _endpoints(
         else:
             number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
         if number is not None:
-            eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready))
+            eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready))
     if isinstance(target, str) and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
     return tuple(eps)

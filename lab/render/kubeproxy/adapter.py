@@ -18,7 +18,14 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
         )
         for port in svc.ports:
             endpoints = tuple(
-                Endpoint(ip=ep.ip, port=ep.port, is_local=ep.node == node, ready=ep.ready, serving=ep.ready)
+                Endpoint(
+                    ip=ep.ip,
+                    port=ep.port,
+                    is_local=ep.node == node,
+                    ready=ep.ready,
+                    serving=ep.serving,
+                    terminating=ep.terminating,
+                )
                 for ep in port.endpoints
             )
             ports.append(

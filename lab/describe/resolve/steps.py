@@ -1,0 +1,161 @@
+"""A probe's `before:` steps, resolved in file order against the workload the earlier steps left: each change
+to the workload (a Service or Pod deleted, a Deployment scaled down, a pod's conditions set) yields the pods and
+Services the cluster runs after it, so that later stages only load what describe decided."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+
+from lab.describe import schema
+from lab.describe.resolve.checks import node_names
+from lab.describe.resolve.matrix import Variant
+from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
+from lab.describe.yamlsrc import FieldPath, Source
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What runs at one point of the timeline."""
+
+    pods: tuple[PodSpec, ...]
+    services: tuple[ServiceSpec, ...]
+    deleted: tuple[tuple[str, FieldPath], ...] = ()  # pods deleted so far, and the step that did it
+
+
+def resolve_steps(
+    variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology, now: Workload
+) -> tuple[tuple[StepSpec, ...], Workload]:
+    """The steps before the probe whose `when` this variant matches, and the workload they leave."""
+    src = variant.source
+    steps = []
+    for k, step in enumerate(probe.before):
+        spath: FieldPath = (*path, "before", k)
+        if not variant.applies(spath, step.when):
+            continue
+        if step.run is not None:
+            steps.append(_command(src, spath, step, topo))
+            continue
+        if step.restart is not None:
+            steps.append(StepSpec(text="restart kube-proxy on every node (a full resync, as at start)", restart=True))
+            continue
+        if step.delete is not None:
+            dpath: FieldPath = (*spath, "delete")
+            if _reference(src, dpath, step.delete, ("Service", "Pod"))[0] == "Service":
+                text, now = _delete_service(src, dpath, step.delete, now)
+            else:
+                text, now = _delete_pods(src, dpath, [_pod(src, dpath, step.delete, now)], now)
+        elif step.scale is not None:
+            assert step.replicas is not None
+            text, now = _scale(src, spath, step.scale, step.replicas, now)
+        else:
+            assert step.set_pod is not None
+            text, now = _set_conditions(src, spath, step, now)
+        steps.append(StepSpec(text=f"{text} (kube-proxy resyncs every node)", pods=now.pods, services=now.services))
+    return tuple(steps), now
+
+
+def _command(src: Source, spath: FieldPath, step: schema.Step, topo: Topology) -> StepSpec:
+    assert step.run is not None
+    try:
+        argv = tuple(shlex.split(step.run))
+    except ValueError as exc:
+        raise src.error((*spath, "run"), f"cannot split the command line: {exc}") from None
+    if not argv:
+        raise src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
+    nodes = node_names(src, (*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
+    return StepSpec(text=f"on {', '.join(nodes)}: {shlex.join(argv)}", argv=argv, nodes=nodes)
+
+
+def _reference(src: Source, path: FieldPath, text: str, kinds: tuple[str, ...]) -> tuple[str, str, str]:
+    """(kind, namespace, name) of "Kind/[NAMESPACE/]NAME"."""
+    kind, _, rest = text.partition("/")
+    namespace, _, name = rest.rpartition("/")
+    if kind not in kinds or not name:
+        forms = " or ".join(f"{k}/NAME" for k in kinds)
+        raise src.error(path, f"expected {forms} (or KIND/NAMESPACE/NAME), got {text!r}")
+    return kind, namespace or "default", name
+
+
+def _delete_service(src: Source, path: FieldPath, text: str, now: Workload) -> tuple[str, Workload]:
+    _, namespace, name = _reference(src, path, text, ("Service",))
+    if (namespace, name) not in {(s.namespace, s.name) for s in now.services}:
+        known = ", ".join(f"{s.namespace}/{s.name}" for s in now.services) or "none left"
+        raise src.error(path, f"no Service {namespace}/{name} in the workload at this step; it has {known}")
+    kept = tuple(s for s in now.services if (s.namespace, s.name) != (namespace, name))
+    return f"delete Service {namespace}/{name}", replace(now, services=kept)
+
+
+def _pod(src: Source, path: FieldPath, text: str, now: Workload) -> PodSpec:
+    _, namespace, name = _reference(src, path, text, ("Pod",))
+    pod = next((p for p in now.pods if (p.namespace, p.name) == (namespace, name)), None)
+    if pod is not None:
+        return pod
+    gone = dict(now.deleted).get(name)
+    if gone is not None:
+        raise src.error(path, f"pod {namespace}/{name} was deleted before, at line {src.line_of(gone)}")
+    known = ", ".join(p.name for p in now.pods) or "none left"
+    raise src.error(path, f"no pod {namespace}/{name} in the workload at this step; it has {known}")
+
+
+def _delete_pods(src: Source, path: FieldPath, pods: list[PodSpec], now: Workload) -> tuple[str, Workload]:
+    """The pods' network goes, and with it their endpoints (a Deployment's controller makes no replacement
+    here: scale it back up to have one)."""
+    for pod in pods:
+        if pod.host_network:
+            raise src.error(path, f"pod {pod.name} uses the node's network: deleting it would take the node's own")
+    names = {p.name for p in pods}
+    kept = tuple(p for p in now.pods if p.name not in names)
+    services = tuple(_without_endpoints(s, names) for s in now.services)
+    deleted = (*now.deleted, *((name, path) for name in sorted(names)))
+    return f"delete Pod {', '.join(p.name for p in pods)}", Workload(kept, services, deleted)
+
+
+def _without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
+    ports = tuple(
+        replace(port, endpoints=tuple(ep for ep in port.endpoints if ep.pod not in pods)) for port in svc.ports
+    )
+    return replace(svc, ports=ports)
+
+
+def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workload) -> tuple[str, Workload]:
+    """Scaling down removes the highest-numbered replicas, as a ReplicaSet removes the newest pods first."""
+    kind, namespace, name = _reference(src, (*spath, "scale"), text, ("Deployment", "ReplicaSet"))
+    owned = [p for p in now.pods if p.owner == f"{kind}/{name}" and p.namespace == namespace]
+    if not owned and not any(n.startswith(f"{name}-") for n, _ in now.deleted):
+        raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload")
+    if replicas > len(owned):
+        raise src.error(
+            (*spath, "replicas"),
+            f"{kind} {name} runs {len(owned)} pods here; scaling up would need pods the lab has not built "
+            "(only scaling down is supported: declare the most replicas the scenario needs and scale down first)",
+        )
+    ordered = sorted(owned, key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    if replicas == len(owned):
+        return f"scale {kind} {name} to {replicas} (no change)", now
+    text_, after = _delete_pods(src, (*spath, "scale"), ordered[replicas:], now)
+    return f"scale {kind} {name} to {replicas}: {text_.lower()}", after
+
+
+def _set_conditions(src: Source, spath: FieldPath, step: schema.Step, now: Workload) -> tuple[str, Workload]:
+    """A pod's readiness, or its termination (deleted, still running: its endpoints stay, serving as its
+    readiness says, not ready), as the EndpointSlice controller publishes them."""
+    assert step.set_pod is not None
+    pod = _pod(src, (*spath, "set"), step.set_pod, now)
+    ready = pod.ready if step.ready is None else step.ready
+    terminating = pod.terminating or bool(step.terminating)
+    changed = replace(pod, ready=ready, terminating=terminating)
+    pods = tuple(changed if p.name == pod.name else p for p in now.pods)
+    services = tuple(replace(s, ports=tuple(_conditions(port, changed) for port in s.ports)) for s in now.services)
+    said = [f"ready={str(ready).lower()}"] + (["terminating"] if terminating else [])
+    return f"set Pod {pod.name} {' '.join(said)}", replace(now, pods=pods, services=services)
+
+
+def _conditions(port: ServicePortSpec, pod: PodSpec) -> ServicePortSpec:
+    endpoints = tuple(
+        replace(ep, ready=pod.ready and not pod.terminating, serving=pod.ready, terminating=pod.terminating)
+        if ep.pod == pod.name
+        else ep
+        for ep in port.endpoints
+    )
+    return replace(port, endpoints=endpoints)
