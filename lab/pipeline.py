@@ -134,7 +134,7 @@ def _kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool],
         said = []
         for node, plan in conntrack_cleanups(before, after, restart).items():
             deleted = apply_cleanup(realized.namespaces[node], plan)
-            said += [f"{node}: {line}" for line in plan.why] + [f"{node}: deleted {line}" for line in deleted]
+            said += [f"{node}: {line}" for line in (*plan.why, *deleted)]
         return tuple(said)
 
     return sync

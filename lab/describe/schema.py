@@ -215,6 +215,9 @@ class Probe(Strict):
     expect: Expectation | list[Expectation]
     why: str = ""
     attempts: int = Field(1, ge=1, le=64)
+    # A fixed source port: probes from the same actor and port to the same destination continue one flow (the
+    # same conntrack entry while it lives), as a statsd or DNS client that keeps its socket does.
+    source_port: int | None = Field(None, alias="sourcePort", ge=1, le=65535)
     before: list[Step] = []
 
 

@@ -221,6 +221,7 @@ class ProbeSpec:
     why: str = ""
     attempts: int = 1  # connections to send (each from a new source port); every one is judged
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
+    source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,13 @@ def parse_entries(listing: str) -> list[Entry]:
                 fields.setdefault(key, []).append(value)
         try:
             entries.append(
-                Entry(line.strip(), fields["src"][0], fields["dst"][0], int(fields["dport"][0]), fields["src"][1])
+                Entry(
+                    " ".join(line.split()),
+                    fields["src"][0],
+                    fields["dst"][0],
+                    int(fields["dport"][0]),
+                    fields["src"][1],
+                )
             )
         except (KeyError, IndexError, ValueError):
             continue  # not an entry line (a summary), or a protocol without ports
@@ -62,13 +68,13 @@ def _delete(netns: str, args: tuple[str, ...]) -> None:
 
 
 def apply_cleanup(netns: str, plan: Cleanup) -> list[str]:
-    """Run one node's cleanup; what was deleted, as `conntrack -L` printed it (or the commands run)."""
+    """Run one node's cleanup; what it did: the commands run, or each entry deleted as `conntrack -L` printed it."""
     if plan.empty:
         return []
     require("conntrack")
     for args in plan.deletes:
         _delete(netns, args)
-    done = [f"conntrack {' '.join(args)}" for args in plan.deletes]
+    done = [f"ran conntrack {' '.join(args)}" for args in plan.deletes]
     if plan.reconcile:
         for entry in stale(parse_entries(run_command(netns, ("conntrack", "-L", "-p", "udp"))), plan.reconcile):
             frontend = (
@@ -89,5 +95,5 @@ def apply_cleanup(netns: str, plan: Cleanup) -> list[str]:
                     entry.reply_src,
                 ),
             )
-            done.append(entry.text)
+            done.append(f"deleted {entry.text}")
     return done

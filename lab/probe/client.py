@@ -139,16 +139,19 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
 
 
 def send(
-    netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, bind: str | None = None
+    netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, bind: str | None = None, port: int = 0
 ) -> ClientResult:
-    """Open a real connection (or send one datagram) from netns, from address `bind` if given."""
+    """Open a real connection (or send one datagram) from netns, from address `bind` and source `port` if given
+    (a fixed port continues the flow an earlier probe from it started)."""
     kind = socket.SOCK_STREAM if protocol.upper() == "TCP" else socket.SOCK_DGRAM
 
     def make() -> socket.socket:
         sock = socket.socket(socket.AF_INET, kind)
         sock.setsockopt(SOL_IP, IP_RECVERR, 1)
-        if bind:
-            sock.bind((bind, 0))
+        if port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if bind or port:
+            sock.bind((bind or "0.0.0.0", port))
         return sock
 
     sock = in_netns(netns, make)

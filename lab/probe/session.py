@@ -17,7 +17,9 @@ from functools import partial
 from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
+from lab.install.conntrack import Entry, parse_entries
 from lab.install.echo import EchoServers, Listener
+from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
 from lab.probe.evidence.base import Evidence, RuleHit
@@ -44,6 +46,9 @@ class Observation:
     # Several connections: the sources they saw named from each one's entry node ("entry", "entry/tunl0"),
     # which stays the same across runs where the entries a router picks do not.
     source_by_entry: str | None = None
+    # A flow from a fixed source port: its conntrack entries after the attempt, "node: entry" as conntrack -L
+    # prints them.
+    conntrack: tuple[str, ...] = ()
 
 
 def listeners(realized: Realized) -> list[Listener]:
@@ -121,7 +126,8 @@ class ProbeSession:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
-        result = send(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, probe.protocol, self.timeout)
+        source = self.realized.ns_of(probe.source)
+        result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=probe.source_port)
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
@@ -139,6 +145,12 @@ class ProbeSession:
             directory = self.pcap_dir / self.topo.scenario / _slug(self.topo.variant_label) / _slug(probe.name)
             pcaps = tuple(str(p) for p in write_pcaps(frames, directory))
         outcome = result.outcome
+        flow = self._flow_entries(probe) if probe.source_port else []
+        explanation = _stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or _explain(
+            outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result), self._lost
+        )
+        if outcome == "dropped" and (followed := self._followed(flow)):
+            explanation = f"{followed}; {explanation}"
         return Observation(
             outcome=outcome,
             backend=backend,
@@ -148,12 +160,35 @@ class ProbeSession:
             error=result.error,
             path=_path(frames),
             rules=tuple(hits),
-            explanation=_stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
-            or _explain(outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result), self._lost),
+            explanation=explanation,
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
+            conntrack=tuple(f"{node}: {entry.text}" for node, entry in flow),
         )
+
+    def _flow_entries(self, probe: ProbeSpec) -> list[tuple[str, Entry]]:
+        """The conntrack entries of the probe's flow (its fixed source port) on every node."""
+        found = []
+        for node in self.topo.nodes:
+            listing = run_command(
+                self.realized.ns_of(node.name),
+                ("conntrack", "-L", "-p", probe.protocol.lower(), "--orig-port-src", str(probe.source_port)),
+            )
+            found += [(node.name, entry) for entry in parse_entries(listing)]
+        return found
+
+    def _followed(self, flow: list[tuple[str, Entry]]) -> str:
+        """A dropped flow that kept a conntrack entry NATed to a pod that is gone: it followed that entry."""
+        running = {p.ip for p in self.topo.pods}
+        for node, entry in flow:
+            if entry.reply_src in self.names and entry.reply_src not in running and entry.reply_src != entry.orig_dst:
+                who = self.names[entry.reply_src]
+                return (
+                    f"followed {node}'s conntrack entry to {entry.reply_src} ({who}, deleted), which no kube-proxy "
+                    f"cleanup removed: {entry.text}"
+                )
+        return ""
 
     def _answer(self, result: ClientResult) -> str:
         """What came back to the client as it says it, an ICMP error's sender named."""

@@ -110,6 +110,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
         lines.append(f"before {step}")
         lines += [f"  kube-proxy {line}" for line in (r.steps[k].said if k < len(r.steps) else ())]
     lines += [f"seen  {line}" for line in o.path]
+    lines += [f"ct    {line}" for line in o.conntrack]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lab.install.conntrack import parse_entries, stale
 from lab.render.kubeproxy.conntrack import Frontend, cleanup
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
@@ -91,3 +92,22 @@ def test_reconciler_skips_services_scaled_to_zero():
     terminating = replace(A, ready=False, serving=True, terminating=True)
     kept = cleanup([statsd(A)], [statsd(terminating)], Release.of("1.33"))
     assert dict(kept.reconcile)[Frontend("10.96.0.20", 8125)] == frozenset({"10.244.1.2"})
+
+
+LISTING = """\
+udp      17 29 src=10.244.1.2 dst=10.96.0.20 sport=40125 dport=8125 src=10.244.1.2 dst=10.244.1.2 sport=8125 dport=40125 [ASSURED] mark=0 use=1
+udp      17 12 src=10.244.1.3 dst=10.96.0.20 sport=40126 dport=8125 [UNREPLIED] src=10.244.2.2 dst=10.244.1.3 sport=8125 dport=40126 mark=0 use=1
+udp      17 12 src=192.168.56.100 dst=192.168.56.11 sport=5000 dport=30125 [UNREPLIED] src=10.244.9.9 dst=192.168.56.11 sport=8125 dport=5000 mark=0 use=1
+udp      17 12 src=10.244.1.3 dst=10.96.0.99 sport=40127 dport=53 src=10.244.3.3 dst=10.244.1.3 sport=53 dport=40127 mark=0 use=1
+"""  # noqa: E501 (conntrack -L's lines as it prints them)
+
+
+def test_reconciler_deletes_entries_answered_by_no_serving_endpoint():
+    """conntrack -L as the tool prints it; entries to a frontend whose reply source is not serving go."""
+    entries = parse_entries(LISTING + "conntrack v1.4.7 (conntrack-tools): 4 flow entries have been shown.\n")
+    assert [e.reply_src for e in entries] == ["10.244.1.2", "10.244.2.2", "10.244.9.9", "10.244.3.3"]
+    assert entries[0].text.startswith("udp 17 29 src=10.244.1.2 dst=10.96.0.20 sport=40125")
+    plan = cleanup([statsd(A, B)], [statsd(A)], Release.of("1.33"))
+    gone = stale(entries, plan.reconcile)
+    # B left: the entry it answered; the NodePort entry answered by an unknown address; not the other Service's.
+    assert [e.reply_src for e in gone] == ["10.244.2.2", "10.244.9.9"]

@@ -45,6 +45,7 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 why=p.why,
                 attempts=p.attempts,
                 before=before,
+                source_port=p.source_port or 0,
             )
         )
     unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
