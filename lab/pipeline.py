@@ -130,7 +130,7 @@ def _kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool],
     conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and deleted, per node."""
 
     def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
-        install(realized, render(after), resync=True)
+        install(realized, render(after, previous=before), resync=True)
         said = []
         for node, plan in conntrack_cleanups(before, after, restart).items():
             deleted = apply_cleanup(realized.namespaces[node], plan)

@@ -12,8 +12,9 @@ from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
 
 def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> None:
     """Load a node's dataplane with the real tools, in the order kube-proxy needs them. resync: kube-proxy's
-    next full sync after the API changed, replacing what an earlier sync wrote. kube-proxy gets there by
-    diffing (stale chains, virtual servers and kube-ipvs0 addresses deleted); the end state is the same."""
+    next sync after the API changed, replacing what an earlier sync wrote (the rules and sets as a whole, which
+    is what kube-proxy's diffing leaves too; IPVS by the changes render computed, so that connections to
+    unchanged real servers live on)."""
     if plane.mode == "ipvs":
         device = [f"addr flush dev {IPVS_DEVICE}"] if resync else [f"link add {IPVS_DEVICE} type dummy"]
         ip_batch(
@@ -27,11 +28,27 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
         return
     iptables_restore(ns, plane.iptables, backend)
     if plane.mode == "ipvs":
+        if plane.ipvs:
+            ipvsadm_restore(ns, plane.ipvs)
         if resync:
-            run_command(ns, ("ipvsadm", "--clear"))
-        ipvsadm_restore(ns, plane.ipvs)
+            _end_graceful_terminations(ns)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
+
+
+def _end_graceful_terminations(ns: str) -> None:
+    """kube-proxy's graceful termination check: a real server left at weight 0 is deleted once it has no
+    active and no inactive connection (`ipvsadm -Ln`: Weight ActiveConn InActConn)."""
+    service = ""
+    for line in run_command(ns, ("ipvsadm", "-Ln")).splitlines():
+        words = line.split()
+        if words[:1] in (["TCP"], ["UDP"], ["SCTP"]):
+            service = f"{_SERVICE_FLAG[words[0]]} {words[1]}"
+        elif words[:1] == ["->"] and len(words) >= 6 and words[3:6] == ["0", "0", "0"]:
+            run_command(ns, ("ipvsadm", "-d", *service.split(), "-r", words[1]))
+
+
+_SERVICE_FLAG = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 
 
 def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> None:

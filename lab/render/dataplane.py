@@ -11,7 +11,7 @@ from lab.describe.topology import Topology
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, cleanup
 from lab.render.kubeproxy.iptables import render_iptables
-from lab.render.kubeproxy.ipvs import render_ipvs
+from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
 from lab.render.kubeproxy.nftables import render_nftables
 from lab.render.kubeproxy.versions import Release
 
@@ -35,7 +35,7 @@ class NodeDataplane:
     iptables: str = ""
     nft: str = ""
     ipsets: str = ""
-    ipvs: str = ""
+    ipvs: str = ""  # ipvsadm-restore lines: every virtual server, or (a resync) what changes
     dummy_addresses: tuple[str, ...] = ()
     sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
@@ -67,12 +67,25 @@ def _setup(route_localnet: bool) -> NodeSetup:
     return NodeSetup(((ROUTE_LOCALNET, "1"),) if route_localnet else ())
 
 
-def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
+def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
+    node = topo.node(node_name)
+    services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+    # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
+    return render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
+
+
+def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:
+    """What kube-proxy writes on the node; with `previous`, as its sync after running `previous` (ipvs: the
+    changes to the virtual servers rather than all of them)."""
     node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     if topo.cluster.proxy_mode == "ipvs":
-        # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
-        rules = render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
+        rules = _ipvs(topo, node_name)
+        virtual_servers = (
+            "".join(f"{line}\n" for line in sync_lines(_ipvs(previous, node_name), rules))
+            if previous is not None
+            else rules.ipvsadm_restore()
+        )
         sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
         # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
         unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
@@ -80,7 +93,7 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
             "ipvs",
             iptables=rules.iptables_restore(),
             ipsets=rules.ipset_restore(),
-            ipvs=rules.ipvsadm_restore(),
+            ipvs=virtual_servers,
             dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
             sysctls=sysctls,
             setup=_setup(dict(sysctls).get(ROUTE_LOCALNET) == "1"),
@@ -91,9 +104,9 @@ def node_dataplane(topo: Topology, node_name: str) -> NodeDataplane:
     return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(rendered.route_localnet))
 
 
-def render(topo: Topology) -> dict[str, NodeDataplane]:
-    """What kube-proxy writes on every node for this topology."""
-    return {node.name: node_dataplane(topo, node.name) for node in topo.nodes}
+def render(topo: Topology, previous: Topology | None = None) -> dict[str, NodeDataplane]:
+    """What kube-proxy writes on every node for this topology (with `previous`: its sync after running that)."""
+    return {node.name: node_dataplane(topo, node.name, previous) for node in topo.nodes}
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:

@@ -148,6 +148,33 @@ _IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 _LOOPBACK = "127.0.0.0/8"
 
 
+def sync_lines(old: IpvsRules, new: IpvsRules) -> list[str]:
+    """What kube-proxy's sync changes in IPVS going from `old` to `new`, as ipvsadm-restore lines: it diffs, so
+    an unchanged real server keeps its connections. A real server that leaves is deleted at once for UDP and
+    SCTP, whose connections die on their next packet (expire_nodest_conn=1); a TCP one is kept at weight 0
+    while it has connections, the graceful termination of pkg/proxy/ipvs/graceful_termination.go (its check
+    that deletes it once they are gone runs at each later sync here, every minute in kube-proxy). Virtual
+    servers that leave are deleted with their real servers."""
+    before = {vs.service_address: vs for vs in old.virtual_servers}
+    after = {vs.service_address: vs for vs in new.virtual_servers}
+    lines = [f"-D {address}" for address in before if address not in after]
+    for address, vs in after.items():
+        if address not in before:
+            lines += vs.ipvsadm_lines()
+            continue
+        had = {rs.text for rs in before[address].real_servers}
+        has = {rs.text for rs in vs.real_servers}
+        for rs in before[address].real_servers:
+            if rs.text in has:
+                continue
+            if vs.protocol == "TCP":
+                lines.append(f"-e {address} -r {rs.text} -m -w 0")
+            else:
+                lines.append(f"-d {address} -r {rs.text}")
+        lines += [f"-a {address} -r {rs.text} -m -w {rs.weight}" for rs in vs.real_servers if rs.text not in had]
+    return lines
+
+
 def check_ipvs_version(version: str) -> str | None:
     """None when the version is reproduced, else what to tell the user."""
     if version in IPVS_VERSIONS:
