@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import pytest
-from conftest import REPO, lab_namespaces
+from support.host import REPO, lab_namespaces
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant

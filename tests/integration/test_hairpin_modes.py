@@ -9,7 +9,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import REPO
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.realize.build import realize

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO, lab_namespaces
+from support.host import REPO, lab_namespaces
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant

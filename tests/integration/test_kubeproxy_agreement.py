@@ -60,18 +60,10 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-
-from lab.render.kubeproxy.iptables import render_iptables
-from lab.render.kubeproxy.service import ProxyConfig, ServicePort
-from lab.replay.run import replay
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kubeproxy_cases import (  # noqa: E402
+from support.cases import (
     FAKE,
     INTERNAL_POLICY_VARIANTS,
     MASQUERADE_VARIANTS,
@@ -91,7 +83,7 @@ from kubeproxy_cases import (  # noqa: E402
     node_ports_inputs,
     terminating_service,
 )
-from kubeproxy_flows import (  # noqa: E402
+from support.flows import (
     BLOCKED,
     EXT,
     LO,
@@ -102,6 +94,10 @@ from kubeproxy_flows import (  # noqa: E402
     masquerade_flows,
     replay_setup,
 )
+
+from lab.render.kubeproxy.iptables import render_iptables
+from lab.render.kubeproxy.service import ProxyConfig, ServicePort
+from lab.replay.run import replay
 
 Inputs = tuple[list[ServicePort], ProxyConfig]
 RULESETS: dict[str, Callable[[], Inputs]] = {}

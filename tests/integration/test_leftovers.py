@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import REPO
+from support.host import REPO
 
 PRIVATE_RUN = 'mount -t tmpfs -o mode=0755 lab-test /run && mkdir /run/netns /run/lab && exec "$@"'
 

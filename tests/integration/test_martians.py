@@ -4,7 +4,7 @@ namespace the packet was last seen arriving in (topologies/martians.yaml)."""
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant

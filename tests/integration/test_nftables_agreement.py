@@ -82,20 +82,12 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 
 import pytest
-
-from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
-from lab.render.kubeproxy.service import ProxyConfig, ServicePort
-from lab.replay.run import replay_nft
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kubeproxy_cases import (  # noqa: E402
+from support.cases import (
     FAKE,
     MASQUERADE_VARIANTS,
     NODE_IPS,
@@ -110,7 +102,7 @@ from kubeproxy_cases import (  # noqa: E402
     no_endpoints_service,
     svc,
 )
-from kubeproxy_flows import (  # noqa: E402
+from support.flows import (
     BLOCKED,
     EXT,
     POD,
@@ -120,6 +112,10 @@ from kubeproxy_flows import (  # noqa: E402
     masquerade_flows,
     replay_setup,
 )
+
+from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
+from lab.render.kubeproxy.service import ProxyConfig, ServicePort
+from lab.replay.run import replay_nft
 
 # NewFakeProxier (nftables): pod CIDR 10.0.0.0/8, masquerade mark "0x4000", ServiceCIDR 172.30.0.0/16.
 NFT_FAKE = ProxyConfig(FAKE.cluster_cidr, masquerade_mark=FAKE.masquerade_mark, service_cidrs=("172.30.0.0/16",))

@@ -9,7 +9,7 @@ served, masqueraded, in 1.34.
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.pipeline import VariantRun, run_variant

@@ -5,7 +5,7 @@ scenario items too)."""
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from support.cases import FAKE, NODE_IPS, ep, render, svc
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.install.tools import InstallError
@@ -125,9 +126,6 @@ def test_cli_refuses_a_dump_that_cannot_answer(tmp_path):
 def test_session_affinity_is_reported_and_every_endpoint_still_found():
     """ClientIP affinity over three endpoints (kube-proxy 1.31's rules, nfacct counters and all): the second
     connection from the client sticks; with the recent lists emptied between attempts all three answer."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from kubeproxy_cases import FAKE, NODE_IPS, ep, render, svc
-
     endpoints = ("10.0.1.11", "10.0.1.12", "10.0.1.13")
     service = svc("ns1", "svc1", "172.30.0.41", affinity_timeout=600, endpoints=tuple(map(ep, endpoints)))
     rules = render([service], FAKE, NODE_IPS).restore_text()

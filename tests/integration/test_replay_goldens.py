@@ -52,16 +52,13 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from support.cases import TEST_EXTERNAL_CLIENT, TEST_NODE_IP
+from support.flows import POD, Flow, agree, replay_setup
 
 from lab.replay.run import replay
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kubeproxy_cases import TEST_EXTERNAL_CLIENT, TEST_NODE_IP  # noqa: E402
-from kubeproxy_flows import POD, Flow, agree, replay_setup  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "iptables"
 

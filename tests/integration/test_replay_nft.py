@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from support.host import REPO
 
 from lab.install.tools import InstallError
 from lab.replay.env import Setup

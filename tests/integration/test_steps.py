@@ -4,7 +4,7 @@ run's namespaces go. (What steps change is proven by topologies/steps.yaml and e
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, lab_namespaces
+from support.host import REPO, lab_namespaces
 
 from lab.describe.load import load_scenario
 from lab.install.tools import InstallError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from test_outcomes import frame, tcp
+from support.scenario import frame, tcp
 
 from lab.probe.fib import WayBack, refusal_text
 from lab.probe.session import _explain

@@ -28,7 +28,8 @@ import re
 from dataclasses import replace
 
 import pytest
-from test_iptables_render import NODE_IPS, golden, sort_iptables_rules
+from support.cases import NODE_IPS
+from support.goldens import golden, sort_iptables_rules
 
 from lab.describe.releases import IPTABLES_VERSIONS, check_version
 from lab.render.kubeproxy.iptables import JUMP_RULES, jump_rules, kubelet_rules, render_iptables

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from test_model import BASE, error_for, write
+from support.scenario import BASE, error_for, write
 
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario

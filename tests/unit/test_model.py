@@ -2,57 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from support.scenario import BASE, error_for, write
 
-from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
-
-BASE = """\
-name: t
-cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24}
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24, labels: {role: web}}
-  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
-externalHosts:
-  - {name: client, ip: 192.168.56.100}
-workload:
-  - kind: Deployment
-    metadata: {name: web}
-    spec:
-      replicas: 2
-      selector: {matchLabels: {app: web}}
-      template:
-        metadata: {labels: {app: web}}
-        spec:
-          nodeSelector: {role: web}
-          containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]
-  - kind: Service
-    metadata: {name: web}
-    spec:
-      type: NodePort
-      selector: {app: web}
-      ports: [{name: http, port: 80, targetPort: http}]
-probes:
-  - name: p
-    from: client
-    to: {service: web, port: http, via: nodePort, node: node2}
-    expect: {outcome: delivered, source: node2}
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "s.yaml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def error_for(tmp_path: Path, text: str) -> ScenarioError:
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(write(tmp_path, text))
-    return info.value
 
 
 def test_resolves_addresses_ports_and_endpoints(tmp_path):

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.scenario import ScriptedSession
 
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
@@ -303,16 +304,6 @@ def test_vxlan_encapsulation_is_not_a_hop_of_its_own():
     assert not outer.opens_or_ends
     dns = Frame("node1", "eth0", True, 0.0, b"\x00" * 12 + b"\x08\x00" + ip + struct.pack("!HHHH", 4000, 53, 8, 0))
     assert dns.opens_or_ends
-
-
-class ScriptedSession:
-    """Stands in for a ProbeSession: hands out the given observations, one per connection."""
-
-    def __init__(self, observations: list[Observation]) -> None:
-        self.observations = list(observations)
-
-    def run(self, probe) -> Observation:
-        return self.observations.pop(0)
 
 
 def test_several_connections_name_their_sources_from_their_entry(tmp_path):

@@ -7,7 +7,7 @@ import socket
 import struct
 
 import pytest
-from test_model import BASE, error_for, write
+from support.scenario import BASE, error_for, frame, tcp, write
 
 from lab.describe.load import load_scenario
 from lab.describe.topology import Expected
@@ -76,16 +76,6 @@ def test_unreachable_is_judged_like_any_outcome():
     expected = Expected("unreachable")
     assert judge(expected, Observation("unreachable")).ok
     assert judge(expected, Observation("dropped")).reasons == ("expected unreachable, got dropped",)
-
-
-def frame(where: str, outgoing: bool, src: str, dst: str, proto: int, l4: bytes) -> Frame:
-    actor, ifname = where.split("/")
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), 0, 0, 64, proto, 0, *map(socket.inet_aton, (src, dst)))
-    return Frame(actor, ifname, outgoing, 0.0, bytes(12) + b"\x08\x00" + ip + l4)
-
-
-def tcp(flags: int) -> bytes:
-    return struct.pack("!HHIIBBHHH", 80, 40000, 0, 0, 0x50, flags, 0, 0, 0)
 
 
 def unasked(last: Frame, hits: list) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from itertools import permutations
 
-from test_model import BASE, write
-from test_model_actors import ScriptedSession
+from support.scenario import BASE, ScriptedSession, write
 
 from lab.describe.load import load_scenario
 from lab.judge.attempts import run_probe

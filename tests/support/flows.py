@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kubeproxy_cases import (
+from lab.replay.env import Setup
+from lab.replay.run import ReplayResult
+from support.cases import (
     NODE_IPS,
     TEST_EXTERNAL_CLIENT,
     TEST_EXTERNAL_CLIENT_BLOCKED,
@@ -20,9 +22,6 @@ from kubeproxy_cases import (
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
 )
-
-from lab.replay.env import Setup
-from lab.replay.run import ReplayResult
 
 POD, EXT, BLOCKED, LO = "10.0.0.2", TEST_EXTERNAL_CLIENT, TEST_EXTERNAL_CLIENT_BLOCKED, "127.0.0.1"
 

@@ -9,7 +9,7 @@ local-traffic detector), masquerade mark "0x4000", no --random-fully, localhost 
 nfacct counters available, nf_conntrack_tcp_be_liberal off. An endpoint is "local" when its
 NodeName is test-node.
 
-A plain module, not a conftest: the test files put tests/ on sys.path to import it.
+A plain module, not a conftest: tests/ is on pytest's pythonpath, so tests import it as support.cases.
 """
 
 from __future__ import annotations
