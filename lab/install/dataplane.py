@@ -29,7 +29,7 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
     iptables_restore(ns, plane.iptables, backend)
     if plane.mode == "ipvs":
         if plane.ipvs:
-            ipvsadm_restore(ns, plane.ipvs)
+            ipvsadm_restore(ns, plane.ipvs, clear=not resync)
         if resync:
             _end_graceful_terminations(ns)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.

@@ -72,8 +72,10 @@ def ipset_restore_all(netns: str, text: str, replace: bool = False) -> None:
     _feed(netns, ["ipset", "restore", "-exist"], "".join(f"{line}\n" for line in creates + flushes + rest), "ipsets")
 
 
-def ipvsadm_restore(netns: str, text: str) -> None:
-    _feed(netns, ["ipvsadm-restore"], text, "virtual servers")
+def ipvsadm_restore(netns: str, text: str, clear: bool = True) -> None:
+    """ipvsadm-restore clears IPVS first (`ipvsadm -C`); `ipvsadm -R` (clear=False) only runs the lines, each as
+    one ipvsadm invocation, as a sync's changes need."""
+    _feed(netns, ["ipvsadm-restore"] if clear else ["ipvsadm", "-R"], text, "virtual servers")
 
 
 def run_command(netns: str, argv: tuple[str, ...]) -> str:

@@ -59,10 +59,9 @@ IPv6 cases and the IPv6 renderer are not part of this lab.)
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Callable
 
 import pytest
+from support.agreement import Agreement, assert_agrees
 from support.cases import (
     FAKE,
     INTERNAL_POLICY_VARIANTS,
@@ -89,29 +88,23 @@ from support.flows import (
     LO,
     POD,
     Flow,
-    agree,
     external_policy_flows,
     masquerade_flows,
     replay_setup,
 )
 
 from lab.render.kubeproxy.iptables import render_iptables
-from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.replay.run import replay
 
-Inputs = tuple[list[ServicePort], ProxyConfig]
-RULESETS: dict[str, Callable[[], Inputs]] = {}
-FLOWS: dict[str, list[Flow]] = {}
-
-
-def ruleset(name: str, inputs: Callable[[], Inputs], flows: list[Flow]) -> None:
-    RULESETS[name] = inputs
-    FLOWS[name] = flows
+AGREEMENT = Agreement()
+ruleset = AGREEMENT.ruleset
 
 
 @functools.cache
 def rules_text(name: str) -> str:
-    services, config = RULESETS[name]()
+    inputs = AGREEMENT.inputs[name]
+    assert inputs is not None
+    services, config = inputs()
     return render_iptables(services, config, NODE_IPS).restore_text()
 
 
@@ -297,22 +290,6 @@ SKIPS: dict[str, str] = {
 XFAILS: dict[str, str] = {}
 
 
-def cases() -> list:
-    params = []
-    for name, flows in FLOWS.items():
-        for flow in flows:
-            case = f"{name}/{flow.name}"
-            marks = []
-            if case in SKIPS:
-                marks.append(pytest.mark.skip(reason=SKIPS[case]))
-            if case in XFAILS:
-                marks.append(pytest.mark.xfail(strict=True, reason=XFAILS[case]))
-            params.append(pytest.param(name, flow, id=case, marks=marks))
-    assert not (SKIPS.keys() | XFAILS.keys()) - {p.id for p in params}, "a skip or xfail names no case"
-    return params
-
-
-@pytest.mark.parametrize(("name", "flow"), cases())
+@pytest.mark.parametrize(("name", "flow"), AGREEMENT.cases(SKIPS, XFAILS))
 def test_flow(name: str, flow: Flow):
-    result = replay(rules_text(name), replay_setup(flow))
-    assert agree(result, flow), json.dumps(result.as_json(), indent=1)
+    assert_agrees(replay(rules_text(name), replay_setup(flow)), flow)

@@ -81,12 +81,11 @@ the IPv6 renderer is not part of this lab.)
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
 import pytest
+from support.agreement import Agreement, Inputs, assert_agrees
 from support.cases import (
     FAKE,
     MASQUERADE_VARIANTS,
@@ -107,14 +106,13 @@ from support.flows import (
     EXT,
     POD,
     Flow,
-    agree,
     external_policy_flows,
     masquerade_flows,
     replay_setup,
 )
 
 from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
-from lab.render.kubeproxy.service import ProxyConfig, ServicePort
+from lab.render.kubeproxy.service import ProxyConfig
 from lab.replay.run import replay_nft
 
 # NewFakeProxier (nftables): pod CIDR 10.0.0.0/8, masquerade mark "0x4000", ServiceCIDR 172.30.0.0/16.
@@ -126,19 +124,15 @@ def nft_masquerade_config(variant: str) -> ProxyConfig:
     return replace(NFT_FAKE, masquerade_all=masquerade_all, cluster_cidr=NFT_FAKE.cluster_cidr if detector else None)
 
 
-Inputs = tuple[list[ServicePort], ProxyConfig]
-RULESETS: dict[str, Callable[[], Inputs]] = {}
-FLOWS: dict[str, list[Flow]] = {}
-
-
-def ruleset(name: str, inputs: Callable[[], Inputs], flows: list[Flow]) -> None:
-    RULESETS[name] = inputs
-    FLOWS[name] = flows
+AGREEMENT = Agreement()
+ruleset = AGREEMENT.ruleset
 
 
 @functools.cache
 def script(name: str, version: str) -> str:
-    services, config = RULESETS[name]()
+    inputs = AGREEMENT.inputs[name]
+    assert inputs is not None
+    services, config = inputs()
     return render_nftables(services, config, NODE_IPS, version).script()
 
 
@@ -379,25 +373,6 @@ XFAILS: dict[str, str] = {
 }
 
 
-def cases() -> list:
-    params = []
-    for name, flows in FLOWS.items():
-        for label, version in layouts(name).items():
-            for flow in flows:
-                case = f"{label}/{name}/{flow.name}"
-                marks = []
-                if f"{name}/{flow.name}" in SKIPS:
-                    marks.append(pytest.mark.skip(reason=SKIPS[f"{name}/{flow.name}"]))
-                if case in XFAILS:
-                    marks.append(pytest.mark.xfail(strict=True, reason=XFAILS[case]))
-                params.append(pytest.param(name, version, flow, id=case, marks=marks))
-    ids = {p.id for p in params}
-    assert not XFAILS.keys() - ids, "an xfail names no case"
-    assert not SKIPS.keys() - {i.split("/", 1)[1] for i in ids}, "a skip names no case"
-    return params
-
-
-@pytest.mark.parametrize(("name", "version", "flow"), cases())
+@pytest.mark.parametrize(("name", "version", "flow"), AGREEMENT.cases(SKIPS, XFAILS, layouts))
 def test_flow(name: str, version: str, flow: Flow):
-    result = replay_nft(script(name, version), replay_setup(flow))
-    assert agree(result, flow), json.dumps(result.as_json(), indent=1)
+    assert_agrees(replay_nft(script(name, version), replay_setup(flow)), flow)

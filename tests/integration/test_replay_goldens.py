@@ -51,10 +51,10 @@ Every other flow of every golden agrees (27 of 28).
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 import pytest
+from support.agreement import Agreement, assert_agrees
 from support.cases import TEST_EXTERNAL_CLIENT, TEST_NODE_IP
 from support.flows import POD, Flow, agree, replay_setup
 
@@ -91,27 +91,14 @@ def golden(name: str) -> str:
     return (GOLDEN / name).read_text()
 
 
-def cases() -> list:
-    params = [
-        pytest.param(
-            name,
-            flow,
-            id=f"{name}/{flow.name}",
-            marks=[pytest.mark.xfail(strict=True, reason=XFAILS[f"{name}/{flow.name}"])]
-            if f"{name}/{flow.name}" in XFAILS
-            else [],
-        )
-        for name in GOLDENS
-        for flow in TRACE_PACKET_FLOWS
-    ]
-    assert XFAILS.keys() <= {p.id for p in params}, "an xfail names no case"
-    return params
+GOLDEN_FLOWS = Agreement()
+for _name in GOLDENS:
+    GOLDEN_FLOWS.ruleset(_name, None, TRACE_PACKET_FLOWS)
 
 
-@pytest.mark.parametrize(("name", "flow"), cases())
+@pytest.mark.parametrize(("name", "flow"), GOLDEN_FLOWS.cases(xfails=XFAILS))
 def test_golden_flow(name: str, flow: Flow):
-    result = replay(golden(name), replay_setup(flow), kube_jumps=GOLDENS[name])
-    assert agree(result, flow), json.dumps(result.as_json(), indent=1)
+    assert_agrees(replay(golden(name), replay_setup(flow), kube_jumps=GOLDENS[name]), flow)
 
 
 def test_the_1_24_drop_flow_is_forwarded_unchanged():
