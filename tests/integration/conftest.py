@@ -4,6 +4,7 @@ import os
 
 import pytest
 from support.host import host_state, strip_volatile
+from support.netns import FreshNetns
 
 
 def pytest_collection_modifyitems(items):
@@ -25,3 +26,10 @@ def host_unchanged():
     after = strip_volatile(host_state())
     changed = [k for k in before if before[k] != after[k]]
     assert not changed, f"the host's network namespace changed: {changed}\nbefore: {before}\nafter: {after}"
+
+
+@pytest.fixture
+def fresh_netns():
+    """A new, empty network namespace for the test (support.netns)."""
+    with FreshNetns() as netns:
+        yield netns

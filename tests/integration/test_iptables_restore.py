@@ -1,7 +1,7 @@
 """The kernel accepts what render_iptables() writes, in a throw-away network namespace only.
 
-Each case loads restore_text() with iptables-restore inside `unshare -n` (a fresh, empty netns
-that disappears with the process) and reads it back with iptables-save there. iptables-save
+Each case loads restore_text() with iptables-restore inside a fresh, empty netns of the test's own
+(support.netns, gone with the test) and reads it back with iptables-save there. iptables-save
 prints options in its own order, so the check is per chain: the same chains, the same number of
 rules and the same jump targets in the same order. The host's own netns is never touched.
 One case per kube-proxy layout era (lab/render/kubeproxy/versions.py) loads that version's restore_text(),
@@ -11,12 +11,12 @@ which up to 1.26 includes kubelet's KUBE-MARK-DROP / KUBE-FIREWALL rules, and 1.
 
 from __future__ import annotations
 
-import re
 import shutil
-import subprocess
 from dataclasses import replace
 
 import pytest
+from support.goldens import jump_shape
+from support.netns import FreshNetns
 
 from lab.render.kubeproxy.iptables import IptablesRules, render_iptables
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -58,34 +58,6 @@ CASES = {
 }
 
 
-def _load_in_fresh_netns(text: str) -> str:
-    """iptables-restore then iptables-save, both inside one new network namespace."""
-    done = subprocess.run(
-        ["unshare", "-n", "sh", "-c", "iptables-restore && iptables-save"],
-        input=text,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, f"iptables-restore refused the rules:\n{done.stderr}\n{text}"
-    return done.stdout
-
-
-def _shape(dump: str) -> dict[tuple[str, str], list[str | None]]:
-    """(table, chain) -> the jump target of each rule, in order (None for a rule without -j)."""
-    shape: dict[tuple[str, str], list[str | None]] = {}
-    table = ""
-    for line in dump.splitlines():
-        if line.startswith("*"):
-            table = line[1:]
-        elif line.startswith(":"):
-            shape[(table, line[1:].split()[0])] = []
-        elif line.startswith("-A "):
-            target = re.search(r" -j (\S+)", line)
-            shape[(table, line.split()[1])].append(target[1] if target else None)
-    return shape
-
-
 # One version per era, at the era's edge where the shapes differ most from the next one.
 ERA_CASES = {
     "A 1.19": ("1.19", None),
@@ -98,20 +70,29 @@ ERA_CASES = {
 
 @pytest.fixture(autouse=True)
 def _tools():
-    missing = [tool for tool in ("unshare", "iptables-restore", "iptables-save") if shutil.which(tool) is None]
+    missing = [
+        tool for tool in ("unshare", "nsenter", "iptables-restore", "iptables-save") if shutil.which(tool) is None
+    ]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (util-linux, iptables)")
 
 
 @pytest.mark.parametrize("config", CASES.values(), ids=CASES.keys())
-def test_restore_text_loads_into_a_fresh_netns(config, host_unchanged):
+def test_restore_text_loads_into_a_fresh_netns(config, fresh_netns, host_unchanged):
     rules: IptablesRules = render_iptables(_services(), config, NODE_IPS)
     text = rules.restore_text()
-    assert _shape(_load_in_fresh_netns(text)) == _shape(text)
+    assert jump_shape(_load_in_fresh_netns(fresh_netns, text)) == jump_shape(text)
 
 
 @pytest.mark.parametrize(("version", "kubelet_cleanup"), ERA_CASES.values(), ids=ERA_CASES.keys())
-def test_each_era_loads_into_a_fresh_netns(version, kubelet_cleanup, host_unchanged):
+def test_each_era_loads_into_a_fresh_netns(version, kubelet_cleanup, fresh_netns, host_unchanged):
     rules = render_iptables(_services(), CONFIG, NODE_IPS, version, kubelet_iptables_cleanup=kubelet_cleanup)
     text = rules.restore_text()
-    assert _shape(_load_in_fresh_netns(text)) == _shape(text)
+    assert jump_shape(_load_in_fresh_netns(fresh_netns, text)) == jump_shape(text)
+
+
+def _load_in_fresh_netns(netns: FreshNetns, text: str) -> str:
+    """iptables-restore then iptables-save, both inside the test's own network namespace."""
+    done = netns.run("iptables-restore && iptables-save", input=text)
+    assert done.returncode == 0, f"iptables-restore refused the rules:\n{done.stderr}\n{text}"
+    return done.stdout

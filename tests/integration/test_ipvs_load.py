@@ -1,9 +1,9 @@
 """The kernel accepts what render_ipvs() writes, in a throw-away network namespace only.
 
 Each case loads ipset_restore() with `ipset restore`, then iptables_restore() with iptables-restore
-(the "-m set" matches need the sets first), inside `unshare -n`, and reads both back there: the same
-sets with the same entries, and per chain the same jump targets in the same order. The host's own
-netns is never touched (host_unchanged checks it, ipsets included).
+(the "-m set" matches need the sets first), inside a network namespace of the test's own
+(support.netns), and reads both back there: the same sets with the same entries, and per chain the
+same jump targets in the same order. The host's own netns is never touched (host_unchanged checks it, ipsets included).
 
 Without ip_vs (no CONFIG_IP_VS) the ipvsadm-restore text is only parsed, and the "-m ipvs" rule of
 KUBE-IPVS-OUT-FILTER (1.29+, needs xt_ipvs) cannot load, so the scenarios keep the node IP inside
@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.goldens import jump_shape
+from support.netns import FreshNetns
 
 from lab.render.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, render_ipvs
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -65,20 +66,18 @@ CASES += [(version, name) for version in ("1.20", "1.24", "1.31") for name in li
 
 @pytest.fixture(autouse=True)
 def _tools():
-    needed = ("unshare", "ipset", "iptables-restore", "iptables-save")
+    needed = ("unshare", "nsenter", "ipset", "iptables-restore", "iptables-save")
     missing = [tool for tool in needed if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (util-linux, ipset, iptables)")
 
 
-def _run_in_fresh_netns(tmp_path: Path, rules: IpvsRules, script: str) -> str:
-    """Write the three inputs to files and run `script` in a new network namespace."""
+def _run_in_fresh_netns(netns: FreshNetns, tmp_path: Path, rules: IpvsRules, script: str) -> str:
+    """Write the three inputs to files and run `script` in the test's own network namespace."""
     (tmp_path / "ipset").write_text(rules.ipset_restore())
     (tmp_path / "iptables").write_text(rules.iptables_restore())
     (tmp_path / "ipvsadm").write_text(rules.ipvsadm_restore())
-    done = subprocess.run(
-        ["unshare", "-n", "sh", "-ec", script, "sh", str(tmp_path)], capture_output=True, text=True, timeout=60
-    )
+    done = netns.run(script, str(tmp_path))
     assert done.returncode == 0, f"the kernel refused the rules:\n{done.stderr}\n{rules.iptables_restore()}"
     return done.stdout
 
@@ -97,32 +96,17 @@ def _saved_sets(dump: str) -> dict[str, set[str]]:
     return sets
 
 
-def _shape(dump: str) -> dict[tuple[str, str], list[str | None]]:
-    """(table, chain) -> the jump target of each rule, in order."""
-    shape: dict[tuple[str, str], list[str | None]] = {}
-    table = ""
-    for line in dump.splitlines():
-        if line.startswith("*"):
-            table = line[1:]
-        elif line.startswith(":"):
-            shape[(table, line[1:].split()[0])] = []
-        elif line.startswith("-A "):
-            target = re.search(r" -j (\S+)", line)
-            shape[(table, line.split()[1])].append(target[1] if target else None)
-    return shape
-
-
 def _check_loaded(rules: IpvsRules, output: str) -> None:
     ipset_dump, iptables_dump = output.split("%%%\n")
     assert _saved_sets(ipset_dump) == {s.name: set(s.entries) for s in rules.ipsets}
-    assert _shape(iptables_dump) == _shape(rules.iptables_restore())
+    assert jump_shape(iptables_dump) == jump_shape(rules.iptables_restore())
 
 
 @pytest.mark.parametrize(("version", "config"), CASES, ids=[f"{v}-{c}" for v, c in CASES])
-def test_ipsets_and_iptables_load(version, config, tmp_path, host_unchanged):
+def test_ipsets_and_iptables_load(version, config, tmp_path, fresh_netns, host_unchanged):
     rules = render_ipvs(_services(), CONFIGS[config], NODE_IPS, version)
     assert "-m ipvs" not in rules.iptables_restore()
-    _check_loaded(rules, _run_in_fresh_netns(tmp_path, rules, LOAD))
+    _check_loaded(rules, _run_in_fresh_netns(fresh_netns, tmp_path, rules, LOAD))
 
 
 IPVSADM_LINE = re.compile(
@@ -165,7 +149,7 @@ def _ipvs_state(lines: list[str]) -> dict[str, tuple[str, set[str]]]:
 
 @pytest.mark.ipvs
 @pytest.mark.parametrize("version", ["1.20", "1.24", "1.31"])
-def test_everything_loads_with_ip_vs(version, tmp_path, host_unchanged):
+def test_everything_loads_with_ip_vs(version, tmp_path, fresh_netns, host_unchanged):
     """ipsets, iptables (with 1.29+'s "-m ipvs" rule), the kube-ipvs0 dummy and its addresses, and
     ipvsadm-restore, all in one fresh namespace; ipvsadm-save -n gives back the same services."""
     from lab.doctor import kernel_has
@@ -180,7 +164,9 @@ def test_everything_loads_with_ip_vs(version, tmp_path, host_unchanged):
         + LOAD
         + 'echo "%%%"\nipvsadm-restore < "$1/ipvsadm"\nipvsadm-save -n\necho "%%%"\nip -4 -o addr show dev kube-ipvs0\n'
     )
-    ipset_dump, iptables_dump, ipvs_dump, addr_dump = _run_in_fresh_netns(tmp_path, rules, script).split("%%%\n")
+    ipset_dump, iptables_dump, ipvs_dump, addr_dump = _run_in_fresh_netns(fresh_netns, tmp_path, rules, script).split(
+        "%%%\n"
+    )
     _check_loaded(rules, ipset_dump + "%%%\n" + iptables_dump)
     assert _ipvs_state(ipvs_dump.splitlines()) == _ipvs_state(rules.ipvsadm_restore().splitlines())
     bound = {line.split()[3] for line in addr_dump.splitlines()}

@@ -86,6 +86,7 @@ from functools import partial
 
 import pytest
 from support.agreement import Agreement, Inputs, assert_agrees
+from support.builders import ep, svc
 from support.cases import (
     FAKE,
     MASQUERADE_VARIANTS,
@@ -93,13 +94,11 @@ from support.cases import (
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
     cluster_ip_general_services,
-    ep,
     external_policy_service,
     internal_policy_service,
     load_balancer_service,
     masquerade_services,
     no_endpoints_service,
-    svc,
 )
 from support.flows import (
     BLOCKED,

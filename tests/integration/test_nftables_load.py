@@ -2,7 +2,7 @@
 
 Each golden case of tests/unit/test_nftables_render.py, for every supported version, and a few
 flag variants (nodePortAddresses "all", no local-traffic detector, --masquerade-all), is loaded
-with `nft -f` inside `unshare -n` (a fresh, empty netns that disappears with the process) and read
+with `nft -f` inside a fresh, empty netns of the test's own (support.netns, gone with the test) and read
 back there with `nft -j list table ip kube-proxy`: the kernel must hold the same chains with the
 same number of rules, and the same sets and maps with the same number of elements, as the
 knftables-style fake the unit tests dump. The host's own netns is never touched.
@@ -13,57 +13,32 @@ so the renderer has no compatibility option.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from support.netns import FreshNetns
+from support.nft import FAKE, GOLDEN_CASES, NODE_IPS, FakeTable
 
 from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS, render_nftables
 
 pytestmark = pytest.mark.nftables
 
 
-def _unit_cases():
-    """The unit tests' cases and fake (tests/ is not a package, so load the module by path)."""
-    path = Path(__file__).resolve().parents[1] / "unit" / "test_nftables_render.py"
-    spec = importlib.util.spec_from_file_location("nftables_render_cases", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_UNIT = _unit_cases()
-FAKE, GOLDEN_CASES, NODE_IPS, FakeTable = _UNIT.FAKE, _UNIT.GOLDEN_CASES, _UNIT.NODE_IPS, _UNIT.FakeTable
-
-
-def _nft_usable() -> str | None:
-    """None when `unshare -n nft` works here, else why not."""
-    for tool in ("nft", "unshare"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    probe = subprocess.run(["unshare", "-n", "nft", "list", "ruleset"], capture_output=True, text=True, check=False)
-    if probe.returncode != 0:
-        return f"`unshare -n nft list ruleset` failed: {probe.stderr.strip()}"
-    return None
-
-
 @pytest.fixture(autouse=True)
-def needs_nft():
-    if reason := _nft_usable():
-        pytest.skip(f"needs nftables in a private network namespace: {reason}")
+def needs_nft(fresh_netns: FreshNetns):
+    missing = [tool for tool in ("nft", "unshare", "nsenter") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    probe = fresh_netns.run("nft list ruleset")
+    if probe.returncode != 0:
+        pytest.skip(f"needs nftables in a private network namespace: `nft list ruleset` failed: {probe.stderr.strip()}")
 
 
-def load_and_list(script: str) -> dict:
-    """Run the script with `nft -f -` in a fresh netns and return `nft -j list table` from there."""
-    shell = "nft -f - && nft -j list table ip kube-proxy"
-    done = subprocess.run(["unshare", "-n", "sh", "-c", shell], input=script, capture_output=True, text=True)
+def load_and_list(netns: FreshNetns, script: str) -> dict:
+    """Run the script with `nft -f -` in the test's own netns and return `nft -j list table` from there."""
+    done = netns.run("nft -f - && nft -j list table ip kube-proxy", input=script)
     assert done.returncode == 0, f"nft refused the script:\n{done.stderr}"
     return json.loads(done.stdout)
 
@@ -103,23 +78,23 @@ CONFIGS = {
 @pytest.mark.parametrize("version", NFTABLES_VERSIONS)
 @pytest.mark.parametrize("case", list(GOLDEN_CASES))
 @pytest.mark.parametrize("config", list(CONFIGS))
-def test_script_loads_into_a_fresh_netns(version, case, config):
+def test_script_loads_into_a_fresh_netns(version, case, config, fresh_netns):
     script = render_nftables(GOLDEN_CASES[case](), CONFIGS[config], NODE_IPS, version).script()
-    assert kernel_view(load_and_list(script)) == fake_view(script)
+    assert kernel_view(load_and_list(fresh_netns, script)) == fake_view(script)
 
 
-def test_loading_leaves_the_host_alone(host_unchanged):
+def test_loading_leaves_the_host_alone(fresh_netns, host_unchanged):
     script = render_nftables(GOLDEN_CASES["overall_nftables_rules.txt"](), FAKE, NODE_IPS, "1.35").script()
-    load_and_list(script)
+    load_and_list(fresh_netns, script)
 
 
-def test_base_chains_get_kube_proxys_hooks_and_priorities():
+def test_base_chains_get_kube_proxys_hooks_and_priorities(fresh_netns):
     """What nft lists for the base chains (nft prints some priorities by name)."""
     for version, expected in (
         ("1.33", {"filter-prerouting": ("prerouting", -110), "filter-output-post-dnat": ("output", -90)}),
         ("1.35", {"filter-output-pre-dnat": ("output", -110), "filter-input": ("input", 0)}),
     ):
-        listing = load_and_list(render_nftables([], FAKE, NODE_IPS, version).script())
+        listing = load_and_list(fresh_netns, render_nftables([], FAKE, NODE_IPS, version).script())
         hooks = {
             item["chain"]["name"]: (item["chain"]["hook"], item["chain"]["prio"])
             for item in listing["nftables"]

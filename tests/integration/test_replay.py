@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from support.cases import FAKE, NODE_IPS, ep, render, svc
+from support.builders import ep, svc
+from support.cases import FAKE, NODE_IPS, render
 from support.host import REPO
 
 from lab.describe.load import load_scenario

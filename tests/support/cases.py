@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from lab.render.kubeproxy.iptables import IptablesRules, render_iptables
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from support.builders import ep, svc, terminating
 
 TEST_NODE_IP = "192.168.0.2"
 TEST_NODE_IP_ALT = "192.168.1.2"
@@ -28,22 +29,6 @@ TEST_EXTERNAL_CLIENT_BLOCKED = "203.0.113.130"
 NODE_IPS = (TEST_NODE_IP, "127.0.0.1", TEST_NODE_IP_ALT, TEST_EXTERNAL_IP, "::1", "2001:db8::1", "2001:db8:1::2")
 
 FAKE = ProxyConfig(cluster_cidr="10.0.0.0/8", masquerade_mark="0x4000", random_fully=False, nfacct_counters=True)
-
-
-def svc(
-    namespace: str, name: str, cluster_ip: str | None, port: int = 80, port_name: str = "p80", protocol="TCP", **kw
-) -> ServicePort:
-    return ServicePort(namespace, name, port_name, protocol, port, cluster_ip, **kw)
-
-
-def ep(ip: str, port: int = 80, local: bool = False, ready: bool = True, **conditions) -> Endpoint:
-    # EndpointConditions: serving defaults to ready when unset.
-    serving = conditions.pop("serving", ready)
-    return Endpoint(ip=ip, port=port, is_local=local, ready=ready, serving=serving, **conditions)
-
-
-def terminating(ip: str, local: bool, serving: bool = True) -> Endpoint:
-    return ep(ip, local=local, ready=False, serving=serving, terminating=True)
 
 
 def render(services, config: ProxyConfig = FAKE, node_ips=NODE_IPS) -> IptablesRules:

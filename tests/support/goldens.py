@@ -158,3 +158,19 @@ def golden(name: str) -> str:
     """A golden file, without its "# source:" header."""
     text = (GOLDEN / name).read_text()
     return "".join(line for line in text.splitlines(True) if not line.startswith("#"))
+
+
+def jump_shape(dump: str) -> dict[tuple[str, str], list[str | None]]:
+    """(table, chain) -> the jump target of each rule, in order (None for a rule without -j): what an
+    iptables-save of loaded rules must share with the text that was loaded."""
+    shape: dict[tuple[str, str], list[str | None]] = {}
+    table = ""
+    for line in dump.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            shape[(table, line[1:].split()[0])] = []
+        elif line.startswith("-A "):
+            target = re.search(r" -j (\S+)", line)
+            shape[(table, line.split()[1])].append(target[1] if target else None)
+    return shape

@@ -16,7 +16,8 @@ import re
 from dataclasses import replace
 
 import pytest
-from support.cases import FAKE, NODE_PORTS_VARIANTS, ep, node_ports_inputs, render, svc
+from support.builders import ep, svc
+from support.cases import FAKE, NODE_PORTS_VARIANTS, node_ports_inputs, render
 from support.goldens import (
     assert_chain_equal,
     assert_rules_equal,

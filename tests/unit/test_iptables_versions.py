@@ -28,12 +28,13 @@ import re
 from dataclasses import replace
 
 import pytest
+from support.builders import ep, svc
 from support.cases import NODE_IPS
 from support.goldens import golden, sort_iptables_rules
 
 from lab.describe.releases import IPTABLES_VERSIONS, check_version
 from lab.render.kubeproxy.iptables import JUMP_RULES, jump_rules, kubelet_rules, render_iptables
-from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import era_of, era_versions
 
 # NewFakeProxier up to 1.23: pod CIDR (local-traffic detector) 10.0.0.0/24, mark "0x4000", no
@@ -42,16 +43,6 @@ from lab.render.kubeproxy.versions import era_of, era_versions
 OLD_FAKE = ProxyConfig(cluster_cidr="10.0.0.0/24", masquerade_mark="0x4000", random_fully=False)
 # NewFakeProxier from 1.24: pod CIDR 10.0.0.0/8, node IP 192.168.0.2, nfacct counters available.
 FAKE = ProxyConfig(cluster_cidr="10.0.0.0/8", masquerade_mark="0x4000", random_fully=False, nfacct_counters=True)
-
-
-def svc(
-    namespace: str, name: str, cluster_ip: str | None, port: int = 80, port_name: str = "p80", protocol="TCP", **kw
-) -> ServicePort:
-    return ServicePort(namespace, name, port_name, protocol, port, cluster_ip, **kw)
-
-
-def ep(ip: str, port: int = 80, local: bool = False, ready: bool = True) -> Endpoint:
-    return Endpoint(ip=ip, port=port, is_local=local, ready=ready, serving=ready)
 
 
 def payload(services, version: str, config: ProxyConfig = OLD_FAKE, node_ips=()) -> str:

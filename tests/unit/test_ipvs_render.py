@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from support.builders import ep, svc
 
 from lab.render.kubeproxy.ipvs import IPVS_VERSIONS, IpvsRules, check_ipvs_version, render_ipvs
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -29,18 +30,6 @@ from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "ipvs"
 CURRENT, LEGACY = "1.31", "1.20"
 FAKE = ProxyConfig(random_fully=False)
-
-
-def svc(
-    namespace: str, name: str, cluster_ip: str | None, port: int = 80, port_name: str = "p80", protocol="TCP", **kw
-) -> ServicePort:
-    return ServicePort(namespace, name, port_name, protocol, port, cluster_ip, **kw)
-
-
-def ep(ip: str, port: int = 80, local: bool = False, ready: bool = True, **conditions) -> Endpoint:
-    # EndpointConditions: serving defaults to ready when unset, terminating to false.
-    serving = conditions.pop("serving", ready)
-    return Endpoint(ip=ip, port=port, is_local=local, ready=ready, serving=serving, **conditions)
 
 
 def render(services, version: str = CURRENT, node_ips=(), config: ProxyConfig = FAKE) -> IpvsRules:
