@@ -15,7 +15,29 @@ from lab.describe.load import load_scenario
 from lab.probe.capture import Frame
 from lab.probe.session import Observation
 
-BASE = """\
+# Two nodes and a client host on the underlay, for scenario texts to start from.
+NODES = """\
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
+externalHosts:
+  - {name: client, ip: 192.168.56.100}
+"""
+# A NodePort Service "web" selecting app=web, and the start of a probe to it from the client through node2.
+SERVICE_AND_PROBE = """\
+  - kind: Service
+    metadata: {name: web}
+    spec:
+      type: NodePort
+      selector: {app: web}
+      ports: [{name: http, port: 80, targetPort: http}]
+probes:
+  - name: p
+    from: client
+    to: {service: web, port: http, via: nodePort, node: node2}
+"""
+BASE = (
+    """\
 name: t
 cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24}
 nodes:
@@ -34,18 +56,10 @@ workload:
         spec:
           nodeSelector: {role: web}
           containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]
-  - kind: Service
-    metadata: {name: web}
-    spec:
-      type: NodePort
-      selector: {app: web}
-      ports: [{name: http, port: 80, targetPort: http}]
-probes:
-  - name: p
-    from: client
-    to: {service: web, port: http, via: nodePort, node: node2}
-    expect: {outcome: delivered, source: node2}
 """
+    + SERVICE_AND_PROBE
+    + "    expect: {outcome: delivered, source: node2}\n"
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:

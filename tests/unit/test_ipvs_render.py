@@ -142,6 +142,36 @@ def local_and_remote() -> tuple[Endpoint, Endpoint]:
 
 
 NODE_PORT = dict(node_port=3001)
+# The cases whose inputs kube-proxy's tests of both eras share (each era compares them with its own golden).
+BOTH_ERAS = [
+    Case(
+        "load_balancer_source_ranges",
+        (
+            svc(
+                "ns1", "svc1", "10.20.30.41", load_balancer_ips=("1.2.3.4",),
+                load_balancer_source_ranges=("10.0.0.0/8",), endpoints=(ep("10.180.0.1"),),
+            ),
+        ),
+    ),
+    # TestAcceptIPVSTraffic: every port has nodePort 80; the EndpointSlices name no Service, so none has endpoints.
+    Case(
+        "accept_ipvs_traffic",
+        (
+            svc("ns1", "svc1", "10.20.30.40", node_port=80, external_ips=("5.6.7.8",)),
+            svc("ns1", "svc2", "10.20.30.41", node_port=80, load_balancer_ips=("1.2.3.4",)),
+            svc("ns1", "svc3", "10.20.30.42", node_port=80),
+        ),
+    ),
+    Case(
+        "only_local_load_balancing",
+        (
+            svc(
+                "ns1", "svc1", "10.20.30.41", **NODE_PORT, load_balancer_ips=("1.2.3.4",), external_policy="Local",
+                endpoints=local_and_remote(),
+            ),
+        ),
+    ),
+]  # fmt: skip
 CURRENT_CASES = [
     # TestNodePortIPv4: the IPv6 slice and node IP are ignored by the IPv4 proxier.
     Case(
@@ -201,33 +231,7 @@ CURRENT_CASES = [
         ("100.101.102.103", "2001:db8::"),
         ("100.101.102.0/24",),
     ),
-    Case(
-        "load_balancer_source_ranges",
-        (
-            svc(
-                "ns1", "svc1", "10.20.30.41", load_balancer_ips=("1.2.3.4",),
-                load_balancer_source_ranges=("10.0.0.0/8",), endpoints=(ep("10.180.0.1"),),
-            ),
-        ),
-    ),
-    # TestAcceptIPVSTraffic: every port has nodePort 80; the EndpointSlices name no Service, so none has endpoints.
-    Case(
-        "accept_ipvs_traffic",
-        (
-            svc("ns1", "svc1", "10.20.30.40", node_port=80, external_ips=("5.6.7.8",)),
-            svc("ns1", "svc2", "10.20.30.41", node_port=80, load_balancer_ips=("1.2.3.4",)),
-            svc("ns1", "svc3", "10.20.30.42", node_port=80),
-        ),
-    ),
-    Case(
-        "only_local_load_balancing",
-        (
-            svc(
-                "ns1", "svc1", "10.20.30.41", **NODE_PORT, load_balancer_ips=("1.2.3.4",), external_policy="Local",
-                endpoints=local_and_remote(),
-            ),
-        ),
-    ),
+    *BOTH_ERAS,
     Case("create_and_link_kube_chain", ()),
 ]  # fmt: skip
 
@@ -422,32 +426,7 @@ LEGACY_CASES = [
         ("100.101.102.103", "2001:db8::"),
         ("100.101.102.0/24", "2001:db8::0/64"),
     ),
-    Case(
-        "load_balancer_source_ranges",
-        (
-            svc(
-                "ns1", "svc1", "10.20.30.41", load_balancer_ips=("1.2.3.4",),
-                load_balancer_source_ranges=("10.0.0.0/8",), endpoints=(ep("10.180.0.1"),),
-            ),
-        ),
-    ),
-    Case(
-        "accept_ipvs_traffic",
-        (
-            svc("ns1", "svc1", "10.20.30.40", node_port=80, external_ips=("5.6.7.8",)),
-            svc("ns1", "svc2", "10.20.30.41", node_port=80, load_balancer_ips=("1.2.3.4",)),
-            svc("ns1", "svc3", "10.20.30.42", node_port=80),
-        ),
-    ),
-    Case(
-        "only_local_load_balancing",
-        (
-            svc(
-                "ns1", "svc1", "10.20.30.41", **NODE_PORT, load_balancer_ips=("1.2.3.4",), external_policy="Local",
-                endpoints=local_and_remote(),
-            ),
-        ),
-    ),
+    *BOTH_ERAS,
 ]  # fmt: skip
 
 

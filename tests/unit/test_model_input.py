@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+from support.scenario import NODES, SERVICE_AND_PROBE
 
 from lab import cli
 from lab.describe import yamlsrc
@@ -16,30 +17,18 @@ from lab.describe.load import load_scenario
 from lab.describe.resolve.matrix import MAX_VARIANTS
 from lab.describe.schema import Outcome
 
-BASE = """\
-name: t
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
-  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
-externalHosts:
-  - {name: client, ip: 192.168.56.100}
+BASE = (
+    "name: t\n"
+    + NODES
+    + """\
 workload:
   - kind: Pod
     metadata: {name: web, labels: {app: web}}
     spec: {nodeName: node1, containers: [{name: web, ports: [{name: http, containerPort: 8080}]}]}
-  - kind: Service
-    metadata: {name: web}
-    spec:
-      type: NodePort
-      selector: {app: web}
-      ports: [{name: http, port: 80, targetPort: http}]
-probes:
-  - name: p
-    from: client
-    to: {service: web, port: http, via: nodePort, node: node2}
-    expect:
-      - {outcome: delivered, backend: web}
 """
+    + SERVICE_AND_PROBE
+    + "    expect:\n      - {outcome: delivered, backend: web}\n"
+)
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "s.yaml") -> Path:
@@ -371,13 +360,10 @@ def test_manifests_are_checked_against_the_kubernetes_api(tmp_path, old, new, li
     assert message in error.message
 
 
-KUBECTL_GET = """\
-name: t
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
-  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
-externalHosts:
-  - {name: client, ip: 192.168.56.100}
+KUBECTL_GET = (
+    "name: t\n"
+    + NODES
+    + """\
 workload:
   - apiVersion: apps/v1
     kind: Deployment
@@ -487,6 +473,7 @@ probes:
     to: {service: web, port: http, via: loadBalancer}
     expect: {outcome: delivered}
 """
+)
 
 
 def test_a_real_manifest_from_kubectl_get_is_accepted(tmp_path):
