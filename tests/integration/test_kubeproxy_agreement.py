@@ -83,12 +83,12 @@ from support.cases import (
     terminating_service,
 )
 from support.flows import (
-    BLOCKED,
     EXT,
     LO,
     POD,
     Flow,
     external_policy_flows,
+    load_balancer_flows,
     masquerade_flows,
     replay_setup,
 )
@@ -143,45 +143,7 @@ ruleset(
 
 # --- TestLoadBalancer ---------------------------------------------------------------------------
 
-OK = "10.180.0.1:80"
-ruleset(
-    "TestLoadBalancer",
-    lambda: ([load_balancer_service()], FAKE),
-    [
-        Flow("pod to cluster IP", POD, "172.30.0.41", 80, OK),
-        Flow("external to nodePort", EXT, TEST_NODE_IP, 3001, OK, masq=True),
-        Flow("nodePort bypasses LoadBalancerSourceRanges", BLOCKED, TEST_NODE_IP, 3001, OK, masq=True),
-        Flow("accepted external to LB1", EXT, "1.2.3.4", 80, OK, masq=True),
-        Flow("accepted external to LB2", EXT, "5.6.7.8", 80, OK, masq=True),
-        Flow("blocked external to LB1", BLOCKED, "1.2.3.4", 80, "DROP"),
-        Flow("blocked external to LB2", BLOCKED, "5.6.7.8", 80, "DROP"),
-        Flow("pod to LB1 (blocked by LoadBalancerSourceRanges)", POD, "1.2.3.4", 80, "DROP"),
-        Flow("pod to LB2 (blocked by LoadBalancerSourceRanges)", POD, "5.6.7.8", 80, "DROP"),
-        Flow("node to LB1 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "1.2.3.4", 80, OK, masq=True),
-        Flow("node to LB2 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "5.6.7.8", 80, OK, masq=True),
-        # "For VIP-like LBs, the VIP is often added as a local address ... a request from a node to
-        # the VIP will not hit the loadbalancer but will loop back with the source IP set to the
-        # VIP" (proxier.go): so here the node owns the VIP, and the packet comes from the node.
-        Flow(
-            "same node to LB1, SNATted to LB1 (implicitly allowed)",
-            "1.2.3.4",
-            "1.2.3.4",
-            80,
-            OK,
-            masq=True,
-            node_also_has=("1.2.3.4",),
-        ),
-        Flow(
-            "same node to LB2, SNATted to LB2 (implicitly allowed)",
-            "5.6.7.8",
-            "5.6.7.8",
-            80,
-            OK,
-            masq=True,
-            node_also_has=("5.6.7.8",),
-        ),
-    ],
-)
+ruleset("TestLoadBalancer", lambda: ([load_balancer_service()], FAKE), load_balancer_flows())
 
 # --- TestNodePorts ------------------------------------------------------------------------------
 

@@ -101,11 +101,11 @@ from support.cases import (
     no_endpoints_service,
 )
 from support.flows import (
-    BLOCKED,
     EXT,
     POD,
     Flow,
     external_policy_flows,
+    load_balancer_flows,
     masquerade_flows,
     replay_setup,
 )
@@ -188,30 +188,7 @@ ruleset(
 
 # --- TestLoadBalancer ---------------------------------------------------------------------------
 
-OK = "10.180.0.1:80"
-ruleset(
-    "TestLoadBalancer",
-    lambda: ([load_balancer_service()], NFT_FAKE),
-    [
-        Flow("pod to cluster IP", POD, "172.30.0.41", 80, OK),
-        Flow("external to nodePort", EXT, NODE, 3001, OK, masq=True),
-        Flow("nodePort bypasses LoadBalancerSourceRanges", BLOCKED, NODE, 3001, OK, masq=True),
-        Flow("accepted external to LB1", EXT, "1.2.3.4", 80, OK, masq=True),
-        Flow("accepted external to LB2", EXT, "5.6.7.8", 80, OK, masq=True),
-        Flow("blocked external to LB1", BLOCKED, "1.2.3.4", 80, "DROP"),
-        Flow("blocked external to LB2", BLOCKED, "5.6.7.8", 80, "DROP"),
-        Flow("pod to LB1 (blocked by LoadBalancerSourceRanges)", POD, "1.2.3.4", 80, "DROP"),
-        Flow("pod to LB2 (blocked by LoadBalancerSourceRanges)", POD, "5.6.7.8", 80, "DROP"),
-        Flow("node to LB1 (allowed by LoadBalancerSourceRanges)", NODE, "1.2.3.4", 80, OK, masq=True),
-        Flow("node to LB2 (allowed by LoadBalancerSourceRanges)", NODE, "5.6.7.8", 80, OK, masq=True),
-        # "The LB rules assume that when you connect from a node to a LB IP, that something external
-        # to kube-proxy will cause the connection to be SNATted to the LB IP": the node owns the VIP.
-        Flow("same node to LB1, SNATted to LB1 (implicitly allowed)", "1.2.3.4", "1.2.3.4", 80, OK, True, "TCP",
-             ("1.2.3.4",)),
-        Flow("same node to LB2, SNATted to LB2 (implicitly allowed)", "5.6.7.8", "5.6.7.8", 80, OK, True, "TCP",
-             ("5.6.7.8",)),
-    ],
-)  # fmt: skip
+ruleset("TestLoadBalancer", lambda: ([load_balancer_service()], NFT_FAKE), load_balancer_flows())
 
 # --- TestNodePorts (IPv4) -----------------------------------------------------------------------
 

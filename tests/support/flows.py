@@ -164,3 +164,28 @@ def masquerade_flows(variant: str, localhost: bool = True) -> list[Flow]:
     assert sum(flow.name in overrides for flow in MASQUERADE_FLOWS) == len(overrides)
     flows = [replace(flow, **overrides.get(flow.name, {})) for flow in MASQUERADE_FLOWS]
     return [flow for flow in flows if localhost or flow.src != LO]
+
+
+def load_balancer_flows() -> list[Flow]:
+    """TestLoadBalancer's flows, the same table in kube-proxy's iptables and nftables proxier tests: two LB IPs
+    with loadBalancerSourceRanges, the NodePort exempt from them. The node owns the VIPs in the last two: "the
+    LB rules assume that when you connect from a node to a LB IP, that something external to kube-proxy will
+    cause the connection to be SNATted to the LB IP" (proxier.go)."""
+    ok = "10.180.0.1:80"
+    return [
+        Flow("pod to cluster IP", POD, "172.30.0.41", 80, ok),
+        Flow("external to nodePort", EXT, TEST_NODE_IP, 3001, ok, masq=True),
+        Flow("nodePort bypasses LoadBalancerSourceRanges", BLOCKED, TEST_NODE_IP, 3001, ok, masq=True),
+        Flow("accepted external to LB1", EXT, "1.2.3.4", 80, ok, masq=True),
+        Flow("accepted external to LB2", EXT, "5.6.7.8", 80, ok, masq=True),
+        Flow("blocked external to LB1", BLOCKED, "1.2.3.4", 80, "DROP"),
+        Flow("blocked external to LB2", BLOCKED, "5.6.7.8", 80, "DROP"),
+        Flow("pod to LB1 (blocked by LoadBalancerSourceRanges)", POD, "1.2.3.4", 80, "DROP"),
+        Flow("pod to LB2 (blocked by LoadBalancerSourceRanges)", POD, "5.6.7.8", 80, "DROP"),
+        Flow("node to LB1 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "1.2.3.4", 80, ok, masq=True),
+        Flow("node to LB2 (allowed by LoadBalancerSourceRanges)", TEST_NODE_IP, "5.6.7.8", 80, ok, masq=True),
+        *(
+            Flow(f"same node to LB{i}, SNATted to LB{i} (implicitly allowed)", vip, vip, 80, ok, True, "TCP", (vip,))
+            for i, vip in ((1, "1.2.3.4"), (2, "5.6.7.8"))
+        ),
+    ]
