@@ -87,6 +87,7 @@ from support.flows import (
     LO,
     POD,
     Flow,
+    endpoints_deleted_flows,
     external_policy_flows,
     load_balancer_flows,
     masquerade_flows,
@@ -227,10 +228,7 @@ for variant in TERMINATING_VARIANTS:
     ruleset(
         f"TestTerminatingEndpointsTrafficPolicyLocal/{variant}/endpoints deleted",
         lambda variant=variant: ([terminating_service(variant, with_endpoints=False)], FAKE),
-        [
-            Flow("pod to clusterIP after endpoints deleted", POD, "172.30.1.1", 80, "REJECT"),
-            Flow("external to LB after endpoints deleted", EXT, "1.2.3.4", 80, "REJECT"),
-        ],
+        endpoints_deleted_flows(),
     )
 
 # --- TestInternalExternalMasquerade -------------------------------------------------------------

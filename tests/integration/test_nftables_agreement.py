@@ -104,6 +104,7 @@ from support.flows import (
     EXT,
     POD,
     Flow,
+    endpoints_deleted_flows,
     external_policy_flows,
     load_balancer_flows,
     masquerade_flows,
@@ -313,10 +314,7 @@ for policy in ("Local", "Cluster"):
     ruleset(
         f"TestTerminatingEndpointsTrafficPolicy{policy}/endpoints deleted",
         partial(terminating_inputs, policy, None),
-        [
-            Flow("pod to clusterIP after endpoints deleted", POD, "172.30.1.1", 80, "REJECT"),
-            Flow("external to LB after endpoints deleted", EXT, "1.2.3.4", 80, "REJECT"),
-        ],
+        endpoints_deleted_flows(),
     )
 
 # --- TestInternalExternalMasquerade -------------------------------------------------------------

@@ -189,3 +189,12 @@ def load_balancer_flows() -> list[Flow]:
             for i, vip in ((1, "1.2.3.4"), (2, "5.6.7.8"))
         ),
     ]
+
+
+def endpoints_deleted_flows() -> list[Flow]:
+    """TestTerminatingEndpointsTrafficPolicy*'s last step in both kube-proxy tests: the EndpointSlice deleted,
+    the ClusterIP and the LB IP reject."""
+    return [
+        Flow("pod to clusterIP after endpoints deleted", POD, "172.30.1.1", 80, "REJECT"),
+        Flow("external to LB after endpoints deleted", EXT, "1.2.3.4", 80, "REJECT"),
+    ]
