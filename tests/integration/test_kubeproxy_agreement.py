@@ -91,6 +91,7 @@ from support.flows import (
     external_policy_flows,
     load_balancer_flows,
     masquerade_flows,
+    no_endpoints_flows,
     replay_setup,
 )
 
@@ -114,14 +115,7 @@ def rules_text(name: str) -> str:
 ruleset(
     "TestNoEndpointsReject",
     lambda: ([no_endpoints_service()], FAKE),
-    [
-        Flow("pod to cluster IP with no endpoints", POD, "172.30.0.41", 80, "REJECT"),
-        Flow("external to external IP with no endpoints", EXT, "192.168.99.11", 80, "REJECT"),
-        Flow("pod to NodePort with no endpoints", POD, TEST_NODE_IP, 3001, "REJECT"),
-        Flow("external to NodePort with no endpoints", EXT, TEST_NODE_IP, 3001, "REJECT"),
-        Flow("pod to LoadBalancer IP with no endpoints", POD, "1.2.3.4", 80, "REJECT"),
-        Flow("external to LoadBalancer IP with no endpoints", EXT, "1.2.3.4", 80, "REJECT"),
-    ],
+    no_endpoints_flows(),
 )
 
 # --- TestClusterIPGeneral -----------------------------------------------------------------------

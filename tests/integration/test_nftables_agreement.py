@@ -108,6 +108,7 @@ from support.flows import (
     external_policy_flows,
     load_balancer_flows,
     masquerade_flows,
+    no_endpoints_flows,
     replay_setup,
 )
 
@@ -157,14 +158,7 @@ NODE, NODE_ALT = TEST_NODE_IP, TEST_NODE_IP_ALT
 ruleset(
     "TestNoEndpointsReject",
     lambda: ([no_endpoints_service()], NFT_FAKE),
-    [
-        Flow("pod to cluster IP with no endpoints", POD, "172.30.0.41", 80, "REJECT"),
-        Flow("external to external IP with no endpoints", EXT, "192.168.99.11", 80, "REJECT"),
-        Flow("pod to NodePort with no endpoints", POD, NODE, 3001, "REJECT"),
-        Flow("external to NodePort with no endpoints", EXT, NODE, 3001, "REJECT"),
-        Flow("pod to LoadBalancer IP with no endpoints", POD, "1.2.3.4", 80, "REJECT"),
-        Flow("external to LoadBalancer IP with no endpoints", EXT, "1.2.3.4", 80, "REJECT"),
-    ],
+    no_endpoints_flows(),
 )
 
 # --- TestClusterIPGeneral -----------------------------------------------------------------------

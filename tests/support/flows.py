@@ -198,3 +198,16 @@ def endpoints_deleted_flows() -> list[Flow]:
         Flow("pod to clusterIP after endpoints deleted", POD, "172.30.1.1", 80, "REJECT"),
         Flow("external to LB after endpoints deleted", EXT, "1.2.3.4", 80, "REJECT"),
     ]
+
+
+def no_endpoints_flows() -> list[Flow]:
+    """TestNoEndpointsReject's flows, the same in kube-proxy's iptables and nftables tests: every address of a
+    Service without endpoints rejects."""
+    return [
+        Flow("pod to cluster IP with no endpoints", POD, "172.30.0.41", 80, "REJECT"),
+        Flow("external to external IP with no endpoints", EXT, "192.168.99.11", 80, "REJECT"),
+        Flow("pod to NodePort with no endpoints", POD, TEST_NODE_IP, 3001, "REJECT"),
+        Flow("external to NodePort with no endpoints", EXT, TEST_NODE_IP, 3001, "REJECT"),
+        Flow("pod to LoadBalancer IP with no endpoints", POD, "1.2.3.4", 80, "REJECT"),
+        Flow("external to LoadBalancer IP with no endpoints", EXT, "1.2.3.4", 80, "REJECT"),
+    ]
