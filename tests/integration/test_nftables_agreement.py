@@ -102,10 +102,12 @@ from support.cases import (
 )
 from support.flows import (
     EXT,
+    INTERNAL_POLICY_FLOWS,
     POD,
     Flow,
     endpoints_deleted_flows,
     external_policy_flows,
+    internal_policy_flows,
     load_balancer_flows,
     masquerade_flows,
     no_endpoints_flows,
@@ -226,23 +228,16 @@ for policy in ("Local", "Cluster"):
 
 # --- TestInternalTrafficPolicy ------------------------------------------------------------------
 
-ITP_FLOW = {  # variant of tests/kubeproxy_cases.py -> kube-proxy's flow name, output
-    "cluster": ("pod to ClusterIP hits all endpoints", "10.0.1.1:80, 10.0.1.2:80, 10.0.1.3:80"),
-    "local, one local endpoint": ("pod to ClusterIP hits only local endpoint", "10.0.1.1:80"),
-    "local, two local": ("pod to ClusterIP hits all local endpoints", "10.0.1.1:80, 10.0.1.2:80"),
-    "local, no local endpoints": ("no endpoints", "DROP"),
-}
-for variant, (flow_name, output) in ITP_FLOW.items():
-    ruleset(
-        f"TestInternalTrafficPolicy/{variant}",
-        lambda variant=variant: ([internal_policy_service(variant)], NFT_FAKE),
-        [Flow(flow_name, POD, "172.30.1.1", 80, output)],
-    )
-    ruleset(
-        f"TestInternalTrafficPolicy/{variant}/endpoints deleted",
-        lambda variant=variant: ([internal_policy_service(variant, with_endpoints=False)], NFT_FAKE),
-        [Flow("endpoints deleted", POD, "172.30.1.1", 80, "REJECT")],
-    )
+for variant in INTERNAL_POLICY_FLOWS:
+    for with_endpoints in (True, False):
+        ruleset(
+            f"TestInternalTrafficPolicy/{variant}" + ("" if with_endpoints else "/endpoints deleted"),
+            lambda variant=variant, with_endpoints=with_endpoints: (
+                [internal_policy_service(variant, with_endpoints=with_endpoints)],
+                NFT_FAKE,
+            ),
+            internal_policy_flows(variant, with_endpoints),
+        )
 
 # --- TestTerminatingEndpointsTrafficPolicyLocal / Cluster ---------------------------------------
 

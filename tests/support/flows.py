@@ -211,3 +211,21 @@ def no_endpoints_flows() -> list[Flow]:
         Flow("pod to LoadBalancer IP with no endpoints", POD, "1.2.3.4", 80, "REJECT"),
         Flow("external to LoadBalancer IP with no endpoints", EXT, "1.2.3.4", 80, "REJECT"),
     ]
+
+
+# TestInternalTrafficPolicy, the same in kube-proxy's iptables and nftables tests: variant of
+# support.cases.internal_policy_service -> kube-proxy's flow name, output.
+INTERNAL_POLICY_FLOWS = {
+    "cluster": ("pod to ClusterIP hits all endpoints", "10.0.1.1:80, 10.0.1.2:80, 10.0.1.3:80"),
+    "local, one local endpoint": ("pod to ClusterIP hits only local endpoint", "10.0.1.1:80"),
+    "local, two local": ("pod to ClusterIP hits all local endpoints", "10.0.1.1:80, 10.0.1.2:80"),
+    "local, no local endpoints": ("no endpoints", "DROP"),
+}
+
+
+def internal_policy_flows(variant: str, with_endpoints: bool = True) -> list[Flow]:
+    """The variant's flow, or after its EndpointSlice is deleted, the REJECT."""
+    if not with_endpoints:
+        return [Flow("endpoints deleted", POD, "172.30.1.1", 80, "REJECT")]
+    name, output = INTERNAL_POLICY_FLOWS[variant]
+    return [Flow(name, POD, "172.30.1.1", 80, output)]
