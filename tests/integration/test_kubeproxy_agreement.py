@@ -71,9 +71,7 @@ from support.cases import (
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
     cluster_ip_general_services,
-    external_policy_service,
     health_check_inputs,
-    internal_policy_service,
     load_balancer_service,
     masquerade_config,
     masquerade_services,
@@ -83,13 +81,10 @@ from support.cases import (
 )
 from support.flows import (
     EXT,
-    INTERNAL_POLICY_FLOWS,
     LO,
     POD,
     Flow,
     endpoints_deleted_flows,
-    external_policy_flows,
-    internal_policy_flows,
     load_balancer_flows,
     masquerade_flows,
     no_endpoints_flows,
@@ -172,27 +167,9 @@ ruleset(
     [Flow("HealthCheckNodePort no longer has any rule", "1.2.3.4", TEST_NODE_IP, 30000, "")],
 )
 
-# --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------
+# --- TestExternalTrafficPolicyLocal / Cluster, TestInternalTrafficPolicy --------------------------
 
-for policy in ("Local", "Cluster"):
-    ruleset(
-        f"TestExternalTrafficPolicy{policy}",
-        lambda policy=policy: ([external_policy_service(policy)], FAKE),
-        external_policy_flows(policy),
-    )
-
-# --- TestInternalTrafficPolicy ------------------------------------------------------------------
-
-for variant in INTERNAL_POLICY_FLOWS:
-    for with_endpoints in (True, False):
-        ruleset(
-            f"TestInternalTrafficPolicy/{variant}" + ("" if with_endpoints else "/endpoints deleted"),
-            lambda variant=variant, with_endpoints=with_endpoints: (
-                [internal_policy_service(variant, with_endpoints=with_endpoints)],
-                FAKE,
-            ),
-            internal_policy_flows(variant, with_endpoints),
-        )
+AGREEMENT.add_traffic_policy_rulesets(FAKE)
 
 # --- TestTerminatingEndpointsTrafficPolicyLocal -------------------------------------------------
 

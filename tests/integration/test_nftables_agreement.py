@@ -94,20 +94,15 @@ from support.cases import (
     TEST_NODE_IP,
     TEST_NODE_IP_ALT,
     cluster_ip_general_services,
-    external_policy_service,
-    internal_policy_service,
     load_balancer_service,
     masquerade_services,
     no_endpoints_service,
 )
 from support.flows import (
     EXT,
-    INTERNAL_POLICY_FLOWS,
     POD,
     Flow,
     endpoints_deleted_flows,
-    external_policy_flows,
-    internal_policy_flows,
     load_balancer_flows,
     masquerade_flows,
     no_endpoints_flows,
@@ -217,27 +212,9 @@ for variant, (addresses, alt_allowed) in NODE_PORTS_VARIANTS.items():
         ],
     )
 
-# --- TestExternalTrafficPolicyLocal / Cluster ---------------------------------------------------
+# --- TestExternalTrafficPolicyLocal / Cluster, TestInternalTrafficPolicy --------------------------
 
-for policy in ("Local", "Cluster"):
-    ruleset(
-        f"TestExternalTrafficPolicy{policy}",
-        lambda policy=policy: ([external_policy_service(policy)], NFT_FAKE),
-        external_policy_flows(policy),
-    )
-
-# --- TestInternalTrafficPolicy ------------------------------------------------------------------
-
-for variant in INTERNAL_POLICY_FLOWS:
-    for with_endpoints in (True, False):
-        ruleset(
-            f"TestInternalTrafficPolicy/{variant}" + ("" if with_endpoints else "/endpoints deleted"),
-            lambda variant=variant, with_endpoints=with_endpoints: (
-                [internal_policy_service(variant, with_endpoints=with_endpoints)],
-                NFT_FAKE,
-            ),
-            internal_policy_flows(variant, with_endpoints),
-        )
+AGREEMENT.add_traffic_policy_rulesets(NFT_FAKE)
 
 # --- TestTerminatingEndpointsTrafficPolicyLocal / Cluster ---------------------------------------
 

@@ -11,7 +11,8 @@ import pytest
 
 from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.replay.run import ReplayResult
-from support.flows import Flow, agree
+from support.cases import external_policy_service, internal_policy_service
+from support.flows import INTERNAL_POLICY_FLOWS, Flow, agree, external_policy_flows, internal_policy_flows
 
 Inputs = tuple[list[ServicePort], ProxyConfig]
 
@@ -26,6 +27,26 @@ class Agreement:
     def ruleset(self, name: str, inputs: Callable[[], Inputs] | None, flows: list[Flow]) -> None:
         self.inputs[name] = inputs
         self.flows[name] = flows
+
+    def add_traffic_policy_rulesets(self, config: ProxyConfig) -> None:
+        """TestExternalTrafficPolicyLocal / Cluster and TestInternalTrafficPolicy, whose inputs and flows kube-proxy's
+        iptables and nftables tests share, rendered with the mode's fake config."""
+        for policy in ("Local", "Cluster"):
+            self.ruleset(
+                f"TestExternalTrafficPolicy{policy}",
+                lambda policy=policy: ([external_policy_service(policy)], config),
+                external_policy_flows(policy),
+            )
+        for variant in INTERNAL_POLICY_FLOWS:
+            for with_endpoints in (True, False):
+                self.ruleset(
+                    f"TestInternalTrafficPolicy/{variant}" + ("" if with_endpoints else "/endpoints deleted"),
+                    lambda variant=variant, with_endpoints=with_endpoints: (
+                        [internal_policy_service(variant, with_endpoints=with_endpoints)],
+                        config,
+                    ),
+                    internal_policy_flows(variant, with_endpoints),
+                )
 
     def cases(
         self,
