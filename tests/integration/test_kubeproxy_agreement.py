@@ -2,7 +2,7 @@
 
 kube-proxy's iptables unit tests (pkg/proxy/iptables/proxier_test.go at kubernetes/kubernetes
 531be81208e2274ef42e72525a26610a9622bcdf) trace simulated packets through the rules with their
-iptablesTracer. Here the same Services, EndpointSlices and flags (tests/kubeproxy_cases.py) are
+iptablesTracer. Here the same Services, EndpointSlices and flags (tests/support/cases.py) are
 rendered with render_iptables(...).restore_text() (with the fake proxier's nfacct counters, whose
 objects lab.replay creates first as kube-proxy does), installed in a fresh node namespace, and every
 flow is a real TCP connection or UDP datagram (lab.replay.run.replay). What the kernel did is
@@ -31,7 +31,7 @@ The node is the fake proxier's:
   loadbalancer but will loop back with the source IP set to the VIP". So for those two flows the
   node also owns the VIP (Flow.node_also_has).
 
-Reading the kernel in kube-proxy's words (lab.replay.run does it; tests/kubeproxy_flows.agree compares):
+Reading the kernel in kube-proxy's words (lab.replay.run does it; support.flows.agree compares):
 - "ACCEPT" (a kube-proxy filter rule accepts the packet): with INPUT policy ACCEPT, a connection
   delivered to the node itself with a kube-proxy "-j ACCEPT" rule among the rules it moved;
 - "" (not NATed): the connection must really be delivered (to the node, or forwarded to the sink),

@@ -28,7 +28,7 @@ The node is the one of tests/integration/test_kubeproxy_agreement.py (read its d
   through the node's uplink; "same node to LBn, SNATted to LBn" comes from the node, which then owns
   the LB IP (Flow.node_also_has).
 
-The Services are those of tests/kubeproxy_cases.py (kube-proxy's iptables tests, which the
+The Services are those of tests/support/cases.py (kube-proxy's iptables tests, which the
 nftables tests copy), with NewFakeProxier's nftables flags; the terminating-endpoint cases of the
 nftables tests (Local and Cluster) and their flows are their own.
 

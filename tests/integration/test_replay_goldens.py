@@ -17,9 +17,9 @@ trace nothing.
 Each golden is replayed as the node running that kube-proxy holds it: the payload unchanged (nfacct and
 -m recent matches included; replay creates the nfacct objects as kube-proxy does), plus what
 `lab replay --add-kube-jumps VERSION` adds: kube-proxy's jumps from the built-in chains, and for 1.24
-kubelet's KUBE-MARK-DROP and KUBE-FIREWALL. The node is the fake proxier's (tests/kubeproxy_flows.py:
+kubelet's KUBE-MARK-DROP and KUBE-FIREWALL. The node is the fake proxier's (tests/support/flows.py:
 REPLAY_NODE_IPS, pod network 10.0.0.0/8); every flow is a real TCP connection, and what the kernel did is
-compared with kube-proxy's `output` and `masq` (tests/kubeproxy_flows.agree).
+compared with kube-proxy's `output` and `masq` (support.flows.agree).
 
 The flows (restated from TestTracePacket; the expected values are kube-proxy's):
 

@@ -6,7 +6,7 @@ The cases are ported from pkg/proxy/iptables/proxier_test.go at kubernetes/kuber
   kube-proxy's output is reordered by sortIPTablesRules and must then equal the expected text;
 - single-chain expectations compared as assertIPTablesChainEqual does.
 Its packet-flow tests (runPacketFlowTests) are not simulated here: they run on the real kernel in
-tests/integration/test_kubeproxy_agreement.py, from the same inputs (tests/kubeproxy_cases.py,
+tests/integration/test_kubeproxy_agreement.py, from the same inputs (tests/support/cases.py,
 which describes the fake proxier they mirror).
 """
 
