@@ -20,6 +20,15 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
+class Conntrack(Strict):
+    """kube-proxy's `conntrack` configuration (KubeProxyConntrackConfiguration): what it writes to the node's
+    netfilter sysctls on start. Unset timeouts leave the kernel's value, as kube-proxy does with 0."""
+
+    tcp_be_liberal: bool = Field(False, alias="tcpBeLiberal")
+    udp_timeout: int | None = Field(None, alias="udpTimeout", ge=1, le=86400)  # seconds
+    udp_stream_timeout: int | None = Field(None, alias="udpStreamTimeout", ge=1, le=86400)  # seconds
+
+
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
@@ -33,6 +42,7 @@ class Cluster(Strict):
     hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
     underlay: str = "192.168.56.0/24"
     br_netfilter: bool = Field(True, alias="brNetfilter")
+    conntrack: Conntrack = Conntrack()
 
     _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
 

@@ -239,6 +239,10 @@ class ClusterSpec:
     cni: Literal["bridge", "routed-tunnel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"  # routed-tunnel's device: auto = ipip if the kernel has it
     ipvs_bind_lb_ips: bool = True  # False: kube-proxy (ipvs) leaves LB IPs off kube-ipvs0 (TKE's patch)
+    # kube-proxy's conntrack configuration: tcpBeLiberal, and UDP timeouts in seconds (0: the kernel's own).
+    tcp_be_liberal: bool = False
+    udp_timeout: int = 0
+    udp_stream_timeout: int = 0
 
 
 @dataclass(frozen=True)

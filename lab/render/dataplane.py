@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
-from lab.render.kubeproxy.conntrack import Cleanup, cleanup
+from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
 from lab.render.kubeproxy.nftables import render_nftables
@@ -61,10 +61,12 @@ def _kernel() -> tuple[int, int]:
     return major, minor
 
 
-def _setup(route_localnet: bool) -> NodeSetup:
-    """kube-proxy sets route_localnet on start so NodePorts answer on 127.0.0.1 (iptables with localhost NodePorts,
-    ipvs up to 1.20; nftables never): the node has it from the start, before the rules that need it."""
-    return NodeSetup(((ROUTE_LOCALNET, "1"),) if route_localnet else ())
+def _setup(topo: Topology, route_localnet: bool) -> NodeSetup:
+    """What kube-proxy sets on start, before the rules that need it: its conntrack sysctls, and route_localnet so
+    NodePorts answer on 127.0.0.1 (iptables with localhost NodePorts, ipvs up to 1.20; nftables never)."""
+    cluster = topo.cluster
+    conntrack = start_sysctls(cluster.tcp_be_liberal, cluster.udp_timeout, cluster.udp_stream_timeout)
+    return NodeSetup(conntrack + (((ROUTE_LOCALNET, "1"),) if route_localnet else ()))
 
 
 def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
@@ -96,12 +98,13 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
             ipvs=virtual_servers,
             dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
             sysctls=sysctls,
-            setup=_setup(dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+            setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
         )
     if topo.cluster.proxy_mode == "nftables":
-        return NodeDataplane("nftables", nft=render_nftables(services, config, [node.ip], version).script())
+        script = render_nftables(services, config, [node.ip], version).script()
+        return NodeDataplane("nftables", nft=script, setup=_setup(topo, False))
     rendered = render_iptables(services, config, [node.ip], version)
-    return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(rendered.route_localnet))
+    return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet))
 
 
 def render(topo: Topology, previous: Topology | None = None) -> dict[str, NodeDataplane]:

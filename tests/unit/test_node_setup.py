@@ -1,7 +1,9 @@
-"""What render tells realize to set on each node before any rule: route_localnet where kube-proxy sets it."""
+"""What render tells realize to set on each node before any rule: route_localnet where kube-proxy sets it, and
+kube-proxy's conntrack sysctls."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,23 @@ def test_route_localnet_as_kube_proxy_sets_it(mode, version, route_localnet):
         HAIRPIN, {"proxyMode": [mode], "kubeVersion": [version], "hairpinMode": ["hairpin-veth"]}
     ).variants
     expected = ((ROUTE_LOCALNET, "1"),) if route_localnet else ()
-    assert {node: setup.sysctls for node, setup in setups(render(topo)).items()} == {
-        "node1": expected,
-        "node2": expected,
+    assert {node: dict(setup.sysctls).get(ROUTE_LOCALNET) for node, setup in setups(render(topo)).items()} == {
+        "node1": dict(expected).get(ROUTE_LOCALNET),
+        "node2": dict(expected).get(ROUTE_LOCALNET),
     }
+
+
+@pytest.mark.parametrize("mode", ["iptables", "ipvs", "nftables"])
+def test_conntrack_sysctls_as_kube_proxy_writes_them(mode, tmp_path):
+    """Its defaults always (24 h established, 1 h close-wait); tcp_be_liberal and UDP timeouts when set."""
+    (topo,) = load_scenario(
+        HAIRPIN, {"proxyMode": [mode], "kubeVersion": ["1.31"], "hairpinMode": ["hairpin-veth"]}
+    ).variants
+    sysctls = dict(setups(render(topo))["node1"].sysctls)
+    assert sysctls["net.netfilter.nf_conntrack_tcp_timeout_established"] == "86400"
+    assert sysctls["net.netfilter.nf_conntrack_tcp_timeout_close_wait"] == "3600"
+    assert "net.netfilter.nf_conntrack_tcp_be_liberal" not in sysctls
+    liberal = replace(topo, cluster=replace(topo.cluster, tcp_be_liberal=True, udp_timeout=60))
+    sysctls = dict(setups(render(liberal))["node1"].sysctls)
+    assert sysctls["net.netfilter.nf_conntrack_tcp_be_liberal"] == "1"
+    assert sysctls["net.netfilter.nf_conntrack_udp_timeout"] == "60"

@@ -9,7 +9,7 @@ import ipaddress
 import itertools
 
 from lab.describe import schema
-from lab.describe.releases import check_version
+from lab.describe.releases import check_option, check_version
 from lab.describe.resolve.checks import hosts
 from lab.describe.topology import ClusterSpec
 from lab.describe.yamlsrc import Source
@@ -24,6 +24,14 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
         if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
             raise src.error(("cluster", b), f"{nb} overlaps {a} {na}; the three networks must be disjoint")
+    ct = c.conntrack
+    for name, value in (
+        ("tcpBeLiberal", ct.tcp_be_liberal),
+        ("udpTimeout", ct.udp_timeout),
+        ("udpStreamTimeout", ct.udp_stream_timeout),
+    ):
+        if value and (problem := check_option(c.kube_version, ("conntrack", name))):
+            raise src.error(("cluster", "conntrack", name), problem)
     return ClusterSpec(
         proxy_mode=c.proxy_mode,
         kube_version=c.kube_version,
@@ -38,4 +46,7 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         cni=c.cni,
         tunnel=c.tunnel,
         ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
+        tcp_be_liberal=ct.tcp_be_liberal,
+        udp_timeout=ct.udp_timeout or 0,
+        udp_stream_timeout=ct.udp_stream_timeout or 0,
     )

@@ -27,7 +27,9 @@ CLUSTER_AXES = {
     "cni",
     "ipvsBindLoadBalancerIPs",
 }
+CONNTRACK_AXES = {"tcpBeLiberal"}  # fields of cluster.conntrack
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
+AXES = CLUSTER_AXES | CONNTRACK_AXES | SERVICE_AXES
 MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
 
 
@@ -108,10 +110,8 @@ class _MatrixAxis:
         return self.source.error(path, message)
 
     def check(self) -> None:
-        if self.name not in CLUSTER_AXES | SERVICE_AXES:
-            raise self.error(
-                None, f"unknown matrix axis; expected one of {', '.join(sorted(CLUSTER_AXES | SERVICE_AXES))}"
-            )
+        if self.name not in AXES:
+            raise self.error(None, f"unknown matrix axis; expected one of {', '.join(sorted(AXES))}")
         if not self.values:
             raise self.error(None, "needs at least one value")
         for k, value in enumerate(self.values):
@@ -146,6 +146,9 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
     if axis in CLUSTER_AXES:
         data.setdefault("cluster", {})[axis] = value
         return [("cluster", axis)]
+    if axis in CONNTRACK_AXES:
+        data.setdefault("cluster", {}).setdefault("conntrack", {})[axis] = value
+        return [("cluster", "conntrack", axis)]
     # externalTrafficPolicy only means something for Services with external frontends.
     types = (
         ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
@@ -160,7 +163,7 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
 
 def _axis_takes(axis: str, value: Axis) -> bool:
     """Whether a variant could give the axis this value: the field's own type and constraints decide."""
-    model = schema.Cluster if axis in CLUSTER_AXES else k8s.ServiceSpec
+    model = schema.Cluster if axis in CLUSTER_AXES else schema.Conntrack if axis in CONNTRACK_AXES else k8s.ServiceSpec
     info = next(f for f in model.model_fields.values() if f.alias == axis)
     kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
     try:

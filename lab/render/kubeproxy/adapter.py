@@ -52,4 +52,7 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
 
 def proxy_config(topo: Topology) -> ProxyConfig:
     cluster = topo.cluster
-    return ProxyConfig(cluster_cidr=cluster.cluster_cidr if cluster.kube_proxy_cluster_cidr else None)
+    return ProxyConfig(
+        cluster_cidr=cluster.cluster_cidr if cluster.kube_proxy_cluster_cidr else None,
+        conntrack_tcp_be_liberal=cluster.tcp_be_liberal,
+    )

@@ -117,3 +117,21 @@ def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
             frontends.setdefault(Frontend(None, port.node_port), set()).update(serving)
     reconcile = tuple((frontend, frozenset(ips)) for frontend, ips in frontends.items())
     return Cleanup(reconcile=reconcile, why=tuple(why))
+
+
+def start_sysctls(tcp_be_liberal: bool, udp_timeout: int, udp_stream_timeout: int) -> tuple[tuple[str, str], ...]:
+    """The netfilter sysctls kube-proxy writes on start, before it creates its proxier (cmd/kube-proxy/app
+    server_linux.go setupConntrack, then pkg/proxy/conntrack/sysctls.go): the established and close-wait TCP
+    timeouts of its defaults (24 h, 1 h), and tcp_be_liberal and the UDP timeouts when configured (#120354,
+    1.29). nf_conntrack_max is left out: a network namespace other than the host's cannot set it."""
+    sysctls = [
+        ("net.netfilter.nf_conntrack_tcp_timeout_established", "86400"),
+        ("net.netfilter.nf_conntrack_tcp_timeout_close_wait", "3600"),
+    ]
+    if tcp_be_liberal:
+        sysctls.append(("net.netfilter.nf_conntrack_tcp_be_liberal", "1"))
+    if udp_timeout:
+        sysctls.append(("net.netfilter.nf_conntrack_udp_timeout", str(udp_timeout)))
+    if udp_stream_timeout:
+        sysctls.append(("net.netfilter.nf_conntrack_udp_timeout_stream", str(udp_stream_timeout)))
+    return tuple(sysctls)
