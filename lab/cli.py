@@ -9,7 +9,7 @@ lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab down [--all]             remove namespaces recorded by killed runs (--all: by live runs too)
 lab doctor                   which kernel features and tools are present, and how to get the rest
-lab bench [FILE|--replay|--scale N,..]  time a scenario's stages, replay cases, or N Services per mode
+lab bench [FILE|--replay|--steps|--scale N,..]  time a scenario's stages, replay cases, a step, or N Services per mode
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
@@ -287,6 +287,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
+    if args.steps:
+        from lab.bench.steps import run_steps_bench
+        from lab.doctor import kernel_has
+
+        return run_steps_bench(
+            ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") else []), args.repeat, console
+        )
     if args.scale:
         from lab.bench.scale import run_scale_bench
         from lab.doctor import kernel_has
@@ -417,6 +424,12 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("file", nargs="?")
     bench.add_argument("--repeat", type=count(1000), default=5, help="runs to take the median of (5)")
     bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
+    bench.add_argument(
+        "--steps",
+        action="store_true",
+        help="time one change to a running 3-node cluster (a Deployment scaled down: kube-proxy's sync and "
+        "conntrack cleanup) per mode and era, against reloading the same rules",
+    )
     bench.add_argument(
         "--scale",
         type=_counts,

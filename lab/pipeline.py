@@ -111,7 +111,7 @@ def run_variant(
             for probe in topo.probes:
                 steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
-                    running, steps = run_steps(realized, running, probe, _kube_proxy_sync(realized))
+                    running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized))
                     session.rules_changed(running)
                 if only is not None and probe.name not in only:
                     continue
@@ -125,7 +125,7 @@ def run_variant(
     return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))
 
 
-def _kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
+def kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
     """kube-proxy's sync after a change, on every node: the rules its release writes for `after`, then its
     conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and deleted, per node."""
 

@@ -19,7 +19,9 @@ from lab.describe.topology import Topology
 from lab.pipeline import Timing, cannot_run, run_variant
 from lab.realize.runs import new_prefix, release, remove_namespaces
 
-DEFAULT = Path(__file__).resolve().parent.parent / "topologies" / "nodeport-source-ip.yaml"
+# The catalogue at the repository root (lab/bench/stages.py -> lab/bench -> lab -> root).
+CATALOGUE = Path(__file__).resolve().parents[2] / "topologies"
+DEFAULT = CATALOGUE / "nodeport-source-ip.yaml"
 
 
 def counts(topo: Topology) -> tuple[int, int]:
@@ -105,7 +107,7 @@ def run_replay_bench(repeat: int, console: Console) -> int:
     from lab.replay.env import Setup
     from lab.replay.run import replay
 
-    scenario = Path(__file__).resolve().parent.parent / "topologies" / "lb-local-from-pods.yaml"
+    scenario = CATALOGUE / "lb-local-from-pods.yaml"
     rules = node_dataplane(load_scenario(scenario).variants[0], "node2").iptables
     table = Table(title=f"lab replay — report 1's node2 rules, median of {repeat}")
     for column in ("case", "output", "attempts", "seconds"):
