@@ -228,6 +228,9 @@ class Probe(Strict):
     # A fixed source port: probes from the same actor and port to the same destination continue one flow (the
     # same conntrack entry while it lives), as a statsd or DNS client that keeps its socket does.
     source_port: int | None = Field(None, alias="sourcePort", ge=1, le=65535)
+    # A crafted packet on the probe's connection (TCP): outOfWindow = the backend's side sends a segment far
+    # outside the client's window once the connection is established (kubernetes#74839).
+    craft: Literal["outOfWindow"] | None = None
     before: list[Step] = []
 
 

@@ -222,6 +222,7 @@ class ProbeSpec:
     attempts: int = 1  # connections to send (each from a new source port); every one is judged
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
     source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
+    craft: str = ""  # "outOfWindow": a crafted segment on the established connection (lab/probe/craft.py)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,17 @@ class Listener:
     protocol: str  # TCP | UDP
     # Answer from addresses the namespace does not own (a sink that accepts every destination).
     transparent: bool = False
+    # TCP: keep each connection open after the first answer and answer every line the client sends on it, until
+    # the client closes (a connection that lasts, for probes that act on it while it is established).
+    hold: bool = False
+
+
+@dataclass(frozen=True)
+class _Held:
+    """An accepted connection kept open, with the listener that accepted it."""
+
+    listener: Listener
+    peer: tuple[str, int]
 
 
 class EchoServers(SocketLoop):
@@ -97,15 +108,34 @@ class EchoServers(SocketLoop):
         control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
         sock.sendmsg([reply], control, 0, peer)
 
-    def handle(self, sock: socket.socket, listener: Listener) -> None:
+    def handle(self, sock: socket.socket, data: Listener | _Held) -> None:
         try:
-            if listener.protocol == "TCP":
+            if isinstance(data, _Held):
+                self._answer_held(sock, data)
+            elif data.protocol == "TCP":
                 conn, peer = sock.accept()
+                if data.hold:
+                    conn.sendall(self._record(data, conn.getsockname(), peer))
+                    self.register(conn, _Held(data, peer))
+                    return
                 with conn:
                     conn.settimeout(1)
-                    conn.sendall(self._record(listener, conn.getsockname(), peer))
+                    conn.sendall(self._record(data, conn.getsockname(), peer))
             else:
-                self._answer_datagram(listener, sock)
+                self._answer_datagram(data, sock)
         except OSError:
             # A client that gave up (reset, unreachable reply path) must not stop the other backends.
             return
+
+    def _answer_held(self, conn: socket.socket, held: _Held) -> None:
+        """A line on a held connection is answered like a new connection; its end (or a reset) closes it."""
+        try:
+            data = conn.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self.unregister(conn)
+            conn.close()
+            return
+        for _ in range(data.count(b"\n")):
+            conn.sendall(self._record(held.listener, conn.getsockname(), held.peer))

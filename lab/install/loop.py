@@ -24,6 +24,10 @@ class SocketLoop:
         self._sockets[sock] = data
         self._selector.register(sock, selectors.EVENT_READ, data)
 
+    def unregister(self, sock: socket.socket) -> None:
+        self._selector.unregister(sock)
+        self._sockets.pop(sock, None)
+
     def start(self) -> None:
         self._thread.start()
 

@@ -107,7 +107,7 @@ def _queued_icmp(sock: socket.socket) -> IcmpError | None:
     return None
 
 
-def _read_reply(sock: socket.socket) -> dict[str, str]:
+def read_reply(sock: socket.socket) -> dict[str, str]:
     data = b""
     while not data.endswith(b"\n"):
         chunk = sock.recv(4096)
@@ -124,7 +124,7 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
         local = "{}:{}".format(*sock.getsockname())
         if protocol == "UDP":
             sock.send(b"probe\n")
-        reply = _read_reply(sock)
+        reply = read_reply(sock)
     except TimeoutError:
         return ClientResult("dropped", error="no answer before the timeout", local=local)
     except OSError as exc:
@@ -138,23 +138,31 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
     return ClientResult("delivered", reply=reply, local=local)
 
 
+def open_connection(netns: str, dst_ip: str, dst_port: int, timeout: float) -> tuple[socket.socket, ClientResult]:
+    """A TCP connection from netns that stays open after the backend's first answer (the caller closes it), and
+    that answer, or what came instead."""
+    sock = in_netns(netns, lambda: _socket(socket.SOCK_STREAM, None, 0))
+    sock.settimeout(timeout)
+    return sock, _attempt(sock, (dst_ip, dst_port), "TCP")
+
+
+def _socket(kind: int, bind: str | None, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, kind)
+    sock.setsockopt(SOL_IP, IP_RECVERR, 1)
+    if port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if bind or port:
+        sock.bind((bind or "0.0.0.0", port))
+    return sock
+
+
 def send(
     netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, bind: str | None = None, port: int = 0
 ) -> ClientResult:
     """Open a real connection (or send one datagram) from netns, from address `bind` and source `port` if given
     (a fixed port continues the flow an earlier probe from it started)."""
     kind = socket.SOCK_STREAM if protocol.upper() == "TCP" else socket.SOCK_DGRAM
-
-    def make() -> socket.socket:
-        sock = socket.socket(socket.AF_INET, kind)
-        sock.setsockopt(SOL_IP, IP_RECVERR, 1)
-        if port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if bind or port:
-            sock.bind((bind or "0.0.0.0", port))
-        return sock
-
-    sock = in_netns(netns, make)
+    sock = in_netns(netns, lambda: _socket(kind, bind, port))
     with sock:
         sock.settimeout(timeout)
         return _attempt(sock, (dst_ip, dst_port), protocol.upper())

@@ -22,6 +22,7 @@ from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
+from lab.probe.craft import OUT_OF_WINDOW, HeldConnection, Segment, next_from, send_out_of_window
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
@@ -59,8 +60,10 @@ def listeners(realized: Realized) -> list[Listener]:
             for ep in port.endpoints:
                 wanted[ep.pod].add((ep.port, port.protocol))
     pods = {p.name: p for p in topo.pods}
+    # A crafted segment needs a connection that stays established: then every TCP backend holds its connections.
+    hold = any(probe.craft for probe in topo.probes)
     return [
-        Listener(name, pods[name].node, realized.ns_of(name), port, proto)
+        Listener(name, pods[name].node, realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
         for name, ports in wanted.items()
         for port, proto in sorted(ports)
     ]
@@ -127,7 +130,11 @@ class ProbeSession:
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
         source = self.realized.ns_of(probe.source)
-        result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=probe.source_port)
+        crafted, reached = "", True
+        if probe.craft:
+            result, crafted, reached = self._out_of_window(probe, frames_mark)
+        else:
+            result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=probe.source_port)
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
@@ -151,6 +158,11 @@ class ProbeSession:
         )
         if outcome == "dropped" and (followed := self._followed(flow)):
             explanation = f"{followed}; {explanation}"
+        if crafted and not reached:
+            drops = [f"{node} by {hit}" for node, hit in hits if hit.verdict == "DROP"]
+            crafted += f", dropped on {drops[-1]}" if drops else ""
+        if crafted:
+            explanation = f"{crafted}; then: {explanation}" if explanation else crafted
         return Observation(
             outcome=outcome,
             backend=backend,
@@ -166,6 +178,30 @@ class ProbeSession:
             entry=next((f.actor for f in frames if f.summary()), None),
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in flow),
         )
+
+    def _out_of_window(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool]:
+        """Open a connection that stays established, have the backend's side send a segment far outside the
+        client's window (lab/probe/craft.py), then send one more request on the connection: its result, what
+        became of the crafted segment, and whether it reached the client."""
+        held = HeldConnection(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, self.timeout)
+        try:
+            first = held.first
+            if first.outcome != "delivered" or not first.reply:
+                return first, "the connection was never established: nothing to craft on", True
+            (b_ip, b_port), (c_ip, c_port) = (_address(first.reply[k]) for k in ("local", "peer"))
+            time.sleep(0.05)  # the backend's answer reaches the captures
+            following = next_from(self.captures.since(frames_mark), b_ip, b_port, c_ip, c_port)
+            if following is None:
+                return first, "the backend's answer was not captured: its sequence numbers are unknown", True
+            mark = self.captures.mark()
+            send_out_of_window(self.realized.ns_of(first.reply["backend"]), b_ip, b_port, c_ip, c_port, *following)
+            time.sleep(0.2)
+            said, reached = _crafted_fate(
+                self.captures.since(mark), (following[0] + OUT_OF_WINDOW) % (1 << 32), c_ip, self.names
+            )
+            return held.again(), said, reached
+        finally:
+            held.close()
 
     def _flow_entries(self, probe: ProbeSpec) -> list[tuple[str, Entry]]:
         """The conntrack entries of the probe's flow (its fixed source port) on every node."""
@@ -313,3 +349,32 @@ def _explain(
         said = "the backend received it, but its answer never reached the client"
         return f"{said}: {lost(seen[-1], hits)}" if seen else said
     return lost(seen[-1], hits) if seen else "never seen on any node interface"
+
+
+def _address(text: str) -> tuple[str, int]:
+    ip, _, port = text.rpartition(":")
+    return ip, int(port)
+
+
+def _crafted_fate(frames: list[Frame], seq: int, client: str, names: dict[str, str]) -> tuple[str, bool]:
+    """Where the crafted segment (its sequence number `seq`) was seen last, with which source, and whether the
+    client answered it with a RST; and whether it reached the client."""
+    seen = [(f, seg) for f in frames if (seg := Segment.of(f)) and seg.seq == seq and seg.payload]
+    if not seen:
+        return "the crafted out-of-window segment was never seen on a node interface", False
+    last, seg = seen[-1]
+    source = f"{seg.src}:{seg.sport}" + (f" ({names[seg.src]})" if seg.src in names else "")
+    at_client = seg.dst == client and last.outgoing
+    where = (
+        f"reached the client from {source}"
+        if at_client
+        else f"was last seen {last.where} ({last.summary()}): it did not reach the client"
+    )
+    said = f"the crafted out-of-window segment {where}"
+    rst = next(
+        (f for f in frames if (s := Segment.of(f)) and s.flags & 0x04 and f.addresses and f.addresses[0] == client),
+        None,
+    )
+    if rst is not None:
+        said += f"; the client answered it with a RST ({rst.where}: {rst.summary()})"
+    return said, at_client

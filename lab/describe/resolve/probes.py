@@ -33,6 +33,12 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
             )
         dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo)
+        if p.craft and (p.protocol or protocol) != "TCP":
+            raise src.error(
+                (*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP"
+            )
+        if p.craft and p.attempts != 1:
+            raise src.error((*path, "attempts"), f"craft: {p.craft} holds one connection: leave attempts out")
         probes.append(
             ProbeSpec(
                 name=p.name,
@@ -46,6 +52,7 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 attempts=p.attempts,
                 before=before,
                 source_port=p.source_port or 0,
+                craft=p.craft or "",
             )
         )
     unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])

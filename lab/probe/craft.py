@@ -1,0 +1,106 @@
+"""Crafted packets: what a socket cannot send, built with scapy and sent from inside an actor's namespace.
+
+`craft: outOfWindow` reproduces kubernetes#74839: on a TCP connection to a Service that is established and
+stays open, the backend's side sends a segment far outside the client's receive window, as a late
+retransmission or a duplicate looks to conntrack. Where the node's conntrack takes it for INVALID, it is not
+reverse-NATed: without kube-proxy's INVALID drop it reaches the client from the pod's own address, the client's
+kernel knows no such connection and answers with a RST, and that RST resets the backend's end, so the next
+request on the connection fails ("connection reset by peer"). kube-proxy's drop rule, or
+nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the connection alive.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+from lab.probe.capture import Frame
+from lab.probe.client import ClientResult, classify, open_connection, read_reply
+from lab.realize.enter import in_netns
+
+OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The TCP fields of a captured IPv4 frame."""
+
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: int  # bytes of data
+
+    @classmethod
+    def of(cls, frame: Frame) -> Segment | None:
+        data = frame.data
+        if frame.addresses is None or data[23] != 6:
+            return None
+        l4 = 14 + (data[14] & 0x0F) * 4
+        if len(data) < l4 + 20:
+            return None
+        total = struct.unpack_from("!H", data, 16)[0]
+        sport, dport, seq, ack, offset, flags = struct.unpack_from("!HHIIBB", data, l4)
+        payload = total - (data[14] & 0x0F) * 4 - (offset >> 4) * 4
+        src, dst = frame.addresses
+        return cls(src, dst, sport, dport, seq, ack, flags, payload)
+
+
+def next_from(frames: list[Frame], src: str, sport: int, dst: str, dport: int) -> tuple[int, int] | None:
+    """(the sequence number the sender uses next, the acknowledgement it sends) from the last segment of
+    src:sport → dst:dport captured."""
+    for frame in reversed(frames):
+        seg = Segment.of(frame)
+        if seg and (seg.src, seg.sport, seg.dst, seg.dport) == (src, sport, dst, dport):
+            return (seg.seq + seg.payload + (1 if seg.flags & 0x03 else 0)) % (1 << 32), seg.ack
+    return None
+
+
+def send_out_of_window(netns: str, src: str, sport: int, dst: str, dport: int, seq: int, ack: int) -> None:
+    """A PSH/ACK segment with data, its sequence number OUT_OF_WINDOW past `seq`, from src:sport to dst:dport,
+    sent through a raw socket made in `netns` (the kernel routes it and fills nothing in)."""
+    from scapy.layers.inet import IP, TCP
+    from scapy.packet import Raw
+
+    packet = bytes(
+        IP(src=src, dst=dst)
+        / TCP(sport=sport, dport=dport, flags="PA", seq=(seq + OUT_OF_WINDOW) % (1 << 32), ack=ack, window=502)
+        / Raw(b"a late retransmission\n")
+    )
+
+    def send() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
+            sock.sendto(packet, (dst, 0))
+
+    in_netns(netns, send)
+
+
+class HeldConnection:
+    """A client's TCP connection that stays open: the backend's first answer, then one more request later."""
+
+    def __init__(self, netns: str, dst_ip: str, dst_port: int, timeout: float) -> None:
+        self.sock, self.first = open_connection(netns, dst_ip, dst_port, timeout)
+
+    def again(self) -> ClientResult:
+        """Another request on the same connection: answered, reset, or nothing."""
+        local = "{}:{}".format(*self.sock.getsockname())
+        try:
+            self.sock.send(b"again\n")
+            reply = read_reply(self.sock)
+        except TimeoutError:
+            return ClientResult("dropped", error="no answer on the open connection before the timeout", local=local)
+        except OSError as exc:
+            seen = classify(exc.errno or 0, None, "TCP")
+            if seen is None:
+                raise
+            return ClientResult(seen[0], error=seen[1], local=local)
+        if not reply:
+            return ClientResult("closed", error="the backend closed the connection (FIN)", local=local)
+        return ClientResult("delivered", reply=reply, local=local)
+
+    def close(self) -> None:
+        self.sock.close()
