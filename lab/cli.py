@@ -33,6 +33,7 @@ from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import axis_text
 from lab.install.tools import InstallError
 from lab.probe.capture import pcap_dir
+from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
 from lab.vm.cli import add_commands
 
@@ -448,7 +449,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     try:
         sys.exit(args.func(args))
-    except (ScenarioError, InstallError, NamespaceError) as exc:
+    except (ScenarioError, InstallError, NamespaceError, EvidenceError) as exc:
         err.print(_error_text(exc), highlight=False)
         sys.exit(2)
     except KeyboardInterrupt as exc:

@@ -17,7 +17,8 @@ from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
 from lab.probe.session import Observation, ProbeSession
 from lab.realize.build import Realized, realize
-from lab.render.dataplane import conntrack_cleanups, render, setups
+from lab.render.dataplane import conntrack_cleanups, host_kernel, render, setups
+from lab.render.kubeproxy.versions import Release
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ def cannot_run(topo: Topology) -> str:
     mode = topo.cluster.proxy_mode
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem
+    least = Release.of(topo.cluster.kube_version).nft_kernel_minimum if mode == "nftables" else None
+    if least and (kernel := host_kernel()) < least:
+        return (
+            f"kube-proxy {topo.cluster.kube_version}'s nftables mode refuses to start on kernel "
+            f"{kernel[0]}.{kernel[1]}: it needs {least[0]}.{least[1]} (kubernetes#124152; "
+            "nftables.skipKernelVersionCheck is not modelled)"
+        )
     if mode == "ipvs":
         for feature in ("ip_vs", "dummy"):
             if not kernel_has(feature):

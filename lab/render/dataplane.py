@@ -56,7 +56,8 @@ class NodeDataplane:
         return "".join(f"# ---- {tool}\n{body.rstrip()}\n" for tool, body in parts)
 
 
-def _kernel() -> tuple[int, int]:
+def host_kernel() -> tuple[int, int]:
+    """The running kernel's (major, minor)."""
     major, minor, *_ = (int(p) for p in platform.release().split("-")[0].split(".")[:2] + ["0"])
     return major, minor
 
@@ -73,7 +74,7 @@ def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
     node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
-    return render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=_kernel())
+    return render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=host_kernel())
 
 
 def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:

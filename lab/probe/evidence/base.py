@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+class EvidenceError(RuntimeError):
+    """The kernel's evidence could not be read (a tracer that never answered): the run cannot say which rules
+    acted, and stops rather than report without them."""
+
+
 @dataclass(frozen=True)
 class RuleHit:
     table: str

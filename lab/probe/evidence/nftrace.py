@@ -8,6 +8,7 @@ marker datagram through the same hooks and waits for its event: everything befor
 
 from __future__ import annotations
 
+import platform
 import re
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.install.tools import nft_apply, require
-from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.realize.enter import in_netns
 
 TRACE_TABLE = """\
@@ -113,7 +114,9 @@ class TraceEvidence:
         self._reader = threading.Thread(target=self._read, name=f"nftrace:{netns}", daemon=True)
         self._reader.start()
         self._marker = 0
-        self.barrier()  # the monitor is subscribed once its first marker comes back
+        # The monitor is subscribed once its first marker comes back: starting `nft monitor` can take seconds on
+        # an emulated (lab vm, TCG) and busy machine, later markers only the time a packet takes.
+        self.barrier(timeout=20.0)
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
@@ -143,7 +146,11 @@ class TraceEvidence:
             while not any(needle in line for line in self._lines[-50:]):
                 now = time.monotonic()
                 if now >= deadline:
-                    raise TimeoutError(f"nft monitor trace in {self.netns} did not report the marker")
+                    raise EvidenceError(
+                        f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
+                        f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
+                        "acted cannot be read"
+                    )
                 if now >= next_send:  # until the monitor has subscribed, markers go unseen: resend
                     in_netns(self.netns, send)
                     next_send = now + 0.05

@@ -343,6 +343,12 @@ class Release:
     # --- nftables mode ---------------------------------------------------------------------------------
 
     @property
+    def nft_kernel_minimum(self) -> tuple[int, int] | None:
+        """nftables mode refuses to start on a kernel older than 5.13 unless nftables.skipKernelVersionCheck is set
+        (#124152, as the mode went beta, #124383, 1.31; that 1.30's alpha did not check is INFERRED)."""
+        return (5, 13) if self.minor >= 31 else None
+
+    @property
     def nft_element_storage(self) -> bool:
         """nftElementStorage (#126013, 1.31): set/map flushes at the end of setupNFTables (in another order),
         the firewall rule written after the external chain, no comment on firewall-ips elements."""
