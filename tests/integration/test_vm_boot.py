@@ -48,6 +48,9 @@ def test_lab_vm_run_exits_with_the_commands_status():
     assert "exit 3" in proc.stderr
 
 
+IPVS_SUITE_LIMIT = 2700  # seconds: the whole `-m ipvs` run under emulation, not a speed target
+
+
 @pytest.mark.skipif(os.environ.get("LAB_VM") == "1", reason="already inside a lab vm guest")
 def test_every_ipvs_test_passes_under_the_stock_kernel():
     """What this kernel skips for lack of ip_vs (`-m ipvs`: ipvs scenario variants and load tests) runs here."""
@@ -56,7 +59,8 @@ def test_every_ipvs_test_passes_under_the_stock_kernel():
     if kernel_has("ip_vs") and kernel_has("dummy"):
         pytest.skip("this kernel has ip_vs and dummy: the ipvs tests run natively")
     argv = [str(REPO / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "-m", "ipvs"]
-    result = run_in_vm(argv, cwd=REPO, timeout=900)
+    # 111 items take 330 s on a 2-core VM with TCG; CI's machine was seen 3x slower and cut a 900 s limit short.
+    result = run_in_vm(argv, cwd=REPO, timeout=IPVS_SUITE_LIMIT)
     summary = result.output.strip().splitlines()[-1] if result.output.strip() else ""
     assert result.exit_status == 0, result.output[-5000:]
     assert " passed" in summary and "skipped" not in summary and "failed" not in summary, summary
