@@ -119,9 +119,13 @@ def run_variant(
             for probe in topo.probes:
                 steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
+                    session.note(f"steps before {probe.name}: {'; '.join(map(str, probe.before))}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized))
                     session.rules_changed(running)
+                    session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
+                    if probe.keep_every:  # the flow it keeps goes on for later probes to check
+                        session.run(probe)
                     continue
                 observed, verdict = run_probe(session, probe, topo)
                 result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
@@ -138,8 +142,7 @@ def kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool], 
     conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and deleted, per node."""
 
     def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
-        install(realized, render(after, previous=before), resync=True)
-        said = []
+        said = list(install(realized, render(after, previous=before), resync=True))
         for node, plan in conntrack_cleanups(before, after, restart).items():
             deleted = apply_cleanup(realized.namespaces[node], plan)
             said += [f"{node}: {line}" for line in (*plan.why, *deleted)]

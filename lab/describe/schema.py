@@ -219,8 +219,8 @@ class Step(Conditional):
 
 class Probe(Strict):
     name: str
-    source: str = Field(alias="from")
-    to: Target
+    source: str | None = Field(None, alias="from")
+    to: Target | None = None
     protocol: Literal["TCP", "UDP"] | None = None
     expect: Expectation | list[Expectation]
     why: str = ""
@@ -231,7 +231,44 @@ class Probe(Strict):
     # A crafted packet on the probe's connection (TCP): outOfWindow = the backend's side sends a segment far
     # outside the client's window once the connection is established (kubernetes#74839).
     craft: Literal["outOfWindow"] | None = None
+    # The probe's connection stays open after it and exchanges on its own every `every` ms (TCP: a request on the
+    # established connection; UDP: a datagram from the same source port) while later steps and probes run.
+    keep: bool = False
+    every: int | None = Field(None, ge=20, le=10000)
+    # Check the flow the earlier probe of this name kept: one more exchange on it, and what it met since.
+    flow: str | None = None
     before: list[Step] = []
+
+    @model_validator(mode="after")
+    def _flow_or_target(self) -> Probe:
+        if self.flow is not None:
+            given = [name for name, value in _FLOW_INHERITS if getattr(self, value) not in (None, 1, False)]
+            if given:
+                raise ValueError(
+                    f"a probe with `flow:` checks the flow it names, from that probe's source to its target: "
+                    f"leave out {', '.join(given)}"
+                )
+        elif self.source is None or self.to is None:
+            raise ValueError("a probe needs `from:` and `to:` (or `flow: NAME` to check a flow an earlier probe kept)")
+        if self.every is not None and not self.keep:
+            raise ValueError("`every` goes with `keep: true`")
+        if self.keep and self.attempts != 1:
+            raise ValueError("`keep: true` keeps one connection: leave attempts out")
+        if self.keep and self.craft:
+            raise ValueError("`craft` acts on a connection of its own: it cannot be kept")
+        return self
+
+
+# What a flow check takes from the probe that kept the flow: (field as written, attribute).
+_FLOW_INHERITS = (
+    ("from", "source"),
+    ("to", "to"),
+    ("protocol", "protocol"),
+    ("sourcePort", "source_port"),
+    ("attempts", "attempts"),
+    ("craft", "craft"),
+    ("keep", "keep"),
+)
 
 
 MatrixValue = str | bool

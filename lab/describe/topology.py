@@ -223,6 +223,8 @@ class ProbeSpec:
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
     source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
     craft: str = ""  # "outOfWindow": a crafted segment on the established connection (lab/probe/craft.py)
+    keep_every: int = 0  # ms: the connection stays open, exchanging every keep_every ms (0: closed after)
+    flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from lab.realize.enter import write_sysctls
 from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
 
 
-def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> None:
+def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> tuple[str, ...]:
     """Load a node's dataplane with the real tools, in the order kube-proxy needs them. resync: kube-proxy's
     next sync after the API changed, replacing what an earlier sync wrote (the rules and sets as a whole, which
     is what kube-proxy's diffing leaves too; IPVS by the changes render computed, so that connections to
-    unchanged real servers live on)."""
+    unchanged real servers live on). What it says: the real servers ipvs' graceful termination keeps or ends."""
     if plane.mode == "ipvs":
         device = [f"addr flush dev {IPVS_DEVICE}"] if resync else [f"link add {IPVS_DEVICE} type dummy"]
         ip_batch(
@@ -25,33 +25,47 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
         ipset_restore_all(ns, plane.ipsets, replace=resync)
     if plane.mode == "nftables":
         nft_apply(ns, ("delete table ip kube-proxy\n" if resync else "") + plane.nft)
-        return
+        return ()
     iptables_restore(ns, plane.iptables, backend)
+    said: tuple[str, ...] = ()
     if plane.mode == "ipvs":
         if plane.ipvs:
             ipvsadm_restore(ns, plane.ipvs, clear=not resync)
         if resync:
-            _end_graceful_terminations(ns)
+            said = _graceful_terminations(ns)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
+    return said
 
 
-def _end_graceful_terminations(ns: str) -> None:
+def _graceful_terminations(ns: str) -> tuple[str, ...]:
     """kube-proxy's graceful termination check: a real server left at weight 0 is deleted once it has no
-    active and no inactive connection (`ipvsadm -Ln`: Weight ActiveConn InActConn)."""
-    service = ""
+    active and no inactive connection (`ipvsadm -Ln`: Weight ActiveConn InActConn), and kept while it has."""
+    service, said = "", []
     for line in run_command(ns, ("ipvsadm", "-Ln")).splitlines():
         words = line.split()
         if words[:1] in (["TCP"], ["UDP"], ["SCTP"]):
             service = f"{_SERVICE_FLAG[words[0]]} {words[1]}"
-        elif words[:1] == ["->"] and len(words) >= 6 and words[3:6] == ["0", "0", "0"]:
-            run_command(ns, ("ipvsadm", "-d", *service.split(), "-r", words[1]))
+        elif words[:1] == ["->"] and len(words) >= 6 and words[3] == "0":
+            where = f"real server {words[1]} of {service.split()[1]}"
+            if words[4:6] == ["0", "0"]:
+                run_command(ns, ("ipvsadm", "-d", *service.split(), "-r", words[1]))
+                said.append(f"ipvs graceful termination: {where} deleted, no connection left")
+            else:
+                said.append(
+                    f"ipvs graceful termination: {where} kept at weight 0 while it has connections "
+                    f"({words[4]} active, {words[5]} inactive)"
+                )
+    return tuple(said)
 
 
 _SERVICE_FLAG = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 
 
-def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> None:
-    """Each node's rendered dataplane, loaded into the node."""
+def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> tuple[str, ...]:
+    """Each node's rendered dataplane, loaded into the node; what the loads said, per node."""
+    said = []
     for node, plane in planes.items():
-        load(realized.namespaces[node], plane, realized.topology.cluster.iptables_backend, resync)
+        lines = load(realized.namespaces[node], plane, realized.topology.cluster.iptables_backend, resync)
+        said += [f"{node}: {line}" for line in lines]
+    return tuple(said)

@@ -96,11 +96,14 @@ def classify(err: int, icmp: IcmpError | None, protocol: str) -> tuple[str, str]
 
 
 def _queued_icmp(sock: socket.socket) -> IcmpError | None:
+    timeout = sock.gettimeout()
     sock.setblocking(False)  # the error queue is read as it is, never waited on
     try:
         _, ancillary, _, _ = sock.recvmsg(512, 512, socket.MSG_ERRQUEUE)
     except BlockingIOError:
         return None
+    finally:
+        sock.settimeout(timeout)  # a kept socket goes on as it was
     for level, kind, data in ancillary:
         if level == SOL_IP and kind == IP_RECVERR:
             return parse_extended_error(data)
@@ -118,32 +121,49 @@ def read_reply(sock: socket.socket) -> dict[str, str]:
 
 
 def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> ClientResult:
-    local = ""
     try:
         sock.connect(dst)
-        local = "{}:{}".format(*sock.getsockname())
-        if protocol == "UDP":
-            sock.send(b"probe\n")
+    except TimeoutError:
+        return ClientResult("dropped", error="no answer before the timeout")
+    except OSError as exc:
+        return _failed(sock, exc, protocol, "")
+    # A TCP backend answers the new connection by itself; a UDP one answers a datagram.
+    return exchange(sock, protocol, b"probe\n" if protocol == "UDP" else b"")
+
+
+def exchange(sock: socket.socket, protocol: str, line: bytes = b"again\n") -> ClientResult:
+    """Send `line` (nothing if empty) on a connected socket and read the answer, or what came instead."""
+    local = "{}:{}".format(*sock.getsockname())
+    try:
+        if line:
+            sock.send(line)
         reply = read_reply(sock)
     except TimeoutError:
         return ClientResult("dropped", error="no answer before the timeout", local=local)
     except OSError as exc:
-        icmp = _queued_icmp(sock)
-        seen = classify(exc.errno or 0, icmp, protocol)
-        if seen is None:
-            raise
-        return ClientResult(seen[0], error=seen[1], local=local, icmp=icmp)
+        return _failed(sock, exc, protocol, local)
     if not reply:
         return ClientResult("closed", error="the connection was closed (FIN) without an answer", local=local)
     return ClientResult("delivered", reply=reply, local=local)
 
 
-def open_connection(netns: str, dst_ip: str, dst_port: int, timeout: float) -> tuple[socket.socket, ClientResult]:
-    """A TCP connection from netns that stays open after the backend's first answer (the caller closes it), and
-    that answer, or what came instead."""
-    sock = in_netns(netns, lambda: _socket(socket.SOCK_STREAM, None, 0))
+def _failed(sock: socket.socket, exc: OSError, protocol: str, local: str) -> ClientResult:
+    icmp = _queued_icmp(sock)
+    seen = classify(exc.errno or 0, icmp, protocol)
+    if seen is None:
+        raise exc
+    return ClientResult(seen[0], error=seen[1], local=local, icmp=icmp)
+
+
+def open_socket(
+    netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, port: int = 0
+) -> tuple[socket.socket, ClientResult]:
+    """A connection (TCP) or connected socket (UDP) from netns that stays open after the first answer (the
+    caller closes it), and that answer, or what came instead."""
+    kind = socket.SOCK_STREAM if protocol == "TCP" else socket.SOCK_DGRAM
+    sock = in_netns(netns, lambda: _socket(kind, None, port))
     sock.settimeout(timeout)
-    return sock, _attempt(sock, (dst_ip, dst_port), "TCP")
+    return sock, _attempt(sock, (dst_ip, dst_port), protocol)
 
 
 def _socket(kind: int, bind: str | None, port: int) -> socket.socket:

@@ -16,7 +16,6 @@ import struct
 from dataclasses import dataclass
 
 from lab.probe.capture import Frame
-from lab.probe.client import ClientResult, classify, open_connection, read_reply
 from lab.realize.enter import in_netns
 
 OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
@@ -77,30 +76,3 @@ def send_out_of_window(netns: str, src: str, sport: int, dst: str, dport: int, s
             sock.sendto(packet, (dst, 0))
 
     in_netns(netns, send)
-
-
-class HeldConnection:
-    """A client's TCP connection that stays open: the backend's first answer, then one more request later."""
-
-    def __init__(self, netns: str, dst_ip: str, dst_port: int, timeout: float) -> None:
-        self.sock, self.first = open_connection(netns, dst_ip, dst_port, timeout)
-
-    def again(self) -> ClientResult:
-        """Another request on the same connection: answered, reset, or nothing."""
-        local = "{}:{}".format(*self.sock.getsockname())
-        try:
-            self.sock.send(b"again\n")
-            reply = read_reply(self.sock)
-        except TimeoutError:
-            return ClientResult("dropped", error="no answer on the open connection before the timeout", local=local)
-        except OSError as exc:
-            seen = classify(exc.errno or 0, None, "TCP")
-            if seen is None:
-                raise
-            return ClientResult(seen[0], error=seen[1], local=local)
-        if not reply:
-            return ClientResult("closed", error="the backend closed the connection (FIN)", local=local)
-        return ClientResult("delivered", reply=reply, local=local)
-
-    def close(self) -> None:
-        self.sock.close()

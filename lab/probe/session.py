@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,11 +23,12 @@ from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
-from lab.probe.craft import OUT_OF_WINDOW, HeldConnection, Segment, next_from, send_out_of_window
+from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_out_of_window
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.fib import input_refusal
+from lab.probe.flows import KeptFlow, history_lines
 from lab.realize.build import Realized
 
 
@@ -47,9 +49,11 @@ class Observation:
     # Several connections: the sources they saw named from each one's entry node ("entry", "entry/tunl0"),
     # which stays the same across runs where the entries a router picks do not.
     source_by_entry: str | None = None
-    # A flow from a fixed source port: its conntrack entries after the attempt, "node: entry" as conntrack -L
-    # prints them.
+    # A flow from a fixed source port, or kept: its conntrack entries after the attempt, "node: entry" as
+    # conntrack -L prints them.
     conntrack: tuple[str, ...] = ()
+    # A kept flow checked: what its exchanges met since the previous check, step by step (lab/probe/flows.py).
+    flow: tuple[str, ...] = ()
 
 
 def listeners(realized: Realized) -> list[Listener]:
@@ -60,8 +64,9 @@ def listeners(realized: Realized) -> list[Listener]:
             for ep in port.endpoints:
                 wanted[ep.pod].add((ep.port, port.protocol))
     pods = {p.name: p for p in topo.pods}
-    # A crafted segment needs a connection that stays established: then every TCP backend holds its connections.
-    hold = any(probe.craft for probe in topo.probes)
+    # A crafted segment or a kept flow needs a connection that stays established: then every TCP backend holds
+    # its connections.
+    hold = any(probe.craft or probe.keep_every for probe in topo.probes)
     return [
         Listener(name, pods[name].node, realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
         for name, ports in wanted.items()
@@ -79,6 +84,7 @@ class ProbeSession:
         self.captures = Captures()
         self.names = self.topo.address_names()
         self.evidence: dict[str, Evidence] = {}
+        self.flows: dict[str, KeptFlow] = {}  # by the name of the probe that kept it
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
@@ -108,6 +114,8 @@ class ProbeSession:
         return self
 
     def __exit__(self, *_: object) -> None:
+        for flow in self.flows.values():
+            flow.close()
         self.echo.close()
         self.captures.close()
         for evidence in self.evidence.values():
@@ -117,7 +125,13 @@ class ProbeSession:
         if traced:
             return TraceEvidence(ns)
         # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too.
-        return CounterEvidence(ns, self.topo.cluster.iptables_backend, bridge=self.ebtables)
+        kept = any(probe.keep_every for probe in self.topo.probes)
+        return CounterEvidence(ns, self.topo.cluster.iptables_backend, bridge=self.ebtables, traffic_between=kept)
+
+    def note(self, text: str) -> None:
+        """Something done to the cluster now, in every kept flow's history."""
+        for flow in self.flows.values():
+            flow.note(text)
 
     def rules_changed(self, topo: Topology) -> None:
         """Rules were replaced (a step), now kube-proxy's for `topo`: their counters start again from zero."""
@@ -126,15 +140,33 @@ class ProbeSession:
             evidence.restart()
 
     def run(self, probe: ProbeSpec) -> Observation:
+        """The probe, with every kept flow waiting meanwhile; a flow the probe keeps goes on after it."""
+        with ExitStack() as stack:
+            for flow in self.flows.values():
+                stack.enter_context(flow.paused())
+            observed = self._observe(probe)
+        if probe.name in self.flows and probe.keep_every:
+            self.flows[probe.name].resume()
+        return observed
+
+    def _observe(self, probe: ProbeSpec) -> Observation:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
         source = self.realized.ns_of(probe.source)
-        crafted, reached = "", True
+        crafted, reached, history, port = "", True, [], probe.source_port
         if probe.craft:
             result, crafted, reached = self._out_of_window(probe, frames_mark)
+        elif probe.flow:
+            flow = self.flows[probe.flow]
+            result = flow.exchange()
+            history = history_lines(flow.since_check(), flow.history[0].at)
+            port = flow.port
+        elif probe.keep_every:
+            flow = KeptFlow(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port, probe.keep_every)
+            self.flows[probe.name], result, port = flow, flow.first, flow.port
         else:
-            result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=probe.source_port)
+            result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port)
         frames = self.captures.since(frames_mark)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
@@ -152,9 +184,12 @@ class ProbeSession:
             directory = self.pcap_dir / self.topo.scenario / _slug(self.topo.variant_label) / _slug(probe.name)
             pcaps = tuple(str(p) for p in write_pcaps(frames, directory))
         outcome = result.outcome
-        flow = self._flow_entries(probe) if probe.source_port else []
+        flow = self._flow_entries(probe.protocol, port) if port else []
+        # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
+        # requests, which are data segments.
+        shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
         explanation = _stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or _explain(
-            outcome, hits, frames, arrivals != [] and not result.reply, self._answer(result), self._lost
+            outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost
         )
         if outcome == "dropped" and (followed := self._followed(flow)):
             explanation = f"{followed}; {explanation}"
@@ -170,20 +205,21 @@ class ProbeSession:
             source_ip=source_ip,
             source=self.names.get(source_ip or ""),
             error=result.error,
-            path=_path(frames),
+            path=_path(shown),
             rules=tuple(hits),
             explanation=explanation,
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in flow),
+            flow=tuple(history),
         )
 
     def _out_of_window(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool]:
         """Open a connection that stays established, have the backend's side send a segment far outside the
         client's window (lab/probe/craft.py), then send one more request on the connection: its result, what
         became of the crafted segment, and whether it reached the client."""
-        held = HeldConnection(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, self.timeout)
+        held = KeptFlow(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, "TCP", self.timeout)
         try:
             first = held.first
             if first.outcome != "delivered" or not first.reply:
@@ -199,17 +235,17 @@ class ProbeSession:
             said, reached = _crafted_fate(
                 self.captures.since(mark), (following[0] + OUT_OF_WINDOW) % (1 << 32), c_ip, self.names
             )
-            return held.again(), said, reached
+            return held.exchange(), said, reached
         finally:
             held.close()
 
-    def _flow_entries(self, probe: ProbeSpec) -> list[tuple[str, Entry]]:
-        """The conntrack entries of the probe's flow (its fixed source port) on every node."""
+    def _flow_entries(self, protocol: str, port: int) -> list[tuple[str, Entry]]:
+        """The conntrack entries of a flow (its client's source port) on every node."""
         found = []
         for node in self.topo.nodes:
             listing = run_command(
                 self.realized.ns_of(node.name),
-                ("conntrack", "-L", "-p", probe.protocol.lower(), "--orig-port-src", str(probe.source_port)),
+                ("conntrack", "-L", "-p", protocol.lower(), "--orig-port-src", str(port)),
             )
             found += [(node.name, entry) for entry in parse_entries(listing)]
         return found
@@ -262,6 +298,13 @@ class ProbeSession:
         return frame.actor, "cni0" if bridged else frame.ifname
 
 
+# Why a REJECT can go unanswered: the kernel's ICMP rate limit (net/ipv4/icmp.c, icmpv4_xrlim_allow), per
+# destination host, which a client sending several datagrams a second to a Service without endpoints meets.
+ICMP_RATE_LIMIT = (
+    "the kernel rate-limits the ICMP errors it sends to a host (net.ipv4.icmp_ratelimit: after a burst of 6, "
+    "one per 1000 ms by default)"
+)
+
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
 
@@ -292,10 +335,9 @@ def _slug(text: str) -> str:
 
 
 def _path(frames: list[Frame]) -> tuple[str, ...]:
+    """The frames as path lines, a repeat of the line before left out."""
     lines: list[str] = []
     for frame in frames:
-        if not frame.opens_or_ends:
-            continue
         line = f"{frame.where:<24} {frame.summary()}"
         if not lines or lines[-1] != line:
             lines.append(line)
@@ -333,22 +375,25 @@ def _explain(
     answer: str,
     lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
 ) -> str:
-    """The why of a probe that was not delivered; `answer` is what the client says came back, `lost` tells
-    where a packet last seen in a frame went (the kernel is asked)."""
+    """The why of a probe that was not delivered, from the frames that show its path; `answer` is what the
+    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked)."""
     if outcome == "delivered":
         return ""
     for node, hit in reversed(hits):
         if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
             said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
-            return f"{said}; the client got: {answer}" if outcome != "dropped" else said
+            if outcome != "dropped":
+                return f"{said}; the client got: {answer}"
+            if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
+                return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
+            return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
         came = next((f for f in reversed(frames) if "R" in _flags(f) or " icmp " in (f.summary() or "")), None)
         return f"{answer}: {came.where} carried {came.summary()}" if came else answer
-    seen = [f for f in frames if f.opens_or_ends]
     if reply_lost:
         said = "the backend received it, but its answer never reached the client"
-        return f"{said}: {lost(seen[-1], hits)}" if seen else said
-    return lost(seen[-1], hits) if seen else "never seen on any node interface"
+        return f"{said}: {lost(frames[-1], hits)}" if frames else said
+    return lost(frames[-1], hits) if frames else "never seen on any node interface"
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -67,6 +67,8 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
                 {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}
                 for node, h in o.rules
             ],
+            "flow": list(o.flow),
+            "conntrack": list(o.conntrack),
             "pcaps": list(o.pcaps),
             "seconds": round(o.seconds, 4),
         },
@@ -110,6 +112,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
         lines.append(f"before {step}")
         lines += [f"  kube-proxy {line}" for line in (r.steps[k].said if k < len(r.steps) else ())]
     lines += [f"seen  {line}" for line in o.path]
+    lines += [f"flow  {line}" for line in o.flow]
     lines += [f"ct    {line}" for line in o.conntrack]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]

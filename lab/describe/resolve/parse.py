@@ -78,6 +78,8 @@ def _allowed_fields(loc: tuple[str | int, ...]) -> list[str]:
     kind: Any = schema.ScenarioFile
     for part in loc[:-1]:
         kind = _inner_type(kind, part)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # an optional model (`to: Target | None`)
+        kind = next((a for a in typing.get_args(kind) if a is not type(None)), None)
     if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
         return []
     return [f.alias or name for name, f in kind.model_fields.items()]

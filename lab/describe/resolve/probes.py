@@ -5,13 +5,16 @@ the steps before it that apply to this variant (their `when`)."""
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 
 from lab.describe import schema
 from lab.describe.resolve.checks import node_names, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
-from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, Topology
+from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
+
+DEFAULT_EVERY_MS = 200  # a kept flow's exchange interval unless `every:` says
 
 
 def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topology) -> tuple[ProbeSpec, ...]:
@@ -20,9 +23,14 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
     actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
     probes = []
     now = Workload(topo.pods, topo.services)
+    kept: dict[str, ProbeSpec] = {}
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)
         before, now = resolve_steps(variant, path, p, topo, now)
+        if p.flow is not None:
+            probes.append(_flow_check(variant, path, p, topo, kept, before, now))
+            continue
+        assert p.source is not None and p.to is not None  # the schema's check: from and to, or flow
         if gone := dict(now.deleted).get(p.source):
             raise src.error(
                 (*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe"
@@ -53,10 +61,43 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 before=before,
                 source_port=p.source_port or 0,
                 craft=p.craft or "",
+                keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
             )
         )
+        if p.keep:
+            kept[p.name] = probes[-1]
     unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
     return tuple(probes)
+
+
+def _flow_check(
+    variant: Variant,
+    path: FieldPath,
+    p: schema.Probe,
+    topo: Topology,
+    kept: dict[str, ProbeSpec],
+    before: tuple[StepSpec, ...],
+    now: Workload,
+) -> ProbeSpec:
+    """A probe checking the flow an earlier probe kept: that probe's source and destination."""
+    src = variant.source
+    opener = kept.get(p.flow or "")
+    if opener is None:
+        said = f"; the kept ones are {', '.join(sorted(kept))}" if kept else ""
+        raise src.error((*path, "flow"), f"no earlier probe named {p.flow!r} keeps its flow (keep: true){said}")
+    if gone := dict(now.deleted).get(opener.source):
+        raise src.error(
+            (*path, "flow"), f"the flow's source, pod {opener.source}, is deleted at line {src.line_of(gone)}"
+        )
+    return replace(
+        opener,
+        name=p.name,
+        expected=_expected(variant, path, p, topo),
+        why=p.why,
+        before=before,
+        keep_every=0,
+        flow=opener.name,
+    )
 
 
 def _target(src: Source, path: FieldPath, to: schema.Target, topo: Topology) -> tuple[str, int, str, str]:

@@ -84,10 +84,12 @@ def counter_hits(before: Counters, after: Counters) -> list[RuleHit]:
 
 
 class CounterEvidence:
-    """The rules whose packet counters moved since the snapshot taken after the previous probe."""
+    """The rules whose packet counters moved since the snapshot taken after the previous probe, or, when
+    packets flow between probes (kept flows), since the probe's own mark."""
 
-    def __init__(self, netns: str, backend: str, bridge: bool = False) -> None:
+    def __init__(self, netns: str, backend: str, bridge: bool = False, traffic_between: bool = False) -> None:
         self.netns, self.backend, self.bridge = netns, backend, bridge
+        self.traffic_between = traffic_between
         self._last = self._snapshot()
 
     def _snapshot(self) -> Counters:
@@ -99,7 +101,9 @@ class CounterEvidence:
         return counters
 
     def mark(self) -> object:
-        return self._last  # the snapshot after the previous probe is the one before this one
+        if self.traffic_between:
+            self._last = self._snapshot()
+        return self._last  # else the snapshot after the previous probe is the one before this one
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         after = self._snapshot()

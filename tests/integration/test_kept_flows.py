@@ -1,0 +1,77 @@
+"""Kept flows on the kernel: a UDP flow kept by one probe goes on sending from one source port between probes
+(one conntrack entry), waits while another probe runs (that probe's rule counters hold its own datagram only),
+and meets kube-proxy's sync and conntrack cleanup while they happen; its check reports that history."""
+
+from __future__ import annotations
+
+import re
+
+from support.scenario import write
+
+from lab.describe.load import load_scenario
+from lab.pipeline import run_variant
+
+SCENARIO = """\
+name: kept
+cluster: {proxyMode: iptables, kubeVersion: "1.31", clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16,
+          underlay: 192.168.56.0/24}
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
+workload:
+  - kind: Pod
+    metadata: {name: client}
+    spec: {nodeName: node1, containers: [{name: c}]}
+  - kind: Pod
+    metadata: {name: statsd, labels: {app: statsd}}
+    spec: {nodeName: node2, containers: [{name: c, ports: [{containerPort: 8125, protocol: UDP}]}]}
+  - kind: Service
+    metadata: {name: statsd}
+    spec: {selector: {app: statsd}, ports: [{port: 8125, protocol: UDP}]}
+probes:
+  - name: open
+    from: client
+    to: {service: statsd, port: 8125}
+    keep: true
+    every: 50
+    expect: {outcome: delivered, backend: statsd}
+  - name: another
+    from: client
+    to: {service: statsd, port: 8125}
+    expect: {outcome: delivered, backend: statsd}
+  - name: check
+    before:
+      - {run: sleep 0.3}
+      - {set: Pod/statsd, ready: false}
+      - {run: sleep 0.3}
+    flow: open
+    expect: {outcome: dropped}
+"""
+
+
+def test_a_kept_udp_flow_runs_between_probes_and_meets_the_cleanup(host_unchanged, tmp_path):
+    (topo,) = load_scenario(write(tmp_path, SCENARIO)).variants
+    run = run_variant(topo)
+    opened, another, check = (r.observed for r in run.results)
+    assert [r.verdict.ok for r in run.results] == [True, True, True], [r.verdict.reasons for r in run.results]
+
+    # While `another` ran, the kept flow waited: the rules it met counted its datagram, and the answer where
+    # both pass (the FORWARD chain), nothing else.
+    forward = [hit.packets for node, hit in another.rules if node == "node1" and hit.chain == "FORWARD"]
+    assert forward and max(forward) == 2 and min(hit.packets for _, hit in another.rules) == 1, another.rules
+
+    # One source port, one entry: the kept flow's datagrams all belong to the first one's conntrack entry.
+    assert len([line for line in opened.conntrack if line.startswith("node1: udp")]) == 1, opened.conntrack
+
+    history = list(check.flow)
+    steps = next(i for i, line in enumerate(history) if "(steps before check: " in line)
+    synced = next(i for i, line in enumerate(history) if "(kube-proxy synced)" in line)
+    # The flow went on during the steps, 50 ms apart, until 1.31 deleted the entry of the endpoint that stopped
+    # being ready; the datagrams after were REJECTed, and once 6 ICMP errors had gone back in a burst the kernel
+    # sent one a second: the check's was not among them.
+    during = history[steps + 1 : synced]
+    delivered = re.fullmatch(r"\+\d+\.\d s (\d+)× delivered by statsd", during[0])
+    assert delivered and int(delivered[1]) >= 3, history
+    assert during[1].endswith(" 6× refused"), history
+    assert "dropped" in " ".join(history[synced:]), history
+    assert "rate-limits the ICMP errors" in check.explanation, check.explanation
