@@ -119,7 +119,7 @@ def run_variant(
             for probe in topo.probes:
                 steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
-                    session.note(f"steps before {probe.name}: {'; '.join(map(str, probe.before))}")
+                    session.note(f"steps before {probe.name}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized))
                     session.rules_changed(running)
                     session.note("kube-proxy synced")

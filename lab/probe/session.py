@@ -191,6 +191,8 @@ class ProbeSession:
         explanation = _stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or _explain(
             outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost
         )
+        if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
+            explanation = f"{explanation}: {_BACKING_OFF}" if _retransmitting(self.flows[probe.flow]) else explanation
         if outcome == "dropped" and (followed := self._followed(flow)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -280,12 +282,29 @@ class ProbeSession:
         if receiver is None:
             return f"{seen}; not seen again: lost beyond {last.actor}, where no capture watches (the underlay, hosts)"
         actor, iif = receiver
+        if (flooded := self._flooded(last, actor)) is not None:
+            return f"{seen}; {flooded}"
         addresses = last.addresses
         if addresses and (refused := input_refusal(self.realized.ns_of(actor), *addresses, iif)):
             return f"{seen}; {actor}'s kernel refuses it on input: {refused}"
         nat = [h for n, h in hits if n == actor and h.table == "nat"]
         after = f" after nat {nat[-1].chain}" if nat else ""
         return f"{seen}; lost on {actor}{after} without a rule dropping it"
+
+    def _flooded(self, frame: Frame, pod: str) -> str | None:
+        """A frame leaving a node by a pod's veth that is addressed to another MAC: the bridge flooded it (it
+        knows no port for that MAC, e.g. the pod that had it is gone) and the pod discards it before routing."""
+        if not (frame.outgoing and frame.ifname in self.realized.pod_ports.values()) or len(frame.data) < 6:
+            return None
+        wanted = ":".join(f"{b:02x}" for b in frame.data[:6])
+        own = run_command(self.realized.ns_of(pod), ("cat", "/sys/class/net/eth0/address")).strip()
+        if wanted == own:
+            return None
+        return (
+            f"it is addressed to MAC {wanted}, not {pod}'s ({own}): {frame.actor}'s bridge flooded it to every port, "
+            f"knowing no port for that MAC (as for a deleted pod's, which the node's neighbour cache still holds), "
+            f"and {pod} discards a frame that is not its own"
+        )
 
     def _receiver(self, frame: Frame) -> tuple[str, str] | None:
         """Who receives the frame, and on which interface its route lookup sees it (None: it left for the
@@ -394,6 +413,18 @@ def _explain(
         said = "the backend received it, but its answer never reached the client"
         return f"{said}: {lost(frames[-1], hits)}" if frames else said
     return lost(frames[-1], hits) if frames else "never seen on any node interface"
+
+
+_BACKING_OFF = (
+    "the kept connection was already retransmitting an unanswered request, and the client's kernel sends this "
+    "one only when its retransmission timer fires (it backs off, doubling), after the probe's wait"
+)
+
+
+def _retransmitting(flow: KeptFlow) -> bool:
+    """Whether the exchange before a kept connection's latest went unanswered too."""
+    outcomes = [e.outcome for e in flow.history if e.outcome]
+    return len(outcomes) >= 2 and outcomes[-2] == "dropped"
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -64,7 +64,7 @@ def test_a_kept_udp_flow_runs_between_probes_and_meets_the_cleanup(host_unchange
     assert len([line for line in opened.conntrack if line.startswith("node1: udp")]) == 1, opened.conntrack
 
     history = list(check.flow)
-    steps = next(i for i, line in enumerate(history) if "(steps before check: " in line)
+    steps = next(i for i, line in enumerate(history) if "(steps before check)" in line)
     synced = next(i for i, line in enumerate(history) if "(kube-proxy synced)" in line)
     # The flow went on during the steps, 50 ms apart, until 1.31 deleted the entry of the endpoint that stopped
     # being ready; the datagrams after were REJECTed, and once 6 ICMP errors had gone back in a burst the kernel

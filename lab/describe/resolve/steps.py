@@ -147,8 +147,13 @@ def _set_conditions(src: Source, spath: FieldPath, step: schema.Step, now: Workl
     changed = replace(pod, ready=ready, terminating=terminating)
     pods = tuple(changed if p.name == pod.name else p for p in now.pods)
     services = tuple(replace(s, ports=tuple(_conditions(port, changed) for port in s.ports)) for s in now.services)
-    said = [f"ready={str(ready).lower()}"] + (["terminating"] if terminating else [])
-    return f"set Pod {pod.name} {' '.join(said)}", replace(now, pods=pods, services=services)
+    what = "terminating" if terminating else "ready" if ready else "not ready"
+    said = f"ready={_word(ready and not terminating)} serving={_word(ready)} terminating={_word(terminating)}"
+    return f"set Pod {pod.name} {what} (endpoints {said})", replace(now, pods=pods, services=services)
+
+
+def _word(value: bool) -> str:
+    return str(value).lower()
 
 
 def _conditions(port: ServicePortSpec, pod: PodSpec) -> ServicePortSpec:

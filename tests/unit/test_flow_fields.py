@@ -70,7 +70,7 @@ def test_history_reads_as_runs_between_notes():
     events = [
         Exchange(10.0, "delivered", "web-0"),
         Exchange(10.1, "delivered", "web-0"),
-        Exchange(10.25, note="steps before x: delete Pod web-0"),
+        Exchange(10.25, note="steps before x"),
         Exchange(10.3, "delivered", "web-0"),
         Exchange(10.4, "dropped"),
         Exchange(10.9, "dropped"),
@@ -78,7 +78,7 @@ def test_history_reads_as_runs_between_notes():
     ]
     assert history_lines(events, 10.0) == [
         "+0.0 s 2× delivered by web-0",
-        "+0.2 s (steps before x: delete Pod web-0)",
+        "+0.2 s (steps before x)",
         "+0.3 s 1× delivered by web-0",
         "+0.4 s 2× dropped",
         "+1.0 s 1× delivered by web-1",
