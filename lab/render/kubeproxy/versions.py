@@ -136,7 +136,8 @@ class Release:
     @property
     def udp_cleanup_readiness_aware(self) -> bool:
         """An endpoint counts as deleted when it stops being ready, not only when it leaves the slice (#106163,
-        fixing the 1.22 regression #105657; 1.23, a 1.22 backport is INFERRED and not modelled)."""
+        fixing the 1.22 regression #105657; 1.23. Its cherry-pick to release-1.22, #106239, is in a later 1.22
+        patch release: the lab's 1.22 is the first-published one, without it)."""
         return self.minor >= 23
 
     @property
