@@ -29,6 +29,18 @@ class Conntrack(Strict):
     udp_stream_timeout: int | None = Field(None, alias="udpStreamTimeout", ge=1, le=86400)  # seconds
 
 
+# The schedulers kube-proxy's configuration validation accepts for ipvs.scheduler (pkg/proxy/apis/config/
+# validation: validateIPVSSchedulerMethod), each an ip_vs_<name> kernel module.
+IpvsScheduler = Literal["rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq"]
+
+
+class Ipvs(Strict):
+    """kube-proxy's `ipvs` configuration (KubeProxyIPVSConfiguration) that changes what it writes."""
+
+    scheduler: IpvsScheduler = "rr"
+    strict_arp: bool = Field(False, alias="strictARP")
+
+
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
@@ -43,8 +55,18 @@ class Cluster(Strict):
     underlay: str = "192.168.56.0/24"
     br_netfilter: bool = Field(True, alias="brNetfilter")
     conntrack: Conntrack = Conntrack()
+    # kube-proxy's --masquerade-all (iptables.masqueradeAll): SNAT every packet to a Service address.
+    masquerade_all: bool = Field(False, alias="masqueradeAll")
+    # kube-proxy's nodePortAddresses: the CIDRs whose local addresses take NodePorts (empty: kube-proxy's default).
+    node_port_addresses: list[str] = Field([], alias="nodePortAddresses")
+    ipvs: Ipvs = Ipvs()
 
     _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
+
+    @field_validator("node_port_addresses")
+    @classmethod
+    def _node_port_cidrs(cls, value: list[str]) -> list[str]:
+        return [_network(cidr) for cidr in value]
 
     @field_validator("kube_version", mode="before")
     @classmethod
@@ -180,6 +202,8 @@ class Expectation(Conditional):
     node: str | None = None
     source: str | SourceByPlacement | None = None
     entries: list[str] = []
+    # Every attempt reaches the same backend (session affinity, a source-hashing scheduler); with attempts.
+    same_backend: bool = Field(False, alias="sameBackend")
 
 
 class Step(Conditional):

@@ -185,6 +185,7 @@ class Expected:
     source_local: str | None = None
     source_remote: str | None = None
     entries: tuple[str, ...] = ()  # nodes that must each be entered by at least one attempt
+    same_backend: bool = False  # every attempt must reach the same backend
 
     @property
     def relative(self) -> bool:
@@ -246,6 +247,11 @@ class ClusterSpec:
     tcp_be_liberal: bool = False
     udp_timeout: int = 0
     udp_stream_timeout: int = 0
+    # kube-proxy's flags as a scenario sets them (KubeProxyConfiguration field names in the scenario).
+    masquerade_all: bool = False
+    node_port_addresses: tuple[str, ...] = ()
+    ipvs_scheduler: str = "rr"
+    ipvs_strict_arp: bool = False
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,10 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
     reasons = [f"attempt {i}: {r}" for i, (_, v) in enumerate(results, 1) for r in v.reasons]
     if missing := sorted(wanted - {o.entry for o in observations}):
         reasons.append(f"no connection entered through {', '.join(missing)} in {len(results)} attempts")
+    reached = Counter(o.backend or "-" for o in observations)
+    if expected.same_backend and len(reached) > 1:
+        said = ", ".join(f"{backend} ×{n}" for backend, n in sorted(reached.items()))
+        reasons.append(f"expected the same backend on every attempt, got {said}")
     outcomes = Counter(o.outcome for o in observations)
     entries = Counter(o.entry or "?" for o in observations)
     lines = [f"{len(results)} connections, entered through " + ", ".join(f"{e} ×{n}" for e, n in entries.items())]

@@ -49,4 +49,8 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         tcp_be_liberal=ct.tcp_be_liberal,
         udp_timeout=ct.udp_timeout or 0,
         udp_stream_timeout=ct.udp_stream_timeout or 0,
+        masquerade_all=c.masquerade_all,
+        node_port_addresses=tuple(c.node_port_addresses),
+        ipvs_scheduler=c.ipvs.scheduler,
+        ipvs_strict_arp=c.ipvs.strict_arp,
     )

@@ -26,6 +26,7 @@ CLUSTER_AXES = {
     "brNetfilter",
     "cni",
     "ipvsBindLoadBalancerIPs",
+    "masqueradeAll",
 }
 CONNTRACK_AXES = {"tcpBeLiberal"}  # fields of cluster.conntrack
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}

@@ -47,6 +47,10 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
             )
         if p.craft and p.attempts != 1:
             raise src.error((*path, "attempts"), f"craft: {p.craft} holds one connection: leave attempts out")
+        options = p.expect if isinstance(p.expect, list) else [p.expect]
+        if p.attempts == 1 and (k := next((k for k, e in enumerate(options) if e.same_backend), None)) is not None:
+            where = (*path, "expect", k) if isinstance(p.expect, list) else (*path, "expect")
+            raise src.error((*where, "sameBackend"), "sameBackend compares several connections: give attempts: N")
         probes.append(
             ProbeSpec(
                 name=p.name,
@@ -165,9 +169,9 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
         source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
-    if e.outcome != "delivered" and (backends or e.node or e.source):
-        raise src.error((*path, "outcome"), "backend, node and source only make sense when delivered")
-    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries)
+    if e.outcome != "delivered" and (backends or e.node or e.source or e.same_backend):
+        raise src.error((*path, "outcome"), "backend, node, source and sameBackend only make sense when delivered")
+    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries, e.same_backend)
 
 
 def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str | None:

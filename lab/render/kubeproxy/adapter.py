@@ -55,4 +55,8 @@ def proxy_config(topo: Topology) -> ProxyConfig:
     return ProxyConfig(
         cluster_cidr=cluster.cluster_cidr if cluster.kube_proxy_cluster_cidr else None,
         conntrack_tcp_be_liberal=cluster.tcp_be_liberal,
+        masquerade_all=cluster.masquerade_all,
+        node_port_addresses=cluster.node_port_addresses,
+        ipvs_scheduler=cluster.ipvs_scheduler,
+        ipvs_strict_arp=cluster.ipvs_strict_arp,
     )

@@ -72,7 +72,6 @@ IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
 DEFAULT_VERSION = "1.31"
 
 DUMMY_DEVICE = "kube-ipvs0"
-SCHEDULER = "rr"
 
 # Chains (pkg/proxy/ipvs/proxier.go).
 KUBE_SERVICES = "KUBE-SERVICES"
@@ -211,12 +210,12 @@ class RealServer:
 
 @dataclass(frozen=True)
 class VirtualServer:
-    """An IPVS service: address, port, protocol ("TCP"/"UDP"/"SCTP"), rr, persistence timeout."""
+    """An IPVS service: address, port, protocol ("TCP"/"UDP"/"SCTP"), scheduler, persistence timeout."""
 
     protocol: str
     address: str
     port: int
-    scheduler: str = SCHEDULER
+    scheduler: str
     timeout: int = 0  # ClientIP affinity: FlagPersistent with this timeout; 0 = not persistent
     real_servers: tuple[RealServer, ...] = ()
 
@@ -558,7 +557,12 @@ class _State:
         if key not in self.virtual_servers:
             servers = tuple(RealServer(ep.ip, ep.port) for ep in self._real_servers(svc, external=local))
             self.virtual_servers[key] = VirtualServer(
-                svc.port.protocol, ip, port, timeout=svc.port.affinity_timeout, real_servers=servers
+                svc.port.protocol,
+                ip,
+                port,
+                self.node.config.ipvs_scheduler,
+                timeout=svc.port.affinity_timeout,
+                real_servers=servers,
             )
         if bind:
             self.bound[ip] = None

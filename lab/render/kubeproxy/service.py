@@ -77,6 +77,8 @@ class ProxyConfig:
     nfacct_counters: bool = False
     # ipvs mode: --ipvs-strict-arp (arp_ignore=1, arp_announce=2 on all interfaces).
     ipvs_strict_arp: bool = False
+    # ipvs mode: --ipvs-scheduler, every virtual server's scheduler (kube-proxy's default is rr).
+    ipvs_scheduler: str = "rr"
     # nftables mode: the ServiceCIDRs kube-proxy learns from ServiceCIDR objects (MultiCIDRServiceAllocator,
     # on by default from 1.33); traffic to unallocated IPs in them is dropped. Empty = no such rule.
     service_cidrs: tuple[str, ...] = ()
