@@ -16,6 +16,8 @@ def expected_text(result: ProbeResult) -> str:
         parts.append(f"on {e.node}")
     if e.source:
         parts.append(f"from {e.source}")
+    if e.same_backend:
+        parts.append("(one backend)")
     return " ".join(parts)
 
 
@@ -52,6 +54,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "node": e.node,
             "source": e.source,
             "source_ip": e.source_ip,
+            "same_backend": e.same_backend,
         },
         "observed": {
             "outcome": o.outcome,
