@@ -255,6 +255,9 @@ class Probe(Strict):
     # A crafted packet on the probe's connection (TCP): outOfWindow = the backend's side sends a segment far
     # outside the client's window once the connection is established (kubernetes#74839).
     craft: Literal["outOfWindow"] | None = None
+    # Send the SYN or datagram from this address instead of the actor's own (a spoofed source, built with scapy):
+    # one host stands for many sources; the captures tell whether a backend answered.
+    source_address: str | None = Field(None, alias="sourceAddress")
     # The probe's connection stays open after it and exchanges on its own every `every` ms (TCP: a request on the
     # established connection; UDP: a datagram from the same source port) while later steps and probes run.
     keep: bool = False
@@ -280,7 +283,14 @@ class Probe(Strict):
             raise ValueError("`keep: true` keeps one connection: leave attempts out")
         if self.keep and self.craft:
             raise ValueError("`craft` acts on a connection of its own: it cannot be kept")
+        if self.source_address is not None and (self.keep or self.craft):
+            raise ValueError("`sourceAddress` sends one packet no socket owns: it cannot be kept or crafted on")
         return self
+
+    @field_validator("source_address")
+    @classmethod
+    def _spoofed(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
 
 
 # What a flow check takes from the probe that kept the flow: (field as written, attribute).
@@ -292,6 +302,7 @@ _FLOW_INHERITS = (
     ("attempts", "attempts"),
     ("craft", "craft"),
     ("keep", "keep"),
+    ("sourceAddress", "source_address"),
 )
 
 

@@ -7,6 +7,10 @@ reverse-NATed: without kube-proxy's INVALID drop it reaches the client from the 
 kernel knows no such connection and answers with a RST, and that RST resets the backend's end, so the next
 request on the connection fails ("connection reset by peer"). kube-proxy's drop rule, or
 nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the connection alive.
+
+`sourceAddress:` sends a probe's SYN or datagram from an address its actor does not own, so that one host can
+stand for many (loadBalancerSourceRanges, a client range); no socket waits for the answer, which goes to that
+address: the captures tell whether a backend answered it.
 """
 
 from __future__ import annotations
@@ -70,6 +74,22 @@ def send_out_of_window(netns: str, src: str, sport: int, dst: str, dport: int, s
         / TCP(sport=sport, dport=dport, flags="PA", seq=(seq + OUT_OF_WINDOW) % (1 << 32), ack=ack, window=502)
         / Raw(b"a late retransmission\n")
     )
+
+    def send() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
+            sock.sendto(packet, (dst, 0))
+
+    in_netns(netns, send)
+
+
+def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: int) -> None:
+    """One TCP SYN or UDP datagram from `src`, an address the sender need not own (a spoofed source), sent
+    through a raw socket made in `netns`: the kernel routes it by its destination and checks nothing else."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.packet import Raw
+
+    l4 = TCP(sport=sport, dport=dport, flags="S", seq=1) if protocol == "TCP" else UDP(sport=sport, dport=dport)
+    packet = bytes(IP(src=src, dst=dst) / l4 / (Raw(b"probe\n") if protocol == "UDP" else b""))
 
     def send() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:

@@ -9,9 +9,10 @@ rules are read (lab.probe.evidence), as lab replay reads its node's.
 
 from __future__ import annotations
 
+import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,11 +20,11 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
-from lab.install.echo import EchoServers, Listener
+from lab.install.echo import Arrival, EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
-from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_out_of_window
+from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_out_of_window
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
@@ -157,6 +158,8 @@ class ProbeSession:
         crafted, reached, history, port = "", True, [], probe.source_port
         if probe.craft:
             result, crafted, reached = self._out_of_window(probe, frames_mark)
+        elif probe.source_address:
+            result = self._spoofed(probe, source, frames_mark, arrivals_mark)
         elif probe.flow:
             flow = self.flows[probe.flow]
             result = flow.exchange()
@@ -240,6 +243,21 @@ class ProbeSession:
             return held.exchange(), said, reached
         finally:
             held.close()
+
+    def _spoofed(self, probe: ProbeSpec, netns: str, frames_mark: int, arrivals_mark: int) -> ClientResult:
+        """A SYN or datagram from probe.source_address, which the sender does not own: no socket hears the
+        answer, so what the captures and the backends saw (until the probe's timeout) says what happened."""
+        sport = probe.source_port or random.randint(32768, 60999)
+        send_from(netns, probe.source_address, probe.dst_ip, probe.dst_port, probe.protocol, sport)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            arrivals = self.echo.arrivals_since(arrivals_mark)
+            seen = spoofed_answer(self.captures.since(frames_mark), arrivals, self.realized.pod_ports, probe.protocol)
+            if seen is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        sent = f"{probe.source_address}:{sport}"
+        return seen or ClientResult("dropped", error=f"nothing answered {sent} before the timeout", local=sent)
 
     def _flow_entries(self, protocol: str, port: int) -> list[tuple[str, Entry]]:
         """The conntrack entries of a flow (its client's source port) on every node."""
@@ -425,6 +443,33 @@ def _retransmitting(flow: KeptFlow) -> bool:
     """Whether the exchange before a kept connection's latest went unanswered too."""
     outcomes = [e.outcome for e in flow.history if e.outcome]
     return len(outcomes) >= 2 and outcomes[-2] == "dropped"
+
+
+def spoofed_answer(
+    frames: list[Frame], arrivals: list[Arrival], pod_ports: Mapping[str, str], protocol: str
+) -> ClientResult | None:
+    """What answered a spoofed-source probe, from the frames and backend arrivals since it was sent (only it
+    runs meanwhile): a backend (its UDP arrival, or its SYN-ACK leaving the pod, with the source the SYN reached
+    it from), a RST or ICMP error, or nothing yet (None)."""
+    if protocol == "UDP" and arrivals:
+        first = arrivals[0]
+        peer = f"{first.peer_ip}:{first.peer_port}"
+        return ClientResult("delivered", reply={"backend": first.backend, "node": first.node, "peer": peer})
+    pods = {port: pod for pod, port in pod_ports.items()}
+    for frame in frames:
+        seg = Segment.of(frame)
+        if seg and frame.ifname in pods and not frame.outgoing and seg.flags & 0x12 == 0x12:
+            sent = (Segment.of(f) for f in frames if f.ifname == frame.ifname and f.outgoing)
+            syn = next((s for s in sent if s is not None and s.flags & 0x12 == 0x02), None)
+            peer = f"{syn.src}:{syn.sport}" if syn else ""
+            return ClientResult("delivered", reply={"backend": pods[frame.ifname], "node": frame.actor, "peer": peer})
+    for frame in frames:
+        summary = frame.summary() or ""
+        if "R" in _flags(frame) or " icmp type 3 code 3" in summary:
+            return ClientResult("refused", error=f"answered with {summary} ({frame.where})")
+        if " icmp type 3 " in summary:
+            return ClientResult("unreachable", error=f"answered with {summary} ({frame.where})")
+    return None
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from support.scenario import BASE, error_for, frame
+from support.scenario import BASE, error_for, frame, write
 
+from lab.describe.load import load_scenario
 from lab.probe.craft import Segment, next_from
+from lab.probe.session import spoofed_answer
 
 
 def tcp(seq: int, ack: int, flags: int, payload: bytes = b"") -> bytes:
@@ -36,3 +38,39 @@ def test_craft_fields(tmp_path, extra, field, message):
     error = error_for(tmp_path, BASE + extra)
     assert error.field == field, str(error)
     assert message in error.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ("    sourceAddress: 300.1.2.3\n", "probes[0].sourceAddress", "300.1.2.3"),
+        ("    sourceAddress: 198.51.100.7\n    keep: true\n", "probes[0]", "cannot be kept or crafted on"),
+        ("    sourceAddress: 198.51.100.7\n    craft: outOfWindow\n", "probes[0]", "cannot be kept or crafted on"),
+    ],
+)
+def test_source_address_fields(tmp_path, extra, field, message):
+    error = error_for(tmp_path, BASE + extra)
+    assert error.field == field, str(error)
+    assert message in error.message, str(error)
+
+
+def test_a_spoofed_probe_keeps_its_address(tmp_path):
+    (topo,) = load_scenario(write(tmp_path, BASE + "    sourceAddress: 198.51.100.7\n")).variants
+    assert topo.probes[0].source_address == "198.51.100.7"
+
+
+def tcp_flags(flags: int, sport: int = 8080, dport: int = 40000) -> bytes:
+    return struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 0x50, flags, 502, 0, 0)
+
+
+def test_a_spoofed_syn_is_judged_by_what_the_captures_saw():
+    ports = {"web": "veth-web"}
+    syn = frame("node1/veth-web", True, "198.51.100.7", "10.244.1.2", 6, tcp_flags(0x02, 40000, 8080))
+    syn_ack = frame("node1/veth-web", False, "10.244.1.2", "198.51.100.7", 6, tcp_flags(0x12))
+    rst = frame("node1/eth0", True, "203.0.113.10", "198.51.100.7", 6, tcp_flags(0x14))
+    answered = spoofed_answer([syn, syn_ack], [], ports, "TCP")
+    assert answered is not None and answered.outcome == "delivered"
+    assert answered.reply == {"backend": "web", "node": "node1", "peer": "198.51.100.7:40000"}
+    refused = spoofed_answer([rst], [], ports, "TCP")
+    assert refused is not None and refused.outcome == "refused" and "node1/eth0 out" in refused.error
+    assert spoofed_answer([syn], [], ports, "TCP") is None  # the SYN reached the pod, nothing came back yet

@@ -65,6 +65,7 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
                 before=before,
                 source_port=p.source_port or 0,
                 craft=p.craft or "",
+                source_address=p.source_address or "",
                 keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
             )
         )
