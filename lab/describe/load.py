@@ -18,7 +18,8 @@ from lab.describe.resolve.matrix import Variant, expand
 from lab.describe.resolve.network import resolve_externals, resolve_nodes
 from lab.describe.resolve.parse import check_manifests, parse
 from lab.describe.resolve.probes import resolve_probes
-from lab.describe.resolve.workload import resolve_pods, resolve_services
+from lab.describe.resolve.steps import scale_demand
+from lab.describe.resolve.workload import resolve_pods, resolve_services, without_endpoints
 from lab.describe.topology import Axis, Topology
 from lab.describe.yamlsrc import load_yaml
 
@@ -49,8 +50,10 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     cluster = resolve_cluster(src, f.cluster)
     nodes = resolve_nodes(src, f.nodes, cluster)
     externals = resolve_externals(src, f.external_hosts, cluster, nodes)
-    pods = resolve_pods(src, f.workload, cluster, nodes)
-    services = resolve_services(src, f.workload, cluster, pods)
+    pods, pending = resolve_pods(src, f.workload, cluster, nodes, scale_demand(variant, f.probes, f.workload))
+    # Every Service as if every built pod ran; at the start without the replicas a later step creates.
+    potential = resolve_services(src, f.workload, cluster, (*pods, *pending))
+    services = tuple(without_endpoints(s, {p.name for p in pending}) for s in potential)
     egress = resolve_egress(src, f.egress_gateway, cluster, nodes)
     balancers = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)
     fabric = Topology(
@@ -68,5 +71,6 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         load_balancers=balancers,
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
+        pending_pods=pending,
     )
-    return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric))
+    return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric, potential))

@@ -271,6 +271,9 @@ class Topology:
     load_balancers: tuple[LoadBalancerSpec, ...] = ()
     egress: EgressSpec | None = None
     masq_agent: MasqAgentSpec | None = None
+    # Replicas a later `scale:` step creates: built at the start (network up, backends listening, idle), in no
+    # Service's endpoints until that step.
+    pending_pods: tuple[PodSpec, ...] = ()
 
     @property
     def has_actors(self) -> bool:
@@ -280,11 +283,16 @@ class Topology:
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)
 
+    @property
+    def built_pods(self) -> tuple[PodSpec, ...]:
+        """Every pod realize builds: those running at the start and those a later step creates."""
+        return (*self.pods, *self.pending_pods)
+
     def pod(self, name: str) -> PodSpec:
-        return next(p for p in self.pods if p.name == name)
+        return next(p for p in self.built_pods if p.name == name)
 
     def pods_on(self, node: str) -> tuple[PodSpec, ...]:
-        return tuple(p for p in self.pods if p.node == node)
+        return tuple(p for p in self.built_pods if p.node == node)
 
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""
@@ -306,7 +314,7 @@ class Topology:
                 names.setdefault(self.egress.address, "egress")
             for node, address in self.egress.node_addresses:
                 names.setdefault(address, f"{node}/public")
-        for pod in self.pods:
+        for pod in self.built_pods:
             if not pod.host_network:
                 names[pod.ip] = pod.name
         return names

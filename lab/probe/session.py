@@ -59,12 +59,14 @@ class Observation:
 
 def listeners(realized: Realized) -> list[Listener]:
     topo = realized.topology
-    wanted: dict[str, set[tuple[int, str]]] = {p.name: {(pp.port, pp.protocol) for pp in p.ports} for p in topo.pods}
+    wanted: dict[str, set[tuple[int, str]]] = {
+        p.name: {(pp.port, pp.protocol) for pp in p.ports} for p in topo.built_pods
+    }
     for svc in topo.services:
         for port in svc.ports:
             for ep in port.endpoints:
                 wanted[ep.pod].add((ep.port, port.protocol))
-    pods = {p.name: p for p in topo.pods}
+    pods = {p.name: p for p in topo.built_pods}
     # A crafted segment or a kept flow needs a connection that stays established: then every TCP backend holds
     # its connections.
     hold = any(probe.craft or probe.keep_every for probe in topo.probes)

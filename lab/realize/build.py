@@ -78,7 +78,7 @@ class Realized:
     tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
 
     def ns_of(self, actor: str) -> str:
-        pod = next((p for p in self.topology.pods if p.name == actor), None)
+        pod = next((p for p in self.topology.built_pods if p.name == actor), None)
         if pod is not None and pod.host_network:
             return self.namespaces[pod.node]
         return self.namespaces[actor]
@@ -311,7 +311,7 @@ def realize(
             # Routers before the hosts behind them.
             for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
                 builder.external(ext)
-            pod_ports = {pod.name: builder.pod(pod, i) for i, pod in enumerate(topo.pods) if not pod.host_network}
+            pod_ports = {pod.name: builder.pod(pod, i) for i, pod in enumerate(topo.built_pods) if not pod.host_network}
             if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
                 for node in topo.nodes:
                     builder.promiscuous_bridge(node)

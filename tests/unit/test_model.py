@@ -151,6 +151,20 @@ def test_steps_resolve_per_variant(tmp_path):
     assert not cluster.probes[0].before
 
 
+def test_a_scale_up_creates_new_replicas_that_join_the_endpoints(tmp_path):
+    steps = "{scale: Deployment/web, replicas: 1}\n      - {scale: Deployment/web, replicas: 3}"
+    (topo,) = load_scenario(write(tmp_path, STEPS.replace("{delete: Service/web}", steps)), {}).variants[:1]
+    # Declared 2; down to 1 (web-1 goes), up to 3: two new pods, web-2 and web-3, built at the start and idle.
+    assert [p.name for p in topo.pods] == ["web-0", "web-1"]
+    assert [p.name for p in topo.pending_pods] == ["web-2", "web-3"]
+    assert all(ep.pod in ("web-0", "web-1") for port in topo.services[0].ports for ep in port.endpoints)
+    down, up = topo.probes[1].before[-2:]
+    assert str(up) == "scale Deployment web to 3: create pod web-2, web-3 (kube-proxy resyncs every node)"
+    assert [p.name for p in up.pods or ()] == ["web-0", "web-2", "web-3"]
+    assert [ep.pod for ep in (up.services or ())[0].ports[0].endpoints] == ["web-0", "web-2", "web-3"]
+    assert "web-1" not in [p.name for p in down.pods or ()]
+
+
 @pytest.mark.parametrize(
     ("old", "new", "field", "message"),
     [
@@ -159,7 +173,7 @@ def test_steps_resolve_per_variant(tmp_path):
         ("{delete: Service/web}", "{delete: Pod/web}", "probes[1].before[2].delete", "no pod default/web in the"),
         ("{delete: Service/web}", "{scale: Deployment/web}", "probes[1].before[2]", "go together"),
         ("{delete: Service/web}", "{set: Pod/web-0}", "probes[1].before[2]", "needs `ready: true|false`"),
-        ("{delete: Service/web}", "{scale: Deployment/web, replicas: 9}", "probes[1].before[2].replicas", "scaling up"),
+        ("{delete: Service/web}", "{scale: Deployment/web, replicas: 300}", "workload[0]", "no address is left"),
         ("{delete: Service/web}", "{restart: kubelet}", "probes[1].before[2].restart", "'kube-proxy'"),
         ("nodes: [node2]}", "nodes: [node7]}", "probes[1].before[0].nodes[0]", "unknown node 'node7'"),
         ("{run: conntrack -F}", "{run: ''}", "probes[1].before[1].run", "expected a command"),

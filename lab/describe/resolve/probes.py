@@ -11,18 +11,21 @@ from lab.describe import schema
 from lab.describe.resolve.checks import node_names, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
-from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, StepSpec, Topology
+from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
 DEFAULT_EVERY_MS = 200  # a kept flow's exchange interval unless `every:` says
 
 
-def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topology) -> tuple[ProbeSpec, ...]:
-    """Every probe of the file; `topo` is this variant's topology without them."""
+def resolve_probes(
+    variant: Variant, declared: list[schema.Probe], topo: Topology, potential: tuple[ServiceSpec, ...]
+) -> tuple[ProbeSpec, ...]:
+    """Every probe of the file; `topo` is this variant's topology without them, `potential` its Services as if
+    every built pod ran (where a scale-up's new replicas find their endpoints)."""
     src = variant.source
-    actors = {p.name for p in topo.pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
+    actors = {p.name for p in topo.built_pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
     probes = []
-    now = Workload(topo.pods, topo.services)
+    now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential)
     kept: dict[str, ProbeSpec] = {}
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)
@@ -35,6 +38,8 @@ def resolve_probes(variant: Variant, declared: list[schema.Probe], topo: Topolog
             raise src.error(
                 (*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe"
             )
+        if p.source in {q.name for q in now.pending}:
+            raise src.error((*path, "from"), f"pod {p.source} is created by a later scale step, not yet here")
         if p.source not in actors:
             raise src.error(
                 (*path, "from"),
@@ -153,7 +158,7 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
 def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
     """An expectation whose names (backends, node, entries, source) are the topology's; the source resolved to an
     address unless it depends on the entry node."""
-    pods = {p.name for p in topo.pods}
+    pods = {p.name for p in topo.built_pods}
     backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
     for b in backends:
         if b not in pods:

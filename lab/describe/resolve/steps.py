@@ -7,9 +7,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 
-from lab.describe import schema
+from lab.describe import k8s, schema
 from lab.describe.resolve.checks import node_names
 from lab.describe.resolve.matrix import Variant
+from lab.describe.resolve.workload import Demand, without_endpoints
 from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -21,6 +22,38 @@ class Workload:
     pods: tuple[PodSpec, ...]
     services: tuple[ServiceSpec, ...]
     deleted: tuple[tuple[str, FieldPath], ...] = ()  # pods deleted so far, and the step that did it
+    pending: tuple[PodSpec, ...] = ()  # replicas built for a later scale-up, not created yet
+    # Every Service with the endpoints it would have if every built pod ran: where a created replica's come from.
+    potential: tuple[ServiceSpec, ...] = ()
+
+
+def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8s.Manifest]) -> Demand:
+    """How many replicas each Deployment or ReplicaSet's scale steps create beyond those it declares, in this
+    variant and file order: a scale-up makes new pods (new names, new addresses), never re-creates deleted
+    ones, so realize builds them all at the start."""
+    running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in _SCALED}
+    created = dict.fromkeys(running, 0)
+    for i, probe in enumerate(probes):
+        for k, step in enumerate(probe.before):
+            if not variant.applies(("probes", i, "before", k), step.when):
+                continue
+            kind, _, rest = (step.scale or step.delete or "").partition("/")
+            namespace, _, name = rest.rpartition("/")
+            namespace = namespace or "default"
+            if step.scale is not None and step.replicas is not None and (kind, namespace, name) in running:
+                key = (kind, namespace, name)
+                created[key] += max(0, step.replicas - running[key])
+                running[key] = step.replicas
+            elif step.delete is not None and kind == "Pod":
+                # A replica is NAME-N: deleting one leaves its Deployment a pod short (no controller replaces it).
+                owner = name.rpartition("-")[0]
+                for key in running:
+                    if key[1:] == (namespace, owner):
+                        running[key] -= 1
+    return {key: n for key, n in created.items() if n}
+
+
+_SCALED = ("Deployment", "ReplicaSet")
 
 
 def resolve_steps(
@@ -106,16 +139,27 @@ def _delete_pods(src: Source, path: FieldPath, pods: list[PodSpec], now: Workloa
             raise src.error(path, f"pod {pod.name} uses the node's network: deleting it would take the node's own")
     names = {p.name for p in pods}
     kept = tuple(p for p in now.pods if p.name not in names)
-    services = tuple(_without_endpoints(s, names) for s in now.services)
+    services = tuple(without_endpoints(s, names) for s in now.services)
     deleted = (*now.deleted, *((name, path) for name in sorted(names)))
-    return f"delete Pod {', '.join(p.name for p in pods)}", Workload(kept, services, deleted)
+    return f"delete Pod {', '.join(p.name for p in pods)}", replace(now, pods=kept, services=services, deleted=deleted)
 
 
-def _without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
-    ports = tuple(
-        replace(port, endpoints=tuple(ep for ep in port.endpoints if ep.pod not in pods)) for port in svc.ports
-    )
-    return replace(svc, ports=ports)
+def _create_pods(pods: list[PodSpec], now: Workload) -> tuple[str, Workload]:
+    """New replicas run, and join the endpoints of the Services that select them (as at the start: ready)."""
+    names = {p.name for p in pods}
+    potential = {(s.namespace, s.name): s for s in now.potential}
+    services = []
+    for svc in now.services:
+        full = potential.get((svc.namespace, svc.name))
+        ports = []
+        for port in svc.ports:
+            wanted = full.port(port.name or port.port) if full else None
+            joining = tuple(ep for ep in (wanted.endpoints if wanted else ()) if ep.pod in names)
+            ports.append(replace(port, endpoints=(*port.endpoints, *joining)))
+        services.append(replace(svc, ports=tuple(ports)))
+    pending = tuple(p for p in now.pending if p.name not in names)
+    after = replace(now, pods=(*now.pods, *pods), services=tuple(services), pending=pending)
+    return f"create Pod {', '.join(p.name for p in pods)}", after
 
 
 def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workload) -> tuple[str, Workload]:
@@ -124,16 +168,15 @@ def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workloa
     owned = [p for p in now.pods if p.owner == f"{kind}/{name}" and p.namespace == namespace]
     if not owned and not any(n.startswith(f"{name}-") for n, _ in now.deleted):
         raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload")
-    if replicas > len(owned):
-        raise src.error(
-            (*spath, "replicas"),
-            f"{kind} {name} runs {len(owned)} pods here; scaling up would need pods the lab has not built "
-            "(only scaling down is supported: declare the most replicas the scenario needs and scale down first)",
-        )
     ordered = sorted(owned, key=lambda p: int(p.name.rsplit("-", 1)[1]))
     if replicas == len(owned):
         return f"scale {kind} {name} to {replicas} (no change)", now
-    text_, after = _delete_pods(src, (*spath, "scale"), ordered[replicas:], now)
+    if replicas > len(owned):
+        built = [p for p in now.pending if p.owner == f"{kind}/{name}" and p.namespace == namespace]
+        # scale_demand built exactly what this variant's steps create, in the order they do it.
+        text_, after = _create_pods(built[: replicas - len(owned)], now)
+    else:
+        text_, after = _delete_pods(src, (*spath, "scale"), ordered[replicas:], now)
     return f"scale {kind} {name} to {replicas}: {text_.lower()}", after
 
 

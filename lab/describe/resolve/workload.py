@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
@@ -28,29 +29,36 @@ class _PodPlan(NamedTuple):
     ip: str | None = None  # status.podIP
     ready: bool = True
     owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
+    pending: bool = False  # a replica a later scale step creates
+
+
+# (kind, namespace, name) of a Deployment or ReplicaSet → replicas its scale steps create beyond those declared
+Demand = Mapping[tuple[str, str, str], int]
 
 
 def resolve_pods(
-    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]
-) -> tuple[PodSpec, ...]:
-    """Every pod the workload asks for, on its node, with its address, ports and labels."""
-    wanted = _plans(src, workload, nodes)
+    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], demand: Demand
+) -> tuple[tuple[PodSpec, ...], tuple[PodSpec, ...]]:
+    """Every pod the workload asks for, on its node, with its address, ports and labels: those running at the
+    start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
+    wanted = _plans(src, workload, nodes, demand)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
-    pods = []
+    pods, pending = [], []
     for w, address in zip(wanted, addresses, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
         labels = tuple(sorted(w.labels.items()))
-        pods.append(
-            PodSpec(
-                w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
-            )
+        spec = PodSpec(
+            w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
         )
+        (pending if w.pending else pods).append(spec)
     unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
-    return tuple(pods)
+    return tuple(pods), tuple(pending)
 
 
-def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...]) -> list[_PodPlan]:
-    """Every pod the manifests ask for, on its node: a replica goes to the template's matching nodes in turn."""
+def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...], demand: Demand) -> list[_PodPlan]:
+    """Every pod the manifests ask for, on its node: a replica goes to the template's matching nodes in turn;
+    those a later scale step creates come last, so the pods running at the start keep their addresses."""
+    later: list[_PodPlan] = []
     wanted: list[_PodPlan] = []
     for i, m in enumerate(workload):
         path: FieldPath = ("workload", i)
@@ -65,14 +73,17 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
             if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
                 raise src.error((*path, "spec", "selector"), "selector does not match the template's labels")
             placed = _place(src, (*path, "spec", "template", "spec"), tpl.spec, nodes)
-            for r in range(m.spec.replicas):
+            extra = demand.get((m.kind, m.metadata.namespace, m.metadata.name), 0)
+            for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
                 name = f"{m.metadata.name}-{r}"
                 owner = f"{m.kind}/{m.metadata.name}"
-                wanted.append(
-                    _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
-                )
-    return wanted
+                plan = _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
+                if r < m.spec.replicas:
+                    wanted.append(plan)
+                else:
+                    later.append(plan._replace(pending=True))
+    return wanted + later
 
 
 def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
@@ -265,3 +276,11 @@ def _endpoints(
     if isinstance(target, str) and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
     return tuple(eps)
+
+
+def without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
+    """The Service without the endpoints of these pods."""
+    ports = tuple(
+        replace(port, endpoints=tuple(ep for ep in port.endpoints if ep.pod not in pods)) for port in svc.ports
+    )
+    return replace(svc, ports=ports)
