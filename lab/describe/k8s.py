@@ -20,7 +20,8 @@ from lab.describe.yamlsrc import FieldPath
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 Problem = tuple[FieldPath, str]  # where, and what is wrong
-KINDS = ("Pod", "Deployment", "ReplicaSet", "Service")
+KINDS = ("Pod", "Deployment", "ReplicaSet", "Service", "EndpointSlice")
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # what ties an EndpointSlice to its Service
 # Beyond release-1.37's API: the lab's own `status.ready` (whether the pod's endpoints are ready; a real pod says
 # it in status.conditions), and Service fields that alpha releases wrote until 1.20 (ipFamily) and 1.21
 # (topologyKeys), which `kubectl get -o yaml` of such a cluster still shows.
@@ -189,4 +190,34 @@ class Service(Loose):
     status: ServiceStatus = ServiceStatus()
 
 
-Manifest = Annotated[Pod | Deployment | Service, Field(discriminator="kind")]
+class EndpointConditions(Loose):
+    """An endpoint's conditions; unset ready and serving mean ready (the API's "interpret as ready")."""
+
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class SliceEndpoint(Loose):
+    addresses: list[Address] = Field(min_length=1, max_length=1)  # the API allows one address per endpoint
+    conditions: EndpointConditions = EndpointConditions()
+    node_name: str | None = Field(None, alias="nodeName")
+
+
+class EndpointPort(Loose):
+    name: str = ""
+    port: Port | None = None
+    protocol: Literal["TCP", "UDP"] = "TCP"
+
+
+class EndpointSlice(Loose):
+    """A hand-written EndpointSlice (discovery.k8s.io/v1), for a Service without a selector."""
+
+    kind: Literal["EndpointSlice"]
+    metadata: Metadata
+    address_type: Literal["IPv4"] = Field(alias="addressType")
+    endpoints: list[SliceEndpoint] = []
+    ports: list[EndpointPort] = []
+
+
+Manifest = Annotated[Pod | Deployment | Service | EndpointSlice, Field(discriminator="kind")]

@@ -2,14 +2,27 @@
 
 Data, not code: the OpenAPI definitions of Kubernetes release-1.37 (core/v1 Pod and Service, apps/v1 Deployment
 and ReplicaSet, and every type they reach), as the kubernetes Python client 37.0.2 carries them in its models'
-`attribute_map` and `openapi_types`. Each type maps to its fields, space-separated, each as `name` (a scalar) or
-`name:SHAPE`: `Type` an object of that type, `[Type]` a list of them, `[]` a list of scalars, `{}` a map of
-scalars (labels, resources), `*` anything (IntOrString, FieldsV1).
+`attribute_map` and `openapi_types`; discovery.k8s.io/v1 EndpointSlice's, written from the API reference. Each
+type maps to its fields, space-separated, each as `name` (a scalar) or `name:SHAPE`: `Type` an object of that
+type, `[Type]` a list of them, `[]` a list of scalars, `{}` a map of scalars (labels, resources), `*` anything
+(IntOrString, FieldsV1).
 """
 
 from __future__ import annotations
 
 FIELDS: dict[str, str] = {
+    # discovery.k8s.io/v1 EndpointSlice and the types it reaches (release-1.37's API reference).
+    "EndpointSlice": "addressType apiVersion endpoints:[Endpoint] kind metadata:ObjectMeta ports:[EndpointPort]",
+    "Endpoint": (
+        "addresses:[] conditions:EndpointConditions deprecatedTopology:{} hints:EndpointHints hostname nodeName "
+        "targetRef:ObjectReference zone"
+    ),
+    "EndpointConditions": "ready serving terminating",
+    "EndpointHints": "forNodes:[ForNode] forZones:[ForZone]",
+    "EndpointPort": "appProtocol name port protocol",
+    "ForNode": "name",
+    "ForZone": "name",
+    "ObjectReference": "apiVersion fieldPath kind name namespace resourceVersion uid",
     "AWSElasticBlockStoreVolumeSource": "fsType partition readOnly volumeID",
     "Affinity": "nodeAffinity:NodeAffinity podAffinity:PodAffinity podAntiAffinity:PodAntiAffinity",
     "AppArmorProfile": "localhostProfile type",

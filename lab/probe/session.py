@@ -64,14 +64,14 @@ def listeners(realized: Realized) -> list[Listener]:
     }
     for svc in topo.services:
         for port in svc.ports:
-            for ep in port.endpoints:
-                wanted[ep.pod].add((ep.port, port.protocol))
-    pods = {p.name: p for p in topo.built_pods}
+            for ep in port.endpoints:  # a hand-written EndpointSlice's endpoint may be an external host
+                wanted.setdefault(ep.pod, set()).add((ep.port, port.protocol))
+    nodes = {p.name: p.node for p in topo.built_pods}
     # A crafted segment or a kept flow needs a connection that stays established: then every TCP backend holds
     # its connections.
     hold = any(probe.craft or probe.keep_every for probe in topo.probes)
     return [
-        Listener(name, pods[name].node, realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
+        Listener(name, nodes.get(name, ""), realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
         for name, ports in wanted.items()
         for port, proto in sorted(ports)
     ]

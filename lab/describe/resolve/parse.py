@@ -65,9 +65,10 @@ def _explain(error: Any) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
-        return f"unsupported kind {error['input'].get('kind')!r}; expected Pod, Deployment, ReplicaSet or Service"
+        kinds = "Pod, Deployment, ReplicaSet, Service or EndpointSlice"
+        return f"unsupported kind {error['input'].get('kind')!r}; expected {kinds}"
     if kind == "union_tag_not_found":
-        return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet or Service)"
+        return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet, Service or EndpointSlice)"
     if kind == "literal_error":
         return f"{message}, not {error['input']!r}"
     return message.removeprefix("Value error, ")

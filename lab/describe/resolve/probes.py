@@ -158,11 +158,14 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
 def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
     """An expectation whose names (backends, node, entries, source) are the topology's; the source resolved to an
     address unless it depends on the entry node."""
-    pods = {p.name for p in topo.built_pods}
+    # A backend is a pod, or an external host a hand-written EndpointSlice names.
+    known = {p.name for p in topo.built_pods} | {
+        ep.pod for s in topo.services for port in s.ports for ep in port.endpoints
+    }
     backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
     for b in backends:
-        if b not in pods:
-            raise src.error((*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(pods))}")
+        if b not in known:
+            raise src.error((*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(known))}")
     nodes = [n.name for n in topo.nodes]
     if e.node and e.node not in nodes and e.node != ENTRY:
         raise src.error((*path, "node"), f"unknown node {e.node!r}")

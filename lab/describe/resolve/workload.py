@@ -11,7 +11,16 @@ from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
 from lab.describe.resolve.checks import hosts, inside, unique
-from lab.describe.topology import ClusterSpec, EndpointSpec, NodeSpec, PodSpec, PortSpec, ServicePortSpec, ServiceSpec
+from lab.describe.topology import (
+    ClusterSpec,
+    EndpointSpec,
+    ExternalSpec,
+    NodeSpec,
+    PodSpec,
+    PortSpec,
+    ServicePortSpec,
+    ServiceSpec,
+)
 from lab.describe.yamlsrc import FieldPath, Source
 
 NODE_PORT_RANGE = range(30000, 32768)
@@ -140,16 +149,24 @@ def _check_pod_ip(src: Source, path: FieldPath, ip: str, node: NodeSpec, given: 
 
 
 def resolve_services(
-    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, pods: tuple[PodSpec, ...]
+    src: Source,
+    workload: list[k8s.Manifest],
+    cluster: ClusterSpec,
+    pods: tuple[PodSpec, ...],
+    externals: tuple[ExternalSpec, ...],
 ) -> tuple[ServiceSpec, ...]:
-    """Every Service; what a manifest leaves out is allocated as the API server would, from what none takes."""
+    """Every Service; what a manifest leaves out is allocated as the API server would, from what none takes. A
+    Service without a selector takes its endpoints from the EndpointSlices written for it."""
     manifests = [(i, m) for i, m in enumerate(workload) if isinstance(m, k8s.Service)]
+    slices = _slices(src, workload, [m for _, m in manifests], pods, externals)
     taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
     free_ips = (ip for ip in itertools.islice(hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
     taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
     taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
     free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
-    services = [_service(src, ("workload", i, "spec"), m, cluster, pods, free_ips, free_ports) for i, m in manifests]
+    services = [
+        _service(src, ("workload", i, "spec"), m, cluster, pods, free_ips, free_ports, slices) for i, m in manifests
+    ]
     unique(
         src,
         "Service",
@@ -182,9 +199,11 @@ def _service(
     pods: tuple[PodSpec, ...],
     free_ips: Iterator[str],
     free_ports: Iterator[int],
+    slices: Mapping[tuple[str, str], list[_SliceEndpoint]],
 ) -> ServiceSpec:
-    """One Service: its clusterIP in serviceCIDR, the pods it selects, its ports with their NodePorts and
-    endpoints, its load balancer addresses and health check NodePort (those left out taken from `free_*`)."""
+    """One Service: its clusterIP in serviceCIDR, the pods it selects (or, without a selector, its EndpointSlices'
+    endpoints), its ports with their NodePorts and endpoints, its load balancer addresses and health check
+    NodePort (those left out taken from `free_*`)."""
     spec = m.spec
     cluster_ip = spec.cluster_ip or _take(
         src, (*path, "clusterIP"), free_ips, f"address of serviceCIDR {cluster.service_cidr}"
@@ -196,10 +215,8 @@ def _service(
         for p in pods
         if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
     ]
-    if not selected:
-        raise src.error(
-            (*path, "selector"), f"{spec.selector or '{}'} selects no pod in namespace {m.metadata.namespace!r}"
-        )
+    if spec.selector and not selected:
+        raise src.error((*path, "selector"), f"{spec.selector} selects no pod in namespace {m.metadata.namespace!r}")
     external = spec.type != "ClusterIP"
     ports = []
     for j, p in enumerate(spec.ports):
@@ -207,7 +224,10 @@ def _service(
         node_port = (
             (p.node_port or _take(src, (*path, "ports", j, "nodePort"), free_ports, "NodePort")) if external else 0
         )
-        eps = _endpoints(src, (*path, "ports", j), p, selected)
+        if spec.selector:
+            eps = _endpoints(src, (*path, "ports", j), p, selected)
+        else:
+            eps = tuple(e.spec for e in slices.get((m.metadata.namespace, m.metadata.name), []) if e.serves(p))
         ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
     ingress, proxied = _load_balancer_ips(src, path, m, cluster)
     _check_node_port(src, (*path, "healthCheckNodePort"), spec.health_check_node_port)
@@ -284,3 +304,67 @@ def without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
         replace(port, endpoints=tuple(ep for ep in port.endpoints if ep.pod not in pods)) for port in svc.ports
     )
     return replace(svc, ports=ports)
+
+
+class _SliceEndpoint(NamedTuple):
+    """An endpoint of a hand-written EndpointSlice, for the Service port of that name and protocol."""
+
+    port_name: str
+    protocol: str
+    spec: EndpointSpec
+
+    def serves(self, port: k8s.ServicePortSpec) -> bool:
+        return (self.port_name, self.protocol) == (port.name, port.protocol)
+
+
+def _slices(
+    src: Source,
+    workload: list[k8s.Manifest],
+    services: list[k8s.Service],
+    pods: tuple[PodSpec, ...],
+    externals: tuple[ExternalSpec, ...],
+) -> dict[tuple[str, str], list[_SliceEndpoint]]:
+    """The endpoints of each selector-less Service's EndpointSlices, by (namespace, name): every address is a pod
+    or an external host of the scenario (the lab answers from its own actors only)."""
+    selectors = {(m.metadata.namespace, m.metadata.name): m.spec.selector for m in services}
+    owners = {p.ip: (p.name, p.node) for p in pods if not p.host_network} | {e.ip: (e.name, "") for e in externals}
+    found: dict[tuple[str, str], list[_SliceEndpoint]] = {}
+    for i, m in enumerate(workload):
+        if not isinstance(m, k8s.EndpointSlice):
+            continue
+        path: FieldPath = ("workload", i)
+        service = m.metadata.labels.get(k8s.SERVICE_NAME_LABEL)
+        key = (m.metadata.namespace, service or "")
+        if service is None:
+            raise src.error(
+                (*path, "metadata", "labels"),
+                f"an EndpointSlice names its Service in the label {k8s.SERVICE_NAME_LABEL}",
+            )
+        if key not in selectors:
+            raise src.error(
+                (*path, "metadata", "labels", k8s.SERVICE_NAME_LABEL), f"no Service {key[0]}/{key[1]} in the workload"
+            )
+        if selectors[key]:
+            raise src.error(
+                (*path, "metadata", "labels", k8s.SERVICE_NAME_LABEL),
+                f"Service {service} has a selector, so the EndpointSlice controller writes its slices; hand-written "
+                "ones go with a Service without a selector",
+            )
+        for j, ep in enumerate(m.endpoints):
+            address = ep.addresses[0]
+            if address not in owners:
+                raise src.error(
+                    (*path, "endpoints", j, "addresses", 0),
+                    f"{address} is no pod's or external host's address: the lab answers only from its own actors",
+                )
+            name, node = owners[address]
+            ready = ep.conditions.ready is not False
+            serving = ep.conditions.serving if ep.conditions.serving is not None else ready
+            for port in m.ports:
+                if port.port is None:
+                    raise src.error((*path, "ports"), "every port of a hand-written EndpointSlice needs a number")
+                spec = EndpointSpec(
+                    name, ep.node_name or node, address, port.port, ready, serving, bool(ep.conditions.terminating)
+                )
+                found.setdefault(key, []).append(_SliceEndpoint(port.name, port.protocol, spec))
+    return found
