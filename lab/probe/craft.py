@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lab.install.echo import Arrival
 from lab.probe.capture import Frame
+from lab.probe.client import ClientResult
 from lab.realize.enter import in_netns
 
 OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
@@ -96,3 +99,30 @@ def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: 
             sock.sendto(packet, (dst, 0))
 
     in_netns(netns, send)
+
+
+def spoofed_answer(
+    frames: list[Frame], arrivals: list[Arrival], pod_ports: Mapping[str, str], protocol: str
+) -> ClientResult | None:
+    """What answered a spoofed-source probe, from the frames and backend arrivals since it was sent (only it
+    runs meanwhile): a backend (its UDP arrival, or its SYN-ACK leaving the pod, with the source the SYN reached
+    it from), a RST or ICMP error, or nothing yet (None)."""
+    if protocol == "UDP" and arrivals:
+        first = arrivals[0]
+        peer = f"{first.peer_ip}:{first.peer_port}"
+        return ClientResult("delivered", reply={"backend": first.backend, "node": first.node, "peer": peer})
+    pods = {port: pod for pod, port in pod_ports.items()}
+    for frame in frames:
+        seg = Segment.of(frame)
+        if seg and frame.ifname in pods and not frame.outgoing and seg.flags & 0x12 == 0x12:
+            sent = (Segment.of(f) for f in frames if f.ifname == frame.ifname and f.outgoing)
+            syn = next((s for s in sent if s is not None and s.flags & 0x12 == 0x02), None)
+            peer = f"{syn.src}:{syn.sport}" if syn else ""
+            return ClientResult("delivered", reply={"backend": pods[frame.ifname], "node": frame.actor, "peer": peer})
+    for frame in frames:
+        summary, seg = frame.summary() or "", Segment.of(frame)
+        if (seg and seg.flags & 0x04) or " icmp type 3 code 3" in summary:
+            return ClientResult("refused", error=f"answered with {summary} ({frame.where})")
+        if " icmp type 3 " in summary:
+            return ClientResult("unreachable", error=f"answered with {summary} ({frame.where})")
+    return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,16 +19,24 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
-from lab.install.echo import Arrival, EchoServers, Listener
+from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
-from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_out_of_window
+from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_out_of_window, spoofed_answer
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.why import (
+    BACKING_OFF,
+    crafted_fate,
+    explain,
+    path_lines,
+    retransmitting,
+    stray_answer,
+)
 from lab.realize.build import Realized
 
 
@@ -193,11 +200,11 @@ class ProbeSession:
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
         shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
-        explanation = _stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or _explain(
+        explanation = stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or explain(
             outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
-            explanation = f"{explanation}: {_BACKING_OFF}" if _retransmitting(self.flows[probe.flow]) else explanation
+            explanation = f"{explanation}: {BACKING_OFF}" if retransmitting(self.flows[probe.flow]) else explanation
         if outcome == "dropped" and (followed := self._followed(flow)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -212,7 +219,7 @@ class ProbeSession:
             source_ip=source_ip,
             source=self.names.get(source_ip or ""),
             error=result.error,
-            path=_path(shown),
+            path=path_lines(shown),
             rules=tuple(hits),
             explanation=explanation,
             seconds=time.perf_counter() - start,
@@ -239,7 +246,7 @@ class ProbeSession:
             mark = self.captures.mark()
             send_out_of_window(self.realized.ns_of(first.reply["backend"]), b_ip, b_port, c_ip, c_port, *following)
             time.sleep(0.2)
-            said, reached = _crafted_fate(
+            said, reached = crafted_fate(
                 self.captures.since(mark), (following[0] + OUT_OF_WINDOW) % (1 << 32), c_ip, self.names
             )
             return held.exchange(), said, reached
@@ -337,13 +344,6 @@ class ProbeSession:
         return frame.actor, "cni0" if bridged else frame.ifname
 
 
-# Why a REJECT can go unanswered: the kernel's ICMP rate limit (net/ipv4/icmp.c, icmpv4_xrlim_allow), per
-# destination host, which a client sending several datagrams a second to a Service without endpoints meets.
-ICMP_RATE_LIMIT = (
-    "the kernel rate-limits the ICMP errors it sends to a host (net.ipv4.icmp_ratelimit: after a burst of 6, "
-    "one per 1000 ms by default)"
-)
-
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
 
@@ -373,131 +373,6 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def _path(frames: list[Frame]) -> tuple[str, ...]:
-    """The frames as path lines, a repeat of the line before left out."""
-    lines: list[str] = []
-    for frame in frames:
-        line = f"{frame.where:<24} {frame.summary()}"
-        if not lines or lines[-1] != line:
-            lines.append(line)
-    return tuple(lines)
-
-
-def _flags(frame: Frame) -> str:
-    summary = frame.summary() or ""
-    return summary.rsplit("[", 1)[-1] if summary.endswith("]") else ""
-
-
-def _stray_answer(outcome: str, frames: list[Frame], target: str) -> str:
-    """A SYN-ACK the client got from another address than it called, and reset: a NAT on the way was bypassed."""
-    if outcome == "delivered":
-        return ""
-    syn = next((f.summary() for f in frames if (f.summary() or "").endswith("tcp [S]")), None)
-    client = syn.split(" > ")[0] if syn else None
-    for frame in reversed(frames):  # the answer nearest the client: what it got
-        src, _, rest = (frame.summary() or "").partition(" > ")
-        stray = client and rest.startswith(f"{client} tcp [S.]") and src != target
-        # Only the client's reset proves the answer reached it as it was.
-        if stray and any((f.summary() or "").startswith(f"{client} > {src} tcp [R") for f in frames):
-            return (
-                f"the answer reached the client from {src}, not {target} which it called ({frame.where}): it "
-                "came back without passing the NAT that had sent the connection there, and the client reset it"
-            )
-    return ""
-
-
-def _explain(
-    outcome: str,
-    hits: list[tuple[str, RuleHit]],
-    frames: list[Frame],
-    reply_lost: bool,
-    answer: str,
-    lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
-) -> str:
-    """The why of a probe that was not delivered, from the frames that show its path; `answer` is what the
-    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked)."""
-    if outcome == "delivered":
-        return ""
-    for node, hit in reversed(hits):
-        if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
-            said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
-            if outcome != "dropped":
-                return f"{said}; the client got: {answer}"
-            if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-                return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
-            return said
-    if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
-        came = next((f for f in reversed(frames) if "R" in _flags(f) or " icmp " in (f.summary() or "")), None)
-        return f"{answer}: {came.where} carried {came.summary()}" if came else answer
-    if reply_lost:
-        said = "the backend received it, but its answer never reached the client"
-        return f"{said}: {lost(frames[-1], hits)}" if frames else said
-    return lost(frames[-1], hits) if frames else "never seen on any node interface"
-
-
-_BACKING_OFF = (
-    "the kept connection was already retransmitting an unanswered request, and the client's kernel sends this "
-    "one only when its retransmission timer fires (it backs off, doubling), after the probe's wait"
-)
-
-
-def _retransmitting(flow: KeptFlow) -> bool:
-    """Whether the exchange before a kept connection's latest went unanswered too."""
-    outcomes = [e.outcome for e in flow.history if e.outcome]
-    return len(outcomes) >= 2 and outcomes[-2] == "dropped"
-
-
-def spoofed_answer(
-    frames: list[Frame], arrivals: list[Arrival], pod_ports: Mapping[str, str], protocol: str
-) -> ClientResult | None:
-    """What answered a spoofed-source probe, from the frames and backend arrivals since it was sent (only it
-    runs meanwhile): a backend (its UDP arrival, or its SYN-ACK leaving the pod, with the source the SYN reached
-    it from), a RST or ICMP error, or nothing yet (None)."""
-    if protocol == "UDP" and arrivals:
-        first = arrivals[0]
-        peer = f"{first.peer_ip}:{first.peer_port}"
-        return ClientResult("delivered", reply={"backend": first.backend, "node": first.node, "peer": peer})
-    pods = {port: pod for pod, port in pod_ports.items()}
-    for frame in frames:
-        seg = Segment.of(frame)
-        if seg and frame.ifname in pods and not frame.outgoing and seg.flags & 0x12 == 0x12:
-            sent = (Segment.of(f) for f in frames if f.ifname == frame.ifname and f.outgoing)
-            syn = next((s for s in sent if s is not None and s.flags & 0x12 == 0x02), None)
-            peer = f"{syn.src}:{syn.sport}" if syn else ""
-            return ClientResult("delivered", reply={"backend": pods[frame.ifname], "node": frame.actor, "peer": peer})
-    for frame in frames:
-        summary = frame.summary() or ""
-        if "R" in _flags(frame) or " icmp type 3 code 3" in summary:
-            return ClientResult("refused", error=f"answered with {summary} ({frame.where})")
-        if " icmp type 3 " in summary:
-            return ClientResult("unreachable", error=f"answered with {summary} ({frame.where})")
-    return None
-
-
 def _address(text: str) -> tuple[str, int]:
     ip, _, port = text.rpartition(":")
     return ip, int(port)
-
-
-def _crafted_fate(frames: list[Frame], seq: int, client: str, names: dict[str, str]) -> tuple[str, bool]:
-    """Where the crafted segment (its sequence number `seq`) was seen last, with which source, and whether the
-    client answered it with a RST; and whether it reached the client."""
-    seen = [(f, seg) for f in frames if (seg := Segment.of(f)) and seg.seq == seq and seg.payload]
-    if not seen:
-        return "the crafted out-of-window segment was never seen on a node interface", False
-    last, seg = seen[-1]
-    source = f"{seg.src}:{seg.sport}" + (f" ({names[seg.src]})" if seg.src in names else "")
-    at_client = seg.dst == client and last.outgoing
-    where = (
-        f"reached the client from {source}"
-        if at_client
-        else f"was last seen {last.where} ({last.summary()}): it did not reach the client"
-    )
-    said = f"the crafted out-of-window segment {where}"
-    rst = next(
-        (f for f in frames if (s := Segment.of(f)) and s.flags & 0x04 and f.addresses and f.addresses[0] == client),
-        None,
-    )
-    if rst is not None:
-        said += f"; the client answered it with a RST ({rst.where}: {rst.summary()})"
-    return said, at_client

@@ -8,8 +8,7 @@ import pytest
 from support.scenario import BASE, error_for, frame, write
 
 from lab.describe.load import load_scenario
-from lab.probe.craft import Segment, next_from
-from lab.probe.session import spoofed_answer
+from lab.probe.craft import Segment, next_from, spoofed_answer
 
 
 def tcp(seq: int, ack: int, flags: int, payload: bytes = b"") -> bytes:

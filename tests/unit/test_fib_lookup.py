@@ -8,7 +8,7 @@ import pytest
 from support.scenario import frame, tcp
 
 from lab.probe.fib import WayBack, refusal_text
-from lab.probe.session import _explain
+from lab.probe.why import explain
 
 
 @pytest.mark.parametrize(
@@ -45,8 +45,8 @@ def test_a_packet_lost_without_a_rule_is_explained_by_where_it_was_last_seen():
         asked.append(last)
         return "web's kernel refuses it on input: martian source"
 
-    assert _explain("dropped", [], [syn], False, "", lost) == "web's kernel refuses it on input: martian source"
+    assert explain("dropped", [], [syn], False, "", lost) == "web's kernel refuses it on input: martian source"
     assert asked == [syn]
-    said = _explain("dropped", [], [syn], True, "", lost)
+    said = explain("dropped", [], [syn], True, "", lost)
     assert said == "the backend received it, but its answer never reached the client: " + lost(syn, [])
-    assert _explain("dropped", [], [], False, "", lost) == "never seen on any node interface"
+    assert explain("dropped", [], [], False, "", lost) == "never seen on any node interface"

@@ -18,7 +18,8 @@ from lab.install.actors import Decision, fabric_rules, masq_agent_rules
 from lab.install.health import CheckResult, HealthListener, response
 from lab.judge.attempts import resolve, run_probe
 from lab.probe.capture import Frame
-from lab.probe.session import Observation, _stray_answer
+from lab.probe.session import Observation
+from lab.probe.why import stray_answer
 from lab.render.kubeproxy.adapter import service_ports
 from lab.render.kubeproxy.healthcheck import local_endpoints, service_body
 from lab.render.kubeproxy.versions import Release
@@ -290,11 +291,11 @@ def test_a_syn_ack_from_the_wrong_address_is_explained_as_a_bypassed_nat():
         _tcp("node1/veth-a", "192.168.56.11:30000", "10.244.1.3:4000", 0x12, outgoing=True),
         _tcp("node1/veth-a", "10.244.1.3:4000", "192.168.56.11:30000", 0x04),
     ]
-    why = _stray_answer("dropped", frames, "172.18.96.4:80")
+    why = stray_answer("dropped", frames, "172.18.96.4:80")
     assert why.startswith("the answer reached the client from 192.168.56.11:30000, not 172.18.96.4:80")
     assert why.endswith("and the client reset it")
-    assert _stray_answer("dropped", frames[:1], "172.18.96.4:80") == ""
-    assert _stray_answer("delivered", frames, "172.18.96.4:80") == ""
+    assert stray_answer("dropped", frames[:1], "172.18.96.4:80") == ""
+    assert stray_answer("delivered", frames, "172.18.96.4:80") == ""
 
 
 def test_vxlan_encapsulation_is_not_a_hop_of_its_own():

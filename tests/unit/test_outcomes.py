@@ -14,7 +14,8 @@ from lab.describe.topology import Expected
 from lab.judge.verdict import judge
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
-from lab.probe.session import Observation, _explain
+from lab.probe.session import Observation
+from lab.probe.why import explain
 
 NET_UNREACHABLE = IcmpError(3, 0, "192.168.56.1")
 PORT_UNREACHABLE = IcmpError(3, 3, "10.244.1.2")
@@ -84,7 +85,7 @@ def unasked(last: Frame, hits: list) -> str:
 
 def test_why_names_the_icmp_error_and_where_it_was_seen():
     icmp = frame("node2/veth-tester", True, "192.168.56.1", "10.244.2.2", 1, b"\x03\x00\x00\x00")
-    said = _explain("unreachable", [], [icmp], False, "ICMP net unreachable (type 3 code 0) from the gateway", unasked)
+    said = explain("unreachable", [], [icmp], False, "ICMP net unreachable (type 3 code 0) from the gateway", unasked)
     assert said == (
         "ICMP net unreachable (type 3 code 0) from the gateway: node2/veth-tester out carried "
         "192.168.56.1 > 10.244.2.2 icmp type 3 code 0"
@@ -93,7 +94,7 @@ def test_why_names_the_icmp_error_and_where_it_was_seen():
 
 def test_why_of_a_reset_names_the_rst():
     rst = frame("node2/veth-tester", True, "10.96.0.10", "10.244.2.2", 6, tcp(0x04))
-    said = _explain("reset", [], [rst], False, "connection reset (RST) after it was established", unasked)
+    said = explain("reset", [], [rst], False, "connection reset (RST) after it was established", unasked)
     assert said == (
         "connection reset (RST) after it was established: node2/veth-tester out carried "
         "10.96.0.10:80 > 10.244.2.2:40000 tcp [R]"
