@@ -31,23 +31,12 @@ def test_the_next_sequence_number_follows_the_last_segment_sent():
         ("    craft: outOfWindow\n    protocol: UDP\n", "probes[0].craft", "established TCP connection"),
         ("    craft: outOfWindow\n    attempts: 3\n", "probes[0].attempts", "holds one connection"),
         ("    craft: spoof\n", "probes[0].craft", "outOfWindow"),
-    ],
-)
-def test_craft_fields(tmp_path, extra, field, message):
-    error = error_for(tmp_path, BASE + extra)
-    assert error.field == field, str(error)
-    assert message in error.message
-
-
-@pytest.mark.parametrize(
-    ("extra", "field", "message"),
-    [
         ("    sourceAddress: 300.1.2.3\n", "probes[0].sourceAddress", "300.1.2.3"),
         ("    sourceAddress: 198.51.100.7\n    keep: true\n", "probes[0]", "cannot be kept or crafted on"),
         ("    sourceAddress: 198.51.100.7\n    craft: outOfWindow\n", "probes[0]", "cannot be kept or crafted on"),
     ],
 )
-def test_source_address_fields(tmp_path, extra, field, message):
+def test_craft_and_source_address_fields(tmp_path, extra, field, message):
     error = error_for(tmp_path, BASE + extra)
     assert error.field == field, str(error)
     assert message in error.message, str(error)
