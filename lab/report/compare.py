@@ -13,9 +13,12 @@ def _cell(result: ProbeResult | None, skipped: str) -> tuple[str, str]:
     if result is None:
         return ("skipped" if skipped else "—", "")
     o = result.observed
+    # The backend where the scenario names one (which pod a flow reaches); otherwise it is the kernel's random
+    # pick, and would make modes differ that do not.
+    by = f" by {o.backend}" if o.backend and result.probe.expected.backends else ""
     seen = f" from {o.source_by_entry or o.source or o.source_ip}" if o.source_ip else ""
     mark = "PASS" if result.verdict.ok else "FAIL"
-    return f"{o.outcome}{seen} {mark}", f"{o.outcome}{seen}"
+    return f"{o.outcome}{by}{seen} {mark}", f"{o.outcome}{by}{seen}"
 
 
 def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[list[str]]]:
