@@ -46,9 +46,9 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
                 running[key] = step.replicas
             elif step.delete is not None and kind == "Pod":
                 # A replica is NAME-N: deleting one leaves its Deployment a pod short (no controller replaces it).
-                owner = name.rpartition("-")[0]
+                owner, _, index = name.rpartition("-")
                 for key in running:
-                    if key[1:] == (namespace, owner):
+                    if index.isdigit() and key[1:] == (namespace, owner):
                         running[key] -= 1
     return {key: n for key, n in created.items() if n}
 
@@ -173,7 +173,13 @@ def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workloa
         return f"scale {kind} {name} to {replicas} (no change)", now
     if replicas > len(owned):
         built = [p for p in now.pending if p.owner == f"{kind}/{name}" and p.namespace == namespace]
-        # scale_demand built exactly what this variant's steps create, in the order they do it.
+        # scale_demand built what this variant's steps create, in the order they do it.
+        if len(built) < replicas - len(owned):
+            raise src.error(
+                (*spath, "replicas"),
+                f"{kind} {name} would need {replicas - len(owned)} new replicas here and the lab built "
+                f"{len(built)} for it: a step it could not foresee changed the count (please report this)",
+            )
         text_, after = _create_pods(built[: replicas - len(owned)], now)
     else:
         text_, after = _delete_pods(src, (*spath, "scale"), ordered[replicas:], now)
