@@ -170,13 +170,13 @@ class ProbeSession:
         elif probe.source_address:
             result = self._spoofed(probe, source, frames_mark, arrivals_mark)
         elif probe.flow:
-            flow = self.flows[probe.flow]
-            result = flow.exchange()
-            history = history_lines(flow.since_check(), flow.history[0].at)
-            port = flow.port
+            kept = self.flows[probe.flow]
+            result = kept.exchange()
+            history = history_lines(kept.since_check(), kept.history[0].at)
+            port = kept.port
         elif probe.keep_every:
-            flow = KeptFlow(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port, probe.keep_every)
-            self.flows[probe.name], result, port = flow, flow.first, flow.port
+            kept = KeptFlow(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port, probe.keep_every)
+            self.flows[probe.name], result, port = kept, kept.first, kept.port
         else:
             result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port)
         frames = self.captures.since(frames_mark)
@@ -196,7 +196,7 @@ class ProbeSession:
             directory = self.pcap_dir / self.topo.scenario / _slug(self.topo.variant_label) / _slug(probe.name)
             pcaps = tuple(str(p) for p in write_pcaps(frames, directory))
         outcome = result.outcome
-        flow = self._flow_entries(probe.protocol, port) if port else []
+        entries = self._flow_entries(probe.protocol, port) if port else []
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
         shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
@@ -205,7 +205,7 @@ class ProbeSession:
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
             explanation = f"{explanation}: {BACKING_OFF}" if retransmitting(self.flows[probe.flow]) else explanation
-        if outcome == "dropped" and (followed := self._followed(flow)):
+        if outcome == "dropped" and (followed := self._followed(entries)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
             drops = [f"{node} by {hit}" for node, hit in hits if hit.verdict == "DROP"]
@@ -225,7 +225,7 @@ class ProbeSession:
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
             entry=next((f.actor for f in frames if f.summary()), None),
-            conntrack=tuple(f"{node}: {entry.text}" for node, entry in flow),
+            conntrack=tuple(f"{node}: {entry.text}" for node, entry in entries),
             flow=tuple(history),
         )
 
