@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable
 from importlib.metadata import version as package_version
@@ -35,6 +34,7 @@ from lab.install.tools import InstallError
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
+from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
 from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -107,36 +107,10 @@ def _select(scenario: Scenario, variant_filter: list[str]) -> list:
     return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
 
 
-_MAIN_PID = os.getpid()
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is so every `finally` tears its namespaces down; exits 143 like a shell."""
-
-
-_terminating = False
-
-
-def _terminate_cleanly(*_: object) -> None:
-    # Helper processes forked by pyroute2 inherit this handler; they must just die, not run our teardown.
-    if os.getpid() != _MAIN_PID:
-        os._exit(143)
-    global _terminating
-    _terminating = True
-    raise Terminated
-
-
-def _stop_if_terminated() -> None:
-    """Raise Terminated again if SIGTERM's first one was swallowed (Python ignores exceptions in weakref
-    callbacks and __del__, where the signal may have landed), so the run still stops at the next probe."""
-    if _terminating:
-        raise Terminated
-
-
 def _collect(results: list) -> Callable[[object], None]:
     def add(result: object) -> None:
         results.append(result)
-        _stop_if_terminated()
+        stop_if_terminated()
 
     return add
 
@@ -174,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}")
         return 2
     _require_root("run")
-    signal.signal(signal.SIGTERM, _terminate_cleanly)
+    handle_sigterm()
     remove_leftovers()
     all_runs = []
     finished = []  # every probe result as it comes, so an interrupted --json run still reports them
@@ -184,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             for topo in variants:
                 runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
-                _stop_if_terminated()
+                stop_if_terminated()
             if args.compare and args.markdown:
                 print(compare_markdown(scenario.name, runs, args.compare))
             elif args.compare:
@@ -273,7 +247,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from lab.replay.run import replay_from_args
 
     _require_root("replay")
-    signal.signal(signal.SIGTERM, _terminate_cleanly)
+    handle_sigterm()
     result = replay_from_args(args)
     if args.json:
         print(json.dumps(result.as_json(), indent=2))

@@ -17,6 +17,7 @@ from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
 from lab.pipeline import ProbeResult, VariantRun, run_variant
+from lab.realize.terminate import handle_sigterm
 from lab.report.records import evidence_lines, headline
 
 _runs: dict[tuple[str, tuple], VariantRun] = {}
@@ -31,6 +32,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A SIGTERM stops the session like Ctrl-C, so the variant being built tears its namespaces down.
+    handle_sigterm()
     config.addinivalue_line("markers", "scenario: a probe of a scenario file")
     # Also declared here, for a scenario file collected outside this repository (its markers are in pyproject).
     config.addinivalue_line("markers", "root: needs root (network namespaces)")

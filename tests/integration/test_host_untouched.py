@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from support.host import REPO, lab_namespaces
 
@@ -78,3 +79,32 @@ def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_
     assert document["summary"]["interrupted"] is True
     assert sum(r["ok"] is not None for r in document["results"]) >= 4
     assert not (set(lab_namespaces()) - before)
+
+
+def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):
+    """The pytest plugin takes SIGTERM as Ctrl-C: the variant being built or probed tears its namespaces down."""
+    pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "topologies/lb-local-from-pods.yaml"]
+    proc = subprocess.Popen(pytest_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    # Its own namespaces: those its run recorded (other runs may be building theirs meanwhile).
+    deadline, mine = time.monotonic() + 180, set()
+    while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < 5:
+        mine = {name for record in _records_of(proc.pid) for name in record["namespaces"]}
+        time.sleep(0.02)
+    assert mine & set(lab_namespaces()), "pytest never built a variant"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert not (mine & set(lab_namespaces())), out[-2000:]
+    assert not _records_of(proc.pid), "the run's record stayed"
+
+
+def _records_of(pid: int) -> list[dict]:
+    """The /run/lab records of the runs process `pid` owns."""
+    found = []
+    for path in Path("/run/lab").glob("lab-*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # written aside and renamed: a record is whole or absent, but may go meanwhile
+        if record.get("pid") == pid:
+            found.append(record)
+    return found

@@ -1,0 +1,34 @@
+"""SIGTERM as an exception raised where the run is, so that every `finally` tears its namespaces down (the lab
+CLI exits 143 after it, like a shell; pytest stops as on Ctrl-C)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_MAIN_PID = os.getpid()
+_terminating = False
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread wherever it was."""
+
+
+def _raise(*_: object) -> None:
+    # Helper processes forked by pyroute2 inherit this handler; they must just die, not run our teardown.
+    if os.getpid() != _MAIN_PID:
+        os._exit(143)
+    global _terminating
+    _terminating = True
+    raise Terminated
+
+
+def handle_sigterm() -> None:
+    signal.signal(signal.SIGTERM, _raise)
+
+
+def stop_if_terminated() -> None:
+    """Raise Terminated again if SIGTERM's first one was swallowed (Python ignores exceptions in weakref
+    callbacks and __del__, where the signal may have landed), so the run still stops at the next probe."""
+    if _terminating:
+        raise Terminated
