@@ -29,7 +29,7 @@ def host_unchanged():
 
 
 @pytest.fixture
-def fresh_netns():
-    """A new, empty network namespace for the test (support.netns)."""
+def fresh_netns(host_unchanged):
+    """A new, empty network namespace for the test (support.netns); the host's own is checked unchanged after."""
     with FreshNetns() as netns:
         yield netns
