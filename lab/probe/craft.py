@@ -102,11 +102,12 @@ def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: 
 
 
 def spoofed_answer(
-    frames: list[Frame], arrivals: list[Arrival], pod_ports: Mapping[str, str], protocol: str
+    frames: list[Frame], arrivals: list[Arrival], pod_ports: Mapping[str, str], protocol: str, source: str
 ) -> ClientResult | None:
-    """What answered a spoofed-source probe, from the frames and backend arrivals since it was sent (only it
-    runs meanwhile): a backend (its UDP arrival, or its SYN-ACK leaving the pod, with the source the SYN reached
-    it from), a RST or ICMP error, or nothing yet (None)."""
+    """What answered a spoofed-source probe from `source`, from the frames and backend arrivals since it was sent
+    (only it runs meanwhile): a backend (its UDP arrival, or its SYN-ACK leaving the pod, with the source the SYN
+    reached it from), a RST or ICMP error addressed to `source` (what befalls the backend's own answer on its
+    way to an address nobody owns is not the probe's), or nothing yet (None)."""
     if protocol == "UDP" and arrivals:
         first = arrivals[0]
         peer = f"{first.peer_ip}:{first.peer_port}"
@@ -120,6 +121,8 @@ def spoofed_answer(
             peer = f"{syn.src}:{syn.sport}" if syn else ""
             return ClientResult("delivered", reply={"backend": pods[frame.ifname], "node": frame.actor, "peer": peer})
     for frame in frames:
+        if frame.addresses is None or frame.addresses[1] != source:
+            continue
         summary, seg = frame.summary() or "", Segment.of(frame)
         if (seg and seg.flags & 0x04) or " icmp type 3 code 3" in summary:
             return ClientResult("refused", error=f"answered with {summary} ({frame.where})")

@@ -260,8 +260,11 @@ class ProbeSession:
         send_from(netns, probe.source_address, probe.dst_ip, probe.dst_port, probe.protocol, sport)
         deadline = time.monotonic() + self.timeout
         while True:
+            # Frames first: a backend records its arrival before it answers, so whatever the frames show of the
+            # answer's fate, the arrival is already there.
+            frames = self.captures.since(frames_mark)
             arrivals = self.echo.arrivals_since(arrivals_mark)
-            seen = spoofed_answer(self.captures.since(frames_mark), arrivals, self.realized.pod_ports, probe.protocol)
+            seen = spoofed_answer(frames, arrivals, self.realized.pod_ports, probe.protocol, probe.source_address)
             if seen is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.02)

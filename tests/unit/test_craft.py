@@ -56,9 +56,14 @@ def test_a_spoofed_syn_is_judged_by_what_the_captures_saw():
     syn = frame("node1/veth-web", True, "198.51.100.7", "10.244.1.2", 6, tcp_flags(0x02, 40000, 8080))
     syn_ack = frame("node1/veth-web", False, "10.244.1.2", "198.51.100.7", 6, tcp_flags(0x12))
     rst = frame("node1/eth0", True, "203.0.113.10", "198.51.100.7", 6, tcp_flags(0x14))
-    answered = spoofed_answer([syn, syn_ack], [], ports, "TCP")
+    answered = spoofed_answer([syn, syn_ack], [], ports, "TCP", "198.51.100.7")
     assert answered is not None and answered.outcome == "delivered"
     assert answered.reply == {"backend": "web", "node": "node1", "peer": "198.51.100.7:40000"}
-    refused = spoofed_answer([rst], [], ports, "TCP")
+    refused = spoofed_answer([rst], [], ports, "TCP", "198.51.100.7")
     assert refused is not None and refused.outcome == "refused" and "node1/eth0 out" in refused.error
-    assert spoofed_answer([syn], [], ports, "TCP") is None  # the SYN reached the pod, nothing came back yet
+    assert (
+        spoofed_answer([syn], [], ports, "TCP", "198.51.100.7") is None
+    )  # the SYN reached the pod, nothing came back yet
+    # The gateway's ICMP about the backend's answer (to an address nobody owns) is not an answer to the probe.
+    lost_answer = frame("node1/eth0", False, "192.168.56.1", "203.0.113.10", 1, bytes([3, 0, 0, 0, 0, 0, 0, 0]))
+    assert spoofed_answer([syn, lost_answer], [], ports, "TCP", "198.51.100.7") is None
