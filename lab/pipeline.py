@@ -12,6 +12,7 @@ from lab.describe.topology import ProbeSpec, Topology
 from lab.install.actors import install_actors
 from lab.install.conntrack import apply_cleanup
 from lab.install.dataplane import install
+from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
@@ -112,6 +113,9 @@ def run_variant(
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
         built = time.perf_counter()
         install(realized, planes)
+        ports = PortHolder(realized)
+        stack.callback(ports.close)
+        ports.sync(planes)
         install_actors(realized, stack)
         installed = time.perf_counter()
         with ProbeSession(realized, timeout, pcap_dir) as session:
@@ -120,7 +124,7 @@ def run_variant(
                 steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
                     session.note(f"steps before {probe.name}")
-                    running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized))
+                    running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
                     session.rules_changed(running)
                     session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
@@ -137,12 +141,15 @@ def run_variant(
     return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))
 
 
-def kube_proxy_sync(realized: Realized) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
-    """kube-proxy's sync after a change, on every node: the rules its release writes for `after`, then its
-    conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and deleted, per node."""
+def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
+    """kube-proxy's sync after a change, on every node: the rules its release writes for `after` and the ports it
+    holds, then its conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and
+    deleted, per node."""
 
     def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
-        said = list(install(realized, render(after, previous=before), resync=True))
+        planes = render(after, previous=before)
+        ports.sync(planes, restart)
+        said = list(install(realized, planes, resync=True))
         for node, plan in conntrack_cleanups(before, after, restart).items():
             deleted = apply_cleanup(realized.namespaces[node], plan)
             said += [f"{node}: {line}" for line in (*plan.why, *deleted)]

@@ -12,8 +12,9 @@ from lab.describe.k8s import Manifest, Port
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 # What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
-# a RST once established, another ICMP error (net/host unreachable, time exceeded...), or nothing.
-Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped"]
+# a RST once established, another ICMP error (net/host unreachable, time exceeded...), nothing, or a TCP
+# handshake with nothing behind it (accepted: a socket that never reads, as kube-proxy's held NodePorts up to 1.23).
+Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped", "accepted"]
 
 
 class Strict(BaseModel):

@@ -7,6 +7,8 @@ The outcome is what the kernel reported to the client's socket:
   unreachable  any other ICMP error (net or host unreachable, prohibited, time exceeded...), or no route
                in the source's own namespace (ENETUNREACH/EHOSTUNREACH with no ICMP behind it)
   closed       the connection was accepted and closed without an answer (no lab backend does that)
+  accepted     the TCP handshake completed but nothing answered before the timeout: a socket that never reads
+               took the connection (the session decides it, from `connected` and the backends' arrivals)
   dropped      nothing came back before the timeout
 Every socket has IP_RECVERR on: the kernel then queues each ICMP error with its type, code and sender on the
 socket's error queue, which names it; for UDP it is also what makes the kernel report errors other than port
@@ -19,7 +21,7 @@ import errno
 import json
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lab.realize.enter import in_netns
 
@@ -67,6 +69,7 @@ class ClientResult:
     error: str = ""
     local: str = ""
     icmp: IcmpError | None = None
+    connected: bool = False  # TCP: the handshake completed
 
 
 def parse_extended_error(data: bytes) -> IcmpError | None:
@@ -128,7 +131,8 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
     except OSError as exc:
         return _failed(sock, exc, protocol, "")
     # A TCP backend answers the new connection by itself; a UDP one answers a datagram.
-    return exchange(sock, protocol, b"probe\n" if protocol == "UDP" else b"")
+    result = exchange(sock, protocol, b"probe\n" if protocol == "UDP" else b"")
+    return replace(result, connected=protocol == "TCP")
 
 
 def exchange(sock: socket.socket, protocol: str, line: bytes = b"again\n") -> ClientResult:

@@ -29,6 +29,7 @@ from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
     crafted_fate,
@@ -36,6 +37,7 @@ from lab.probe.why import (
     path_lines,
     retransmitting,
     stray_answer,
+    tcp_flags,
 )
 from lab.realize.build import Realized
 
@@ -196,12 +198,17 @@ class ProbeSession:
             directory = self.pcap_dir / self.topo.scenario / _slug(self.topo.variant_label) / _slug(probe.name)
             pcaps = tuple(str(p) for p in write_pcaps(frames, directory))
         outcome = result.outcome
+        if outcome == "dropped" and result.connected and not arrivals:
+            outcome = "accepted"  # a socket that is no backend completed the handshake
         entries = self._flow_entries(probe.protocol, port) if port else []
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
         shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
-        explanation = stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or explain(
-            outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost
+        explanation = (
+            self._accepted(frames)
+            if outcome == "accepted"
+            else stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
+            or explain(outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost)
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
             explanation = f"{explanation}: {BACKING_OFF}" if retransmitting(self.flows[probe.flow]) else explanation
@@ -305,6 +312,16 @@ class ProbeSession:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
         return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
 
+    def _accepted(self, frames: list[Frame]) -> str:
+        """Who completed the handshake of a connection nothing answered: the SYN-ACK where it was first seen."""
+        said = "the TCP handshake completed, but nothing answered before the timeout"
+        synack = next((f for f in frames if tcp_flags(f) == "S."), None)
+        if synack is None or synack.addresses is None or (seg := Segment.of(synack)) is None:
+            return said
+        said += f"; the SYN-ACK was first seen {synack.where} ({synack.summary()})"
+        taker = silent_taker(self.topo, synack.actor, self.realized.ns_of(synack.actor), "TCP", seg.src, seg.sport)
+        return f"{said}: {taker}" if taker else said
+
     def _lost(self, last: Frame, hits: list[tuple[str, RuleHit]]) -> str:
         """Where the packet last seen as `last` went, no rule having dropped it."""
         seen = f"last seen {last.where} ({last.summary()})"
@@ -317,6 +334,10 @@ class ProbeSession:
         addresses = last.addresses
         if addresses and (refused := input_refusal(self.realized.ns_of(actor), *addresses, iif)):
             return f"{seen}; {actor}'s kernel refuses it on input: {refused}"
+        if (aimed := destination(last)) and (
+            taker := silent_taker(self.topo, actor, self.realized.ns_of(actor), *aimed)
+        ):
+            return f"{seen}; {taker}"
         nat = [h for n, h in hits if n == actor and h.table == "nat"]
         after = f" after nat {nat[-1].chain}" if nat else ""
         return f"{seen}; lost on {actor}{after} without a rule dropping it"

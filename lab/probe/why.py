@@ -37,7 +37,7 @@ def path_lines(frames: list[Frame]) -> tuple[str, ...]:
 
 def tcp_flags(frame: Frame) -> str:
     summary = frame.summary() or ""
-    return summary.rsplit("[", 1)[-1] if summary.endswith("]") else ""
+    return summary.rsplit("[", 1)[-1][:-1] if summary.endswith("]") else ""
 
 
 def stray_answer(outcome: str, frames: list[Frame], target: str) -> str:

@@ -13,6 +13,7 @@ from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
 from lab.render.kubeproxy.nftables import render_nftables
+from lab.render.kubeproxy.ports import HeldPort, held_ports
 from lab.render.kubeproxy.versions import Release
 
 IPVS_DEVICE = "kube-ipvs0"
@@ -38,6 +39,7 @@ class NodeDataplane:
     ipvs: str = ""  # ipvsadm-restore lines: every virtual server, or (a resync) what changes
     dummy_addresses: tuple[str, ...] = ()
     sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
+    held_ports: tuple[HeldPort, ...] = ()  # the sockets kube-proxy up to 1.23 holds open (ports.py)
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
 
     def text(self) -> str:
@@ -70,11 +72,15 @@ def _setup(topo: Topology, route_localnet: bool) -> NodeSetup:
     return NodeSetup(conntrack + (((ROUTE_LOCALNET, "1"),) if route_localnet else ()))
 
 
+def _local(topo: Topology, node_name: str) -> tuple[str, ...]:
+    """Every address of the node's own interfaces, loopback's too."""
+    return (*topo.node(node_name).addresses, "127.0.0.1")
+
+
 def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
-    node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
-    # Every address of the node's own interfaces: kube-proxy makes NodePort virtual servers on them.
-    return render_ipvs(services, config, (*node.addresses, "127.0.0.1"), version, kernel=host_kernel())
+    # kube-proxy makes NodePort virtual servers on every address of the node's own interfaces.
+    return render_ipvs(services, config, _local(topo, node_name), version, kernel=host_kernel())
 
 
 def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:
@@ -82,6 +88,7 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
     changes to the virtual servers rather than all of them)."""
     node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+    release = Release.of(version)
     if topo.cluster.proxy_mode == "ipvs":
         rules = _ipvs(topo, node_name)
         virtual_servers = (
@@ -92,25 +99,40 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
         sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
         # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
         unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
+        dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
         return NodeDataplane(
             "ipvs",
             iptables=rules.iptables_restore(),
             ipsets=rules.ipset_restore(),
             ipvs=virtual_servers,
-            dummy_addresses=tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound),
+            dummy_addresses=dummy,
             sysctls=sysctls,
             setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+            # After its first sync kube-ipvs0's addresses are the node's too: an externalIP on it is held.
+            held_ports=held_ports(
+                services, config, (*_local(topo, node_name), *(a.split("/")[0] for a in dummy)), release
+            ),
         )
     if topo.cluster.proxy_mode == "nftables":
         script = render_nftables(services, config, [node.ip], version).script()
         return NodeDataplane("nftables", nft=script, setup=_setup(topo, False))
     rendered = render_iptables(services, config, [node.ip], version)
-    return NodeDataplane("iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet))
+    held = held_ports(services, config, _local(topo, node_name), release)
+    return NodeDataplane(
+        "iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet), held_ports=held
+    )
 
 
 def render(topo: Topology, previous: Topology | None = None) -> dict[str, NodeDataplane]:
     """What kube-proxy writes on every node for this topology (with `previous`: its sync after running that)."""
     return {node.name: node_dataplane(topo, node.name, previous) for node in topo.nodes}
+
+
+def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
+    """The sockets kube-proxy holds on this actor, if it is a node (none elsewhere)."""
+    if all(node.name != node_name for node in topo.nodes):
+        return ()
+    return node_dataplane(topo, node_name).held_ports
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:

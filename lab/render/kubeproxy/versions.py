@@ -152,6 +152,16 @@ class Release:
         the 1.37 cycle, so 1.37 is INFERRED and no supported release has it)."""
         return self.minor >= 37
 
+    # --- what kube-proxy does on the node besides rules (iptables and ipvs modes) -----------------------
+
+    @property
+    def holds_service_ports(self) -> bool:
+        """kube-proxy holds every NodePort (and each externalIP:port that is an address of the node) open with a
+        socket of its own that it never reads (k8s.io/utils/net ListenPortOpener: listen() for TCP, bind() for
+        UDP, SCTP never), until #108496 removed the port opener (1.24). Read in the iptables and ipvs proxiers at
+        S1.18 to S1.23; S1.24 has none."""
+        return self.minor <= 23
+
     # --- iptables rules shared by the iptables and ipvs modes ------------------------------------------
 
     @property
