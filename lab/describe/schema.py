@@ -205,6 +205,9 @@ class Expectation(Conditional):
     entries: list[str] = []
     # Every attempt reaches the same backend (session affinity, a source-hashing scheduler); with attempts.
     same_backend: bool = Field(False, alias="sameBackend")
+    # Every attempt after the first did (true) or did not (false: it had expired) follow the client's ClientIP
+    # affinity, as the rule that looks the client up says; with attempts (and `pause` to outwait the timeout).
+    affinity: bool | None = None
 
 
 class Step(Conditional):
@@ -250,6 +253,8 @@ class Probe(Strict):
     expect: Expectation | list[Expectation]
     why: str = ""
     attempts: int = Field(1, ge=1, le=64)
+    # Milliseconds between attempts (to outwait a sessionAffinity timeout); with attempts.
+    pause: int | None = Field(None, ge=1, le=60000)
     # A fixed source port: probes from the same actor and port to the same destination continue one flow (the
     # same conntrack entry while it lives), as a statsd or DNS client that keeps its socket does.
     source_port: int | None = Field(None, alias="sourcePort", ge=1, le=65535)
@@ -280,6 +285,8 @@ class Probe(Strict):
             raise ValueError("a probe needs `from:` and `to:` (or `flow: NAME` to check a flow an earlier probe kept)")
         if self.every is not None and not self.keep:
             raise ValueError("`every` goes with `keep: true`")
+        if self.pause is not None and self.attempts == 1:
+            raise ValueError("`pause` is the time between attempts: give attempts: N")
         if self.keep and self.attempts != 1:
             raise ValueError("`keep: true` keeps one connection: leave attempts out")
         if self.keep and self.craft:
@@ -301,6 +308,7 @@ _FLOW_INHERITS = (
     ("protocol", "protocol"),
     ("sourcePort", "source_port"),
     ("attempts", "attempts"),
+    ("pause", "pause"),
     ("craft", "craft"),
     ("keep", "keep"),
     ("sourceAddress", "source_address"),

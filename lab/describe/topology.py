@@ -186,6 +186,7 @@ class Expected:
     source_remote: str | None = None
     entries: tuple[str, ...] = ()  # nodes that must each be entered by at least one attempt
     same_backend: bool = False  # every attempt must reach the same backend
+    affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
 
     @property
     def relative(self) -> bool:
@@ -221,6 +222,7 @@ class ProbeSpec:
     expected: Expected
     why: str = ""
     attempts: int = 1  # connections to send (each from a new source port); every one is judged
+    pause_ms: int = 0  # between attempts
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
     source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
     craft: str = ""  # "outOfWindow": a crafted segment on the established connection (lab/probe/craft.py)

@@ -18,6 +18,8 @@ def expected_text(result: ProbeResult) -> str:
         parts.append(f"from {e.source}")
     if e.same_backend:
         parts.append("(one backend)")
+    if e.affinity is not None:
+        parts.append("(by affinity)" if e.affinity else "(affinity expired)")
     return " ".join(parts)
 
 
@@ -55,6 +57,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "source": e.source,
             "source_ip": e.source_ip,
             "same_backend": e.same_backend,
+            "affinity": e.affinity,
         },
         "observed": {
             "outcome": o.outcome,

@@ -70,7 +70,7 @@ def test_expectations_may_say_unreachable_and_reset(tmp_path):
 
 def test_an_unreachable_expectation_cannot_name_a_backend(tmp_path):
     said = str(error_for(tmp_path, BASE.replace("outcome: delivered, source", "outcome: unreachable, source")))
-    assert "backend, node, source and sameBackend only make sense when delivered" in said
+    assert "backend, node, source, sameBackend and affinity only make sense when delivered" in said
 
 
 def test_unreachable_is_judged_like_any_outcome():

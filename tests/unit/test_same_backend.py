@@ -1,5 +1,6 @@
-"""sameBackend: several connections are judged together, and one that reached another backend fails the probe;
-the field is refused where it cannot be judged."""
+"""sameBackend and affinity: several connections are judged together, and one that reached another backend (or
+did or did not follow the client's affinity) fails the probe; the fields are refused where they cannot be
+judged."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 from support.scenario import BASE, ScriptedSession, error_for, write
 
 from lab.describe.load import load_scenario
-from lab.judge.attempts import run_probe
+from lab.judge.attempts import followed_affinity, run_probe
+from lab.probe.evidence.base import RuleHit
 from lab.probe.session import Observation
 
 SAME = BASE.replace(
@@ -41,10 +43,62 @@ def test_attempts_reaching_two_backends_fail(tmp_path, backends, reason):
         (
             SAME.replace("outcome: delivered, sameBackend", "outcome: refused, sameBackend"),
             "probes[0].expect.outcome",
-            "sameBackend only make sense when delivered",
+            "sameBackend and affinity only make sense when delivered",
         ),
     ],
 )
 def test_same_backend_is_refused_where_it_cannot_be_judged(tmp_path, text, field, message):
+    error = error_for(tmp_path, text)
+    assert error.field == field and message in error.message, str(error)
+
+
+AFFINITY = SAME.replace("sameBackend: true", "affinity: false").replace(
+    "    attempts: 3\n", "    attempts: 2\n    pause: 1\n"
+)
+RCHECK = RuleHit(
+    "nat",
+    "KUBE-SVC-X",
+    "-m recent --name KUBE-SEP-Y --mask 255.255.255.255 --rsource --rcheck --seconds 1 --reap -j KUBE-SEP-Y",
+    1,
+)
+RECORD = RuleHit("nat", "KUBE-SEP-Y", "-m recent --set --name KUBE-SEP-Y --mask 255.255.255.255 --rsource", 1)
+NFT_LOOKUP = RuleHit("kube-proxy", "service-X", "ip saddr @affinity-Y goto endpoint-Y (verdict goto endpoint-Y)", 1)
+NFT_UPDATE = RuleHit("kube-proxy", "endpoint-Y", "update @affinity-Y { ip saddr } (verdict continue)", 1)
+
+
+def met(*hits: RuleHit) -> Observation:
+    return Observation(
+        "delivered", backend="web-0", node="node1", entry="node2", rules=tuple(("node2", h) for h in hits)
+    )
+
+
+def test_only_the_lookup_rules_say_a_connection_followed_the_affinity():
+    assert followed_affinity(met(RCHECK, RECORD)) and followed_affinity(met(NFT_LOOKUP, NFT_UPDATE))
+    assert not followed_affinity(met(RECORD)) and not followed_affinity(met(NFT_UPDATE))
+
+
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        (met(RECORD), None),
+        (met(RCHECK, RECORD), "attempt 2: expected it was balanced anew (affinity expired), but it followed it"),
+    ],
+)
+def test_an_attempt_that_followed_an_expired_affinity_fails(tmp_path, second, reason):
+    (topo,) = load_scenario(write(tmp_path, AFFINITY)).variants
+    assert topo.probes[0].pause_ms == 1
+    _, verdict = run_probe(ScriptedSession([met(RECORD), second]), topo.probes[0], topo)  # type: ignore[arg-type]
+    assert verdict.reasons == (() if reason is None else (reason,))
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        (AFFINITY.replace("    attempts: 2\n    pause: 1\n", ""), "probes[0].expect.affinity", "give attempts: N"),
+        (AFFINITY.replace("    attempts: 2\n", ""), "probes[0]", "`pause` is the time between attempts"),
+        (AFFINITY.replace("cluster: {", "cluster: {proxyMode: ipvs, "), "probes[0].expect.affinity", "judge it there"),
+    ],
+)
+def test_affinity_is_refused_where_it_cannot_be_judged(tmp_path, text, field, message):
     error = error_for(tmp_path, text)
     assert error.field == field and message in error.message, str(error)

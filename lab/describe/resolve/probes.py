@@ -67,6 +67,7 @@ def resolve_probes(
                 expected=_expected(variant, path, p, topo),
                 why=p.why,
                 attempts=p.attempts,
+                pause_ms=p.pause or 0,
                 before=before,
                 source_port=p.source_port or 0,
                 craft=p.craft or "",
@@ -149,6 +150,8 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
     for k, e in enumerate(options):
         epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")
         if variant.applies(epath, e.when):
+            if e.affinity is not None:
+                _affinity_judgeable(variant.source, (*epath, "affinity"), probe.attempts, topo)
             return _expectation(variant.source, epath, e, topo)
     raise variant.source.error(
         (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
@@ -178,9 +181,24 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
         source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
-    if e.outcome != "delivered" and (backends or e.node or e.source or e.same_backend):
-        raise src.error((*path, "outcome"), "backend, node, source and sameBackend only make sense when delivered")
-    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries, e.same_backend)
+    if e.outcome != "delivered" and (backends or e.node or e.source or e.same_backend or e.affinity is not None):
+        raise src.error(
+            (*path, "outcome"), "backend, node, source, sameBackend and affinity only make sense when delivered"
+        )
+    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries, e.same_backend, e.affinity)
+
+
+def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topology) -> None:
+    """`affinity:` is judged from the rule that looks the client up in kube-proxy's affinity state, which the
+    iptables and nftables modes have and ipvs (connection templates) has not."""
+    if attempts == 1:
+        raise src.error(path, "affinity is judged on the attempts after the first: give attempts: N")
+    if topo.cluster.proxy_mode == "ipvs":
+        raise src.error(
+            path,
+            "ipvs keeps ClientIP affinity in its connection templates, not in a rule the lab sees a packet meet: "
+            "judge it there with sameBackend (give this variant its own expectation with when: {proxyMode: ipvs})",
+        )
 
 
 def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str | None:
