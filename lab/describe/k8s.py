@@ -82,6 +82,7 @@ class Metadata(Loose):
     name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
     namespace: str = "default"
     labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
 
 
 class ContainerPort(Loose):
@@ -168,6 +169,10 @@ class ServiceSpec(Loose):
     health_check_node_port: int | None = Field(None, alias="healthCheckNodePort")
     session_affinity: Literal["None", "ClientIP"] = Field("None", alias="sessionAffinity")
     session_affinity_config: AffinityConfig = Field(AffinityConfig(), alias="sessionAffinityConfig")
+    # The EndpointSlice controller hints each ready endpoint for its own zone (and node, PreferSameNode).
+    traffic_distribution: Literal["PreferClose", "PreferSameZone", "PreferSameNode"] | None = Field(
+        None, alias="trafficDistribution"
+    )
 
 
 class IngressIP(Loose):
@@ -198,10 +203,21 @@ class EndpointConditions(Loose):
     terminating: bool | None = None
 
 
+class HintName(Loose):
+    name: str = Field(min_length=1)
+
+
+class EndpointHints(Loose):
+    for_zones: list[HintName] = Field([], alias="forZones")
+    for_nodes: list[HintName] = Field([], alias="forNodes")
+
+
 class SliceEndpoint(Loose):
     addresses: list[Address] = Field(min_length=1, max_length=1)  # the API allows one address per endpoint
     conditions: EndpointConditions = EndpointConditions()
     node_name: str | None = Field(None, alias="nodeName")
+    zone: str | None = None
+    hints: EndpointHints | None = None
 
 
 class EndpointPort(Loose):

@@ -52,7 +52,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     externals = resolve_externals(src, f.external_hosts, cluster, nodes)
     pods, pending = resolve_pods(src, f.workload, cluster, nodes, scale_demand(variant, f.probes, f.workload))
     # Every Service as if every built pod ran; at the start without the replicas a later step creates.
-    potential = resolve_services(src, f.workload, cluster, (*pods, *pending), externals)
+    potential = resolve_services(src, f.workload, cluster, nodes, (*pods, *pending), externals)
     services = tuple(without_endpoints(s, {p.name for p in pending}) for s in potential)
     egress = resolve_egress(src, f.egress_gateway, cluster, nodes)
     balancers = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)

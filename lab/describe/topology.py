@@ -126,6 +126,20 @@ class MasqAgentSpec:
     nodes: tuple[str, ...]
 
 
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# The Service annotations that turn topology-aware routing on (the second one deprecated in 1.27).
+TOPOLOGY_MODE = "service.kubernetes.io/topology-mode"
+TOPOLOGY_AWARE_HINTS = "service.kubernetes.io/topology-aware-hints"
+
+
+@dataclass(frozen=True)
+class Hints:
+    """An endpoint's topology hints: the zones and nodes it is meant for."""
+
+    zones: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class EndpointSpec:
     """One EndpointSlice endpoint: ready = serving and not terminating (the slice's conditions)."""
@@ -137,6 +151,9 @@ class EndpointSpec:
     ready: bool
     serving: bool = True
     terminating: bool = False
+    zone: str = ""  # its node's topology.kubernetes.io/zone, or the hand-written slice's zone
+    # As written in a hand-written slice; None: the EndpointSlice controller of the release decides (render).
+    hints: Hints | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,10 @@ class ServiceSpec:
     # Those of them with ipMode: Proxy, which a proxy answers: whether kube-proxy still programs them is its
     # release's business (render: Release.honours_ip_mode).
     proxy_ingress_ips: tuple[str, ...] = ()
+    traffic_distribution: str = ""  # spec.trafficDistribution
+    # The topology annotations as written (service.kubernetes.io/topology-mode, .../topology-aware-hints): which
+    # one kube-proxy reads, and which values it takes, is its release's business (render).
+    topology_annotations: tuple[tuple[str, str], ...] = ()
 
     def port(self, ref: int | str) -> ServicePortSpec | None:
         return next((p for p in self.ports if ref in (p.port, p.name)), None)

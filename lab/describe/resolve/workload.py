@@ -12,9 +12,13 @@ from typing import NamedTuple, TypeVar
 from lab.describe import k8s
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
+    TOPOLOGY_AWARE_HINTS,
+    TOPOLOGY_MODE,
+    ZONE_LABEL,
     ClusterSpec,
     EndpointSpec,
     ExternalSpec,
+    Hints,
     NodeSpec,
     PodSpec,
     PortSpec,
@@ -152,6 +156,7 @@ def resolve_services(
     src: Source,
     workload: list[k8s.Manifest],
     cluster: ClusterSpec,
+    nodes: tuple[NodeSpec, ...],
     pods: tuple[PodSpec, ...],
     externals: tuple[ExternalSpec, ...],
 ) -> tuple[ServiceSpec, ...]:
@@ -164,8 +169,9 @@ def resolve_services(
     taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
     taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
     free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
+    zones = {n.name: dict(n.labels).get(ZONE_LABEL, "") for n in nodes}
     services = [
-        _service(src, ("workload", i, "spec"), m, cluster, pods, free_ips, free_ports, slices) for i, m in manifests
+        _service(src, ("workload", i), m, cluster, pods, free_ips, free_ports, slices, zones) for i, m in manifests
     ]
     unique(
         src,
@@ -200,10 +206,13 @@ def _service(
     free_ips: Iterator[str],
     free_ports: Iterator[int],
     slices: Mapping[tuple[str, str], list[_SliceEndpoint]],
+    zones: Mapping[str, str],
 ) -> ServiceSpec:
     """One Service: its clusterIP in serviceCIDR, the pods it selects (or, without a selector, its EndpointSlices'
     endpoints), its ports with their NodePorts and endpoints, its load balancer addresses and health check
     NodePort (those left out taken from `free_*`)."""
+    topology = _topology_annotations(src, (*path, "metadata", "annotations"), m)
+    path = (*path, "spec")
     spec = m.spec
     cluster_ip = spec.cluster_ip or _take(
         src, (*path, "clusterIP"), free_ips, f"address of serviceCIDR {cluster.service_cidr}"
@@ -225,7 +234,7 @@ def _service(
             (p.node_port or _take(src, (*path, "ports", j, "nodePort"), free_ports, "NodePort")) if external else 0
         )
         if spec.selector:
-            eps = _endpoints(src, (*path, "ports", j), p, selected)
+            eps = _endpoints(src, (*path, "ports", j), p, selected, zones)
         else:
             eps = tuple(e.spec for e in slices.get((m.metadata.namespace, m.metadata.name), []) if e.serves(p))
         ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
@@ -252,7 +261,29 @@ def _service(
         else 0,
         ingress_ips=tuple(ingress),
         proxy_ingress_ips=tuple(proxied),
+        traffic_distribution=spec.traffic_distribution or "",
+        topology_annotations=topology,
     )
+
+
+def _topology_annotations(src: Source, path: FieldPath, m: k8s.Service) -> tuple[tuple[str, str], ...]:
+    """The Service's topology annotations as written. With a selector, an enabling one makes the EndpointSlice
+    controller hint endpoints by each zone's share of the nodes' allocatable CPU, which the lab does not model:
+    refused, rather than answered without the hints a cluster would have."""
+    written = tuple(
+        (key, m.metadata.annotations[key])
+        for key in (TOPOLOGY_MODE, TOPOLOGY_AWARE_HINTS)
+        if key in m.metadata.annotations
+    )
+    for key, value in written:
+        if m.spec.selector and value not in ("", "disabled", "Disabled"):
+            raise src.error(
+                (*path, key),
+                f"{key}: {value} has the EndpointSlice controller hint endpoints by each zone's share of allocatable "
+                "CPU, which the lab does not model: write the Service without a selector and its EndpointSlice with "
+                "the hints (endpoints[].hints.forZones), or use spec.trafficDistribution: PreferClose",
+            )
+    return written
 
 
 def _load_balancer_ips(
@@ -280,10 +311,10 @@ def _check_node_port(src: Source, path: FieldPath, port: int | None) -> None:
 
 
 def _endpoints(
-    src: Source, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec]
+    src: Source, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec], zones: Mapping[str, str]
 ) -> tuple[EndpointSpec, ...]:
     """The selected pods that serve the port: every one for a numeric targetPort, those with a container port of
-    that name and protocol for a named one."""
+    that name and protocol for a named one; each with its node's zone (the controller hints from it)."""
     target = port.target_port if port.target_port is not None else port.port
     eps = []
     for pod in pods:
@@ -292,7 +323,9 @@ def _endpoints(
         else:
             number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
         if number is not None:
-            eps.append(EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready))
+            eps.append(
+                EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready, zone=zones[pod.node])
+            )
     if isinstance(target, str) and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
     return tuple(eps)
@@ -363,8 +396,16 @@ def _slices(
             for port in m.ports:
                 if port.port is None:
                     raise src.error((*path, "ports"), "every port of a hand-written EndpointSlice needs a number")
+                hints = ep.hints or k8s.EndpointHints()
                 spec = EndpointSpec(
-                    name, ep.node_name or node, address, port.port, ready, serving, bool(ep.conditions.terminating)
+                    name,
+                    ep.node_name or node,
+                    address,
+                    port.port,
+                    ready,
+                    serving,
+                    bool(ep.conditions.terminating),
+                    hints=Hints(tuple(z.name for z in hints.for_zones), tuple(n.name for n in hints.for_nodes)),
                 )
                 found.setdefault(key, []).append(_SliceEndpoint(port.name, port.protocol, spec))
     return found

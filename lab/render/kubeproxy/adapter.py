@@ -1,14 +1,45 @@
-"""What kube-proxy on one node knows of the topology: its Service ports and flags."""
+"""What kube-proxy on one node knows of the topology: its Service ports and flags, and the EndpointSlices as
+that release's EndpointSlice controller writes them (their topology hints)."""
 
 from __future__ import annotations
 
-from lab.describe.topology import Topology
-from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.describe.topology import (
+    TOPOLOGY_AWARE_HINTS,
+    TOPOLOGY_MODE,
+    ZONE_LABEL,
+    EndpointSpec,
+    Hints,
+    ServiceSpec,
+    Topology,
+)
+from lab.render.kubeproxy.service import Endpoint, NodeTopology, ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release
+
+
+def controller_hints(svc: ServiceSpec, ep: EndpointSpec, release: Release) -> Hints:
+    """An endpoint's hints: as a hand-written slice gives them, else as the EndpointSlice controller's trafficdist
+    reconciler writes them for spec.trafficDistribution: each ready endpoint hinted for its own zone (when it has
+    one), and for its own node with PreferSameNode."""
+    if ep.hints is not None:
+        return ep.hints
+    if not ep.ready or svc.traffic_distribution not in release.traffic_distribution:
+        return Hints()
+    node = (ep.node,) if svc.traffic_distribution == "PreferSameNode" and ep.node else ()
+    return Hints((ep.zone,) if ep.zone else (), node)
+
+
+def hints_annotation(svc: ServiceSpec, release: Release) -> str:
+    """The annotation value kube-proxy's service info keeps: topology-aware-hints, and from 1.27 topology-mode when
+    the deprecated one is absent."""
+    written = dict(svc.topology_annotations)
+    if TOPOLOGY_AWARE_HINTS in written or not release.topology_mode_annotation:
+        return written.get(TOPOLOGY_AWARE_HINTS, "")
+    return written.get(TOPOLOGY_MODE, "")
 
 
 def service_ports(topo: Topology, node: str) -> list[ServicePort]:
     release = Release.of(topo.cluster.kube_version)
+    here = NodeTopology(node, dict(topo.node(node).labels).get(ZONE_LABEL, ""))
     ports = []
     for svc in topo.services:
         # kube-proxy leaves an ipMode: Proxy address to the proxy that answers it, from the release that honours
@@ -25,6 +56,8 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
                     ready=ep.ready,
                     serving=ep.serving,
                     terminating=ep.terminating,
+                    zone_hints=frozenset((hints := controller_hints(svc, ep, release)).zones),
+                    node_hints=frozenset(hints.nodes),
                 )
                 for ep in port.endpoints
             )
@@ -45,6 +78,8 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
                     health_check_node_port=svc.health_check_node_port,
                     affinity_timeout=svc.affinity_timeout,
                     endpoints=endpoints,
+                    hints_annotation=hints_annotation(svc, release),
+                    node=here,
                 )
             )
     return ports

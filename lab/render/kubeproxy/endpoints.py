@@ -1,5 +1,6 @@
 """Which endpoints a Service port uses on one node: kube-proxy's CategorizeEndpoints (pkg/proxy/topology.go,
-1.24+) and the FilterEndpoints / ready-only selection of older releases, once for every mode."""
+1.24+, with topology-aware routing by the endpoints' zone and node hints) and the FilterEndpoints / ready-only
+selection of older releases, once for every mode."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ class Categorized:
 
 
 def categorize(svc: ServiceView, release: Release) -> Categorized:
-    """Topology hints / trafficDistribution are not modelled."""
     if release.endpoint_selection == "ready":
         return _ready_only(svc)
     if release.endpoint_selection == "filtered":
@@ -60,7 +60,9 @@ def _categorized(svc: ServiceView, release: Release) -> Categorized:
     cluster: tuple[Endpoint, ...] = ()
     local: tuple[Endpoint, ...] = ()
     if uses_cluster:
-        cluster = tuple(ep for ep in eps if ep.ready)
+        topology = topology_mode(svc, release)
+        cluster = tuple(ep for ep in eps if ep.ready and _available(ep, topology, svc))
+        # The fallback ignores topology: the hints were for ready endpoints, and there are none.
         if not cluster and fallback:
             cluster = tuple(ep for ep in eps if ep.serving and ep.terminating)
     if uses_local:
@@ -71,6 +73,34 @@ def _categorized(svc: ServiceView, release: Release) -> Categorized:
     merged = {ep.address: ep for ep in [*cluster, *local]}
     reachable = tuple(sorted(merged.values(), key=lambda ep: ep.address))
     return Categorized(cluster, local, reachable, has_endpoints)
+
+
+def topology_mode(svc: ServiceView, release: Release) -> str:
+    """Which hints the Cluster endpoints follow on this node: "node", "zone", or "" (every ready endpoint).
+    Every ready endpoint must carry a hint of that kind and one must name this node (or its zone): a Service half
+    hinted, or hinted only for other zones, is balanced over everything (topologyModeFromHints, canUseTopology)."""
+    if release.topology_hints == "off":
+        return ""
+    if release.topology_hints == "annotation":
+        value = svc.port.hints_annotation
+        enabled = (
+            value not in ("", "disabled", "Disabled") if release.topology_mode_annotation else value in ("auto", "Auto")
+        )
+        if not enabled:
+            return ""
+    ready = [ep for ep in svc.endpoints if ep.ready]
+    here = svc.port.node
+    if release.node_hints and all(ep.node_hints for ep in ready) and any(here.name in ep.node_hints for ep in ready):
+        return "node"
+    if all(ep.zone_hints for ep in ready) and any(here.zone and here.zone in ep.zone_hints for ep in ready):
+        return "zone"
+    return ""
+
+
+def _available(ep: Endpoint, topology: str, svc: ServiceView) -> bool:
+    if topology == "node":
+        return svc.port.node.name in ep.node_hints
+    return topology == "" or svc.port.node.zone in ep.zone_hints
 
 
 def _local(eps: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:

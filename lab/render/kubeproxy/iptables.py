@@ -18,8 +18,8 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - Addresses are written canonically. kube-proxy 1.23-1.29 copied externalIP, LoadBalancer and
   endpoint addresses as given ("192.168.099.022"); the API server only accepts such leading
   zeros for old objects.
-- Topology hints / trafficDistribution are not modelled: every usable endpoint is used. Feature
-  gates are at their default for the version (e.g. ProxyTerminatingEndpoints off before 1.26).
+- Endpoints are chosen as in every mode (endpoints.py, topology hints included). Feature gates are at their
+  default for the version (e.g. ProxyTerminatingEndpoints off before 1.26).
 The input is kube-proxy's processed view (service.ServicePort): LoadBalancer IPs with ipMode Proxy
 must already be left out, as kube-proxy leaves them out.
 """

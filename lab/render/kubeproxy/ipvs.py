@@ -46,10 +46,11 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - Services, addresses and endpoints come out in the caller's order, real servers sorted by
   "IP:port"; kube-proxy walks Go maps and sets.
 - It renders the steady state of a full sync: no stale entries to delete, no graceful
-  termination (terminating real servers at weight 0), no listening sockets on externalIPs and
-  NodePorts (<= 1.23 kube-proxy held them open; that is not kernel rule state).
+  termination (terminating real servers at weight 0; the install stage does it). The sockets kube-proxy up to 1.23
+  held on NodePorts and externalIPs are ports.py's.
 - IPv4 only; IPv6 addresses are ignored, as kube-proxy's IPv4 proxier ignores them.
-- Scheduler "rr" only (no "mh" source-hash flags); topology hints are not modelled.
+- No "mh" source-hash scheduler flags. Topology-aware routing picks the real servers as in every mode
+  (endpoints.py).
 - 1.20 on a fresh node wrote every nat chain declaration as ":KUBE-POSTROUTING" and the filter one as
   ":KUBE-FORWARD" (createAndLinkeKubeChain used the wrong variable until 1.21); harmless because
   EnsureChain had created the chains, and not reproduced here.

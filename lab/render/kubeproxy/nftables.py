@@ -37,7 +37,7 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - IPv4 only: addresses of the other family are ignored, as kube-proxy's IPv4 proxier ignores them;
   a Service whose ClusterIP is IPv6 (or headless) yields nothing. Addresses are canonical
   ("172.30.0.041" -> "172.30.0.41"), as kube-proxy 1.30+ writes them (TestBadIPs).
-- Topology hints / trafficDistribution are not modelled; ProxyTerminatingEndpoints is GA.
+- Topology-aware routing (zone and node hints) as in every mode (endpoints.py); ProxyTerminatingEndpoints is GA.
 - The caller leaves out LoadBalancer IPs with ipMode Proxy, as kube-proxy leaves them out.
 - Localhost NodePorts are never served (no KubeProxyNFTablesLocalhostNodePorts gate).
 """

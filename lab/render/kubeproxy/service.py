@@ -21,10 +21,21 @@ class Endpoint:
     ready: bool = True
     serving: bool = True
     terminating: bool = False
+    zone_hints: frozenset[str] = frozenset()  # the EndpointSlice's hints.forZones
+    node_hints: frozenset[str] = frozenset()  # hints.forNodes
 
     @property
     def address(self) -> str:
         return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    """Where this kube-proxy runs, as topology-aware routing asks: its node's name and
+    topology.kubernetes.io/zone label ("" when the node has none)."""
+
+    name: str = ""
+    zone: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class ServicePort:
     health_check_node_port: int = 0
     affinity_timeout: int = 0  # seconds of ClientIP affinity; 0 = none
     endpoints: tuple[Endpoint, ...] = field(default=())
+    hints_annotation: str = ""  # the topology annotation's value as this release reads it (svcInfo.HintsAnnotation)
+    node: NodeTopology = NodeTopology()  # the node this kube-proxy runs on
 
     @property
     def port_name_string(self) -> str:

@@ -84,6 +84,43 @@ class Release:
         return "filtered" if self.minor <= 23 else "categorized"
 
     @property
+    def topology_hints(self) -> str:
+        """When CategorizeEndpoints follows the endpoints' zone hints (pkg/proxy/topology.go):
+        "off"         1.19-1.23: the TopologyAwareHints gate is off by default (alpha 1.21, beta but off in 1.23;
+                      kube_features.go at S1.21-S1.23);
+        "annotation"  1.24-1.30: on (beta, on by default from S1.24), for a Service whose topology annotation
+                      enables it (canUseTopology at S1.24-S1.30);
+        "always"      1.31-: ServiceTrafficDistribution is on (beta 1.31, GA 1.33; kube_features.go at
+                      kubernetes/kubernetes@b0b89d3b) and the annotation is no longer asked (canUseTopology at
+                      danwinship/kubernetes@7dfae2cf; topologyModeFromHints at kubernetes/kubernetes@008b3652)."""
+        if self.minor <= 23:
+            return "off"
+        return "annotation" if self.minor <= 30 else "always"
+
+    @property
+    def topology_mode_annotation(self) -> bool:
+        """1.27 reads service.kubernetes.io/topology-mode, the deprecated topology-aware-hints first, and takes any
+        value but "", "disabled" and "Disabled"; 1.24-1.26 read only topology-aware-hints, and only "auto"/"Auto"
+        (service.go and canUseTopology at S1.26 and S1.27, KEP-2433)."""
+        return self.minor >= 27
+
+    @property
+    def node_hints(self) -> bool:
+        """Endpoints hinted for this node are preferred over zone hints (KEP-3015's PreferSameTrafficDistribution:
+        alpha 1.33, beta and on 1.34, GA 1.35; topologyModeFromHints at kubernetes/kubernetes@008b3652)."""
+        return self.minor >= 34
+
+    @property
+    def traffic_distribution(self) -> tuple[str, ...]:
+        """The spec.trafficDistribution values (KEP-4444, KEP-3015) the API keeps and the EndpointSlice controller
+        hints for (trafficdist at kubernetes/kubernetes@90c8f9ae and @19952a2b): PreferClose from 1.31 (1.30's
+        alpha gate is off, so the API server drops the field); PreferSameZone and PreferSameNode with
+        PreferSameTrafficDistribution, on from 1.34 (that 1.33 drops them too, with its gate off, is INFERRED)."""
+        if self.minor <= 30:
+            return ()
+        return ("PreferClose",) if self.minor <= 33 else ("PreferClose", "PreferSameZone", "PreferSameNode")
+
+    @property
     def terminating_fallback(self) -> bool:
         """Serving, terminating endpoints stand in when none is ready (ProxyTerminatingEndpoints, KEP-1669: beta
         and on by default in 1.26, GA 1.28)."""
