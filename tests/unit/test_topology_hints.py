@@ -83,7 +83,6 @@ def test_topology_is_skipped_for_the_terminating_fallback():
     assert categorize(view, Release.of("1.31")).cluster == (leaving,)
 
 
-
 @pytest.mark.parametrize(
     ("version", "distribution", "ready", "hints"),
     [
