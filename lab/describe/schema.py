@@ -198,7 +198,19 @@ class Conditional(Strict):
 
 
 class Expectation(Conditional):
-    outcome: Outcome = "delivered"
+    # Several outcomes: any of them, where a kernel timer decides which one comes (e.g. dropped until a neighbour
+    # entry fails, unreachable after); never `delivered`, whose details are judged.
+    outcome: Outcome | list[Outcome] = "delivered"
+
+    @field_validator("outcome")
+    @classmethod
+    def _outcomes(cls, value: Outcome | list[Outcome]) -> Outcome | list[Outcome]:
+        if isinstance(value, list):
+            if not value or len(set(value)) != len(value) or "delivered" in value:
+                raise ValueError("a list of outcomes names two or more failures, each once (not delivered)")
+            return value[0] if len(value) == 1 else value
+        return value
+
     backend: str | list[str] | None = None
     node: str | None = None
     source: str | SourceByPlacement | None = None

@@ -208,6 +208,11 @@ class Expected:
     entries: tuple[str, ...] = ()  # nodes that must each be entered by at least one attempt
     same_backend: bool = False  # every attempt must reach the same backend
     affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
+    also: tuple[Outcome, ...] = ()  # other outcomes accepted (a kernel timer decides which one comes)
+
+    @property
+    def outcomes(self) -> tuple[Outcome, ...]:
+        return (self.outcome, *self.also)
 
     @property
     def relative(self) -> bool:

@@ -9,7 +9,7 @@ from lab.pipeline import ProbeResult, VariantRun
 
 def expected_text(result: ProbeResult) -> str:
     e = result.probe.expected
-    parts = [e.outcome]
+    parts = [" or ".join(e.outcomes)]
     if e.backends:
         parts.append("by " + "|".join(e.backends))
     if e.node:
@@ -52,6 +52,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
         "reasons": list(result.verdict.reasons),
         "expected": {
             "outcome": e.outcome,
+            "or": list(e.also),
             "backend": list(e.backends) or None,
             "node": e.node,
             "source": e.source,

@@ -181,11 +181,14 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
         source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
-    if e.outcome != "delivered" and (backends or e.node or e.source or e.same_backend or e.affinity is not None):
+    first, *also = e.outcome if isinstance(e.outcome, list) else [e.outcome]
+    if first != "delivered" and (backends or e.node or e.source or e.same_backend or e.affinity is not None):
         raise src.error(
             (*path, "outcome"), "backend, node, source, sameBackend and affinity only make sense when delivered"
         )
-    return Expected(e.outcome, backends, e.node, source, source_ip, local, remote, entries, e.same_backend, e.affinity)
+    return Expected(
+        first, backends, e.node, source, source_ip, local, remote, entries, e.same_backend, e.affinity, tuple(also)
+    )
 
 
 def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topology) -> None:
