@@ -99,3 +99,19 @@ def test_why_of_a_reset_names_the_rst():
         "connection reset (RST) after it was established: node2/veth-tester out carried "
         "10.96.0.10:80 > 10.244.2.2:40000 tcp [R]"
     )
+
+
+def test_a_list_of_failure_outcomes_accepts_any_of_them(tmp_path):
+    text = BASE.replace("expect: {outcome: delivered, source: node2}", "expect: {outcome: [dropped, unreachable]}")
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    expected = topo.probes[0].expected
+    assert expected.outcomes == ("dropped", "unreachable")
+    assert judge(expected, Observation("unreachable")).ok and judge(expected, Observation("dropped")).ok
+    assert judge(expected, Observation("refused")).reasons == ("expected dropped or unreachable, got refused",)
+
+
+@pytest.mark.parametrize("listed", ["[delivered, dropped]", "[dropped, dropped]", "[]"])
+def test_a_list_of_outcomes_names_failures_each_once(tmp_path, listed):
+    text = BASE.replace("expect: {outcome: delivered, source: node2}", f"expect: {{outcome: {listed}}}")
+    error = error_for(tmp_path, text)
+    assert error.field == "probes[0].expect.outcome" and "each once (not delivered)" in error.message, str(error)
