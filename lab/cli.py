@@ -7,7 +7,10 @@ lab render FILE --node N     print what kube-proxy would leave on node N (iptabl
 lab validate [FILE...]       check scenario files without building anything
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
-lab down [--all]             remove namespaces recorded by killed runs (--all: by live runs too)
+lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
+lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab shell ACTOR: a shell there)
+lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
+lab down [RUN] [--all]       take a live lab down (the newest without RUN); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
 lab bench [FILE|--replay|--steps|--scale N,..]  time a scenario's stages, replay cases, a step, or N Services per mode
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import version as package_version
@@ -29,82 +31,17 @@ from rich.text import Text
 from lab.argtypes import count, seconds
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
-from lab.describe.topology import axis_text
 from lab.install.tools import InstallError
+from lab.live.cli import add_commands as add_live_commands
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
 from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
+from lab.selection import counts, key_value, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
-
-
-# The catalogue this checkout ships. Never ./topologies of wherever lab is started: a scenario runs commands as
-# root (`before: run:`), so only files the user names, or the ones shipped with lab, are ever run.
-CATALOGUE = Path(__file__).resolve().parent.parent / "topologies"
-
-
-def default_scenarios() -> list[Path]:
-    return sorted(CATALOGUE.glob("*.yaml"))
-
-
-def _require_root(command: str) -> None:
-    if os.geteuid() != 0:
-        err.print(f"[red]lab {command} needs root[/red]: it builds network namespaces. Run it with sudo.")
-        sys.exit(2)
-
-
-def _scenario_paths(files: list[str]) -> list[Path]:
-    paths = [Path(f) for f in files] or default_scenarios()
-    if not paths:
-        err.print(f"no scenario files given and no catalogue in {CATALOGUE}")
-        sys.exit(2)
-    return paths
-
-
-def _load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario]:
-    paths = _scenario_paths(files)
-    axes = {}
-    for item in matrix or []:
-        key, _, values = item.partition("=")
-        if not values:
-            err.print(f"--matrix {item}: expected KEY=VALUE[,VALUE...], e.g. proxyMode=iptables,nftables")
-            sys.exit(2)
-        if key in axes:
-            err.print(f"--matrix {item}: {key} is given twice; list every value once, e.g. {key}=A,B")
-            sys.exit(2)
-        axes[key] = values.split(",")
-    return [load_scenario(p, axes) for p in paths]
-
-
-def _key_value(text: str) -> str:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. proxyMode=ipvs, got {text!r}")
-    return text
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(n) for n in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected positive numbers separated by commas, e.g. 10,100,1000, got {text!r}"
-        )
-    return counts
-
-
-def _no_variant(scenarios: list[Scenario], variant_filter: list[str]) -> str:
-    labels = sorted({t.variant_label for scenario in scenarios for t in scenario.variants})
-    return f"no variant matches --variant {' '.join(variant_filter)}; the variants are: {'; '.join(labels)}"
-
-
-def _select(scenario: Scenario, variant_filter: list[str]) -> list:
-    wanted = dict(v.split("=", 1) for v in variant_filter)
-    return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
 
 
 def _collect(results: list) -> Callable[[object], None]:
@@ -134,20 +71,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.markdown and not args.compare:
         err.print("--markdown prints the --compare tables: give --compare AXIS too")
         return 2
-    scenarios = _load_all(args.files, args.matrix)
+    scenarios = load_all(args.files, args.matrix)
     if args.compare and (problem := _check_compare(scenarios, args.compare)):
         err.print(problem)
         return 2
-    selected = [(scenario, _select(scenario, args.variant)) for scenario in scenarios]
+    selected = [(scenario, select(scenario, args.variant)) for scenario in scenarios]
     if not any(variants for _, variants in selected):
-        err.print(_no_variant(scenarios, args.variant))
+        err.print(no_variant(scenarios, args.variant))
         return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
     if only and not only & known:
         err.print(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}")
         return 2
-    _require_root("run")
+    require_root("run")
     handle_sigterm()
     remove_leftovers()
     all_runs = []
@@ -188,10 +125,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     from lab.render.dataplane import node_dataplane
     from lab.render.kubeproxy.nftables import check_nftables_version
 
-    scenario = _load_all([args.file], args.matrix)[0]
-    variants = _select(scenario, args.variant)
+    scenario = load_all([args.file], args.matrix)[0]
+    variants = select(scenario, args.variant)
     if not variants:
-        err.print(_no_variant([scenario], args.variant))
+        err.print(no_variant([scenario], args.variant))
         return 2
     topo = variants[0]
     if args.node not in {n.name for n in topo.nodes}:
@@ -213,7 +150,7 @@ def _error_text(exc: Exception) -> Text:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
-    for path in _scenario_paths(args.files):  # every file is checked, whichever fail
+    for path in scenario_paths(args.files):  # every file is checked, whichever fail
         try:
             scenario = load_scenario(path)
         except ScenarioError as exc:
@@ -223,15 +160,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         probes = sum(len(v.probes) for v in scenario.variants)
         console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
     return 2 if failed else 0
-
-
-def cmd_down(args: argparse.Namespace) -> int:
-    from lab.realize.runs import remove_leftovers
-
-    _require_root("down")
-    for line in remove_leftovers(include_live=args.all).lines():
-        console.print(line, markup=False, highlight=False)
-    return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -246,7 +174,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from lab.replay.report import print_replay
     from lab.replay.run import replay_from_args
 
-    _require_root("replay")
+    require_root("replay")
     handle_sigterm()
     result = replay_from_args(args)
     if args.json:
@@ -259,7 +187,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from lab.bench.stages import run_bench, run_replay_bench
 
-    _require_root("bench")
+    require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
     if args.steps:
@@ -299,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
         "--variant",
         action="append",
         default=[],
-        type=_key_value,
+        type=key_value,
         metavar="KEY=VALUE",
         help="run only matching variants",
     )
@@ -319,7 +247,7 @@ def parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", help="print the rules kube-proxy would install on a node")
     render.add_argument("file")
     render.add_argument("--node", required=True)
-    render.add_argument("--variant", action="append", default=[], type=_key_value, metavar="KEY=VALUE")
+    render.add_argument("--variant", action="append", default=[], type=key_value, metavar="KEY=VALUE")
     render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=ipvs")
     render.set_defaults(func=cmd_render)
 
@@ -378,20 +306,6 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(func=cmd_replay)
 
-    down = sub.add_parser(
-        "down",
-        help="remove the namespaces lab runs recorded and left behind (killed runs)",
-        description="Remove the namespaces that lab runs recorded in /run/lab and whose process is gone (the pid "
-        "no longer exists or belongs to a process started at another time). Nothing else is removed: lab-* "
-        "entries in /run/netns that no run recorded, symlinks and directories are listed and left.",
-    )
-    down.add_argument(
-        "--all",
-        action="store_true",
-        help="also the recorded namespaces of runs still alive (still never an unrecorded one)",
-    )
-    down.set_defaults(func=cmd_down)
-
     doctor = sub.add_parser("doctor", help="kernel features and tools")
     doctor.set_defaults(func=cmd_doctor)
 
@@ -407,7 +321,7 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--scale",
-        type=_counts,
+        type=counts,
         metavar="N,N,...",
         help="install time and first-packet latency for N Services "
         "per mode (iptables with the nft and legacy backends, nftables, and ipvs where the kernel has it), "
@@ -415,6 +329,7 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench)
 
+    add_live_commands(sub)
     add_commands(sub)
     return p
 

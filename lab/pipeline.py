@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +96,33 @@ def tunnel_kind(topo: Topology) -> str:
     return "ipip" if kernel_has("ipip") else "vxlan"
 
 
+@dataclass(frozen=True)
+class Standing:
+    """A variant built and installed: its namespaces, kube-proxy's held ports, and when each stage ended."""
+
+    realized: Realized
+    ports: PortHolder
+    built: float  # perf_counter when realize was done
+    installed: float  # ... and install
+
+
+@contextmanager
+def standing(topo: Topology) -> Iterator[Standing]:
+    """render → realize → install (kube-proxy's rules and held ports, then the actors around the cluster); torn
+    down on exit. Whatever a stage starts in the namespaces (health servers) is stopped before realize removes
+    them."""
+    planes = render(topo)
+    with ExitStack() as stack:
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
+        built = time.perf_counter()
+        install(realized, planes)
+        ports = PortHolder(realized)
+        stack.callback(ports.close)
+        ports.sync(planes)
+        install_actors(realized, stack)
+        yield Standing(realized, ports, built, time.perf_counter())
+
+
 def run_variant(
     topo: Topology,
     timeout: float = 0.5,
@@ -107,17 +134,8 @@ def run_variant(
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []
     start = time.perf_counter()
-    planes = render(topo)
-    # Whatever a stage starts in the namespaces (health servers) is stopped here, before realize removes them.
-    with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
-        built = time.perf_counter()
-        install(realized, planes)
-        ports = PortHolder(realized)
-        stack.callback(ports.close)
-        ports.sync(planes)
-        install_actors(realized, stack)
-        installed = time.perf_counter()
+    with standing(topo) as stood:
+        realized, ports, built, installed = stood.realized, stood.ports, stood.built, stood.installed
         with ProbeSession(realized, timeout, pcap_dir) as session:
             running = topo  # what kube-proxy was last told: steps change the workload
             for probe in topo.probes:

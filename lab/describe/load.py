@@ -32,11 +32,17 @@ class Scenario:
     variants: tuple[Topology, ...]
 
 
-def load_scenario(path: Path | str, matrix: dict[str, list[Axis]] | None = None) -> Scenario:
-    """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line)."""
+def load_scenario(
+    path: Path | str, matrix: dict[str, list[Axis]] | None = None, extra_probes: tuple[dict, ...] = ()
+) -> Scenario:
+    """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
+    `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
+    one)."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    if extra_probes and isinstance(source.data.get("probes"), list):
+        source.data["probes"] = [*source.data["probes"], *extra_probes]
     check_manifests(source)
     base = parse(source)
     # A list, not a generator expression: a StopIteration from a step would turn into a RuntimeError there.

@@ -1,5 +1,11 @@
 """Echo servers: every backend answers with who it is and the peer address it saw.
 
+A TCP backend answers a new connection at once, as an HTTP/1.1 response whose body is that JSON line (so curl or a
+browser in a live lab shows it; the lab's own client sends nothing and reads the body); it then ends its side
+(FIN) and reads whatever the client sent until the client closes, so that closing never meets unread data (which
+would answer with a RST). A UDP backend answers each datagram with the JSON line. A held connection answers each
+line the client sends with a JSON line.
+
 All listeners of a run live in this process: each socket is made inside its namespace
 (see lab.realize.enter) and one selector thread serves them all, so starting a backend
 costs a socket, not a process.
@@ -44,6 +50,11 @@ class Listener:
     # TCP: keep each connection open after the first answer and answer every line the client sends on it, until
     # the client closes (a connection that lasts, for probes that act on it while it is established).
     hold: bool = False
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """A connection answered and ended on our side, read until the client closes it."""
 
 
 @dataclass(frozen=True)
@@ -108,24 +119,37 @@ class EchoServers(SocketLoop):
         control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
         sock.sendmsg([reply], control, 0, peer)
 
-    def handle(self, sock: socket.socket, data: Listener | _Held) -> None:
+    def handle(self, sock: socket.socket, data: Listener | _Held | _Ending) -> None:
         try:
             if isinstance(data, _Held):
                 self._answer_held(sock, data)
+            elif isinstance(data, _Ending):
+                self._drain(sock)
             elif data.protocol == "TCP":
                 conn, peer = sock.accept()
                 if data.hold:
                     conn.sendall(self._record(data, conn.getsockname(), peer))
                     self.register(conn, _Held(data, peer))
                     return
-                with conn:
-                    conn.settimeout(1)
-                    conn.sendall(self._record(data, conn.getsockname(), peer))
+                conn.settimeout(1)
+                conn.sendall(http_response(self._record(data, conn.getsockname(), peer)))
+                conn.shutdown(socket.SHUT_WR)
+                self.register(conn, _Ending())
             else:
                 self._answer_datagram(data, sock)
         except OSError:
             # A client that gave up (reset, unreachable reply path) must not stop the other backends.
             return
+
+    def _drain(self, conn: socket.socket) -> None:
+        """Read what the client sent; close once it has closed (or is gone)."""
+        try:
+            data = conn.recv(4096)
+        except OSError:
+            data = b""
+        if not data:
+            self.unregister(conn)
+            conn.close()
 
     def _answer_held(self, conn: socket.socket, held: _Held) -> None:
         """A line on a held connection is answered like a new connection; its end (or a reset) closes it."""
@@ -139,3 +163,11 @@ class EchoServers(SocketLoop):
             return
         for _ in range(data.count(b"\n")):
             conn.sendall(self._record(held.listener, conn.getsockname(), held.peer))
+
+
+def http_response(body: bytes) -> bytes:
+    """An HTTP/1.1 answer carrying `body` (the JSON line)."""
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode() + body

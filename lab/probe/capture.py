@@ -100,6 +100,14 @@ class Captures(SocketLoop):
         with self._lock:
             return len(self.frames)
 
+    def forget(self) -> None:
+        """Drop every frame so far (a live lab between probes: what users send meanwhile is not kept). No mark
+        taken before stays valid."""
+        with self._lock:
+            for sock, where in self._sockets.items():
+                self._drain(sock, where)
+            self.frames.clear()
+
     def since(self, mark: int) -> list[Frame]:
         # Whatever still waits in a socket queue belongs to the probe that just ended: drain it here.
         with self._lock:

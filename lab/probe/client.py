@@ -114,13 +114,22 @@ def _queued_icmp(sock: socket.socket) -> IcmpError | None:
 
 
 def read_reply(sock: socket.socket) -> dict[str, str]:
+    """A backend's JSON line: alone (UDP, a held connection) or as the body of its HTTP answer (a new TCP one)."""
     data = b""
-    while not data.endswith(b"\n"):
+    while not _body(data).endswith(b"\n"):
         chunk = sock.recv(4096)
         if not chunk:
             break
         data += chunk
-    return json.loads(data) if data else {}
+    body = _body(data)
+    return json.loads(body) if body.strip() else {}
+
+
+def _body(data: bytes) -> bytes:
+    if not data.startswith(b"HTTP/"):
+        return data
+    _, sep, body = data.partition(b"\r\n\r\n")
+    return body if sep else b""
 
 
 def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> ClientResult:

@@ -5,6 +5,9 @@ Every namespace a run creates is named `lab-<6 hex>-<actor>`. A run claims its p
 every namespace it creates, added to the file before the namespace exists. The file is always replaced whole
 (written beside it, then renamed over it), so a reader never sees half of one.
 
+A run may keep more beside its state, named after its prefix (BESIDE: a live lab's description and the socket
+its keeper answers on, lab/live); they go with the state.
+
 A run killed with SIGKILL leaves both behind. `lab down` (and the start of every `lab run`) removes the
 recorded namespaces of runs whose process is gone: the pid no longer exists, or now belongs to a process that
 started at another time. It never removes anything no state file records, never follows a symlink, and leaves
@@ -33,6 +36,7 @@ STATE_DIR = Path("/run/lab")
 PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
 STATE_RE = re.compile(r"^(lab-[0-9a-f]{6})\.json$")
 LOCK_NAME = ".lock"
+BESIDE = (".live.json", ".sock")  # what a run may keep beside its state file, named <prefix><suffix>
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -206,8 +210,52 @@ def release(prefix: str) -> None:
         state = _mine.pop(prefix, None)
     if state is not None:
         _remove_all(state.namespaces)
-    with _state_dir() as dir_fd, contextlib.suppress(FileNotFoundError):
-        os.unlink(f"{prefix}.json", dir_fd=dir_fd)
+    with _state_dir() as dir_fd:
+        _unlink_run(dir_fd, prefix)
+
+
+def _unlink_run(dir_fd: int, prefix: str) -> None:
+    """A run's state file and what it kept beside it."""
+    for suffix in (".json", *BESIDE):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{prefix}{suffix}", dir_fd=dir_fd)
+
+
+def write_beside(prefix: str, suffix: str, text: str) -> None:
+    """Keep `text` beside this process's run state (written aside and renamed, root-only, never through a
+    symlink)."""
+    if suffix not in BESIDE:
+        raise ValueError(f"{suffix}: not one of {BESIDE}")
+    with _mine_lock:
+        if prefix not in _mine:
+            raise NamespaceError(f"{prefix} was not claimed by this process (runs.new_prefix)")
+    with _state_dir() as dir_fd:
+        partial = f".{prefix}.{secrets.token_hex(4)}"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(partial, f"{prefix}{suffix}", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def read_beside(prefix: str, suffix: str) -> str | None:
+    """What a run keeps beside its state, if it is a plain file (None otherwise)."""
+    with _state_dir() as dir_fd:
+        try:
+            fd = os.open(f"{prefix}{suffix}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:
+            return None
+        with os.fdopen(fd) as handle:
+            return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
+
+
+def recorded_runs() -> list[RunState]:
+    """Every run with a readable state, live or not."""
+    found = []
+    with _state_dir() as dir_fd:
+        for filename in sorted(os.listdir(dir_fd)):
+            if (match := STATE_RE.match(filename)) and (state := _read_state(dir_fd, filename, match.group(1))):
+                found.append(state)
+    return found
 
 
 # ---------------------------------------------------------------- removing namespaces
@@ -309,7 +357,7 @@ def remove_leftovers(include_live: bool = False) -> Cleanup:
                 removed, left = _remove_all(state.namespaces)
                 cleanup.removed += removed
                 cleanup.not_plain += left
-                os.unlink(filename, dir_fd=dir_fd)
+                _unlink_run(dir_fd, state.prefix)
         for name in _netns_entries():
             if name.startswith(tuple(f"{prefix}-" for prefix in live)):
                 cleanup.live.append(name)

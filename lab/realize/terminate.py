@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-_MAIN_PID = os.getpid()
+_owner = 0  # the process that installed the handler (a live lab's keeper is a fork of the one that imported this)
 _terminating = False
 
 
@@ -16,7 +16,7 @@ class Terminated(KeyboardInterrupt):
 
 def _raise(*_: object) -> None:
     # Helper processes forked by pyroute2 inherit this handler; they must just die, not run our teardown.
-    if os.getpid() != _MAIN_PID:
+    if os.getpid() != _owner:
         os._exit(143)
     global _terminating
     _terminating = True
@@ -24,6 +24,8 @@ def _raise(*_: object) -> None:
 
 
 def handle_sigterm() -> None:
+    global _owner
+    _owner = os.getpid()
     signal.signal(signal.SIGTERM, _raise)
 
 

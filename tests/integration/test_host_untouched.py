@@ -61,14 +61,17 @@ def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
 
 
 def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_unchanged):
-    before = set(lab_namespaces())
     lab = [sys.executable, "-m", "lab", "run", "--json", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
     proc = subprocess.Popen(lab, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    # Wait for a second run prefix: the first variant has then finished all its probes.
+    # Wait for its second run's record: the first variant has then finished all its probes. Only this process's
+    # records count (other runs may build theirs meanwhile).
     prefixes: set[str] = set()
+    mine: set[str] = set()
     deadline = time.monotonic() + 180  # generous: the machine may be busy
     while time.monotonic() < deadline and len(prefixes) < 2:
-        prefixes |= {name[:10] for name in set(lab_namespaces()) - before}
+        records = _records_of(proc.pid)
+        prefixes |= {name[:10] for record in records for name in record["namespaces"]}
+        mine |= {name for record in records for name in record["namespaces"]}
         time.sleep(0.02)
     assert len(prefixes) >= 2, "the run never reached its second variant"
     proc.send_signal(signal.SIGTERM)
@@ -78,7 +81,7 @@ def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_
     document = json.loads(out)
     assert document["summary"]["interrupted"] is True
     assert sum(r["ok"] is not None for r in document["results"]) >= 4
-    assert not (set(lab_namespaces()) - before)
+    assert not (mine & set(lab_namespaces())) and not _records_of(proc.pid)
 
 
 def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):

@@ -1,0 +1,160 @@
+"""cli: `lab up`, `lab ls`, `lab exec`, `lab shell`, `lab probe` and `lab down`, added to lab's parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from lab.live import commands
+from lab.live.record import LiveLabError
+from lab.pipeline import cannot_run
+from lab.selection import key_value, load_all, no_variant, require_root, select
+
+out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    (scenario,) = load_all([args.file], args.matrix)
+    variants = select(scenario, args.variant)
+    if not variants:
+        err.print(no_variant([scenario], args.variant), markup=False)
+        return 2
+    topo = variants[0]
+    if len(variants) > 1:
+        others = "; ".join(t.variant_label for t in variants[1:])
+        err.print(f"{topo.variant_label}: the first of {len(variants)} variants (--variant picks another: {others})")
+    if reason := cannot_run(topo):
+        err.print(f"{args.file} ({topo.variant_label}) cannot run here: {reason}", markup=False)
+        return 2
+    require_root("up")
+    axes = {k: [v] for k, v in topo.variant}
+    for line in commands.up(Path(args.file), axes, topo):
+        out.print(line, markup=False)
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    require_root("ls")
+    for line in commands.listing():
+        out.print(line, markup=False)
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    require_root("exec")
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    argv = commands.exec_argv(args.run, args.actor, command)
+    os.execvp(argv[0], argv)
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    require_root("shell")
+    argv, env = commands.shell_argv(args.run, args.actor)
+    os.execvpe(argv[0], argv, env)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    require_root("probe")
+    if (args.name is None) == (args.source is None or args.to is None):
+        err.print("lab probe NAME (a probe of the scenario), or lab probe --from ACTOR --to TARGET:PORT (ad hoc)")
+        return 2
+    request: dict = {"verbose": args.verbose, "width": out.width, "color": out.is_terminal}
+    if args.name:
+        request["name"] = args.name
+    else:
+        request |= {"from": args.source, "to": args.to, "protocol": args.protocol, "via": args.via, "node": args.node}
+    answer = commands.probe(args.run, request)
+    if args.json:
+        print(json.dumps(answer["record"], indent=2))
+    else:
+        sys.stdout.write(answer["text"])
+    return 0 if answer["ok"] else 1
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    require_root("down")
+    for line in commands.down(args.run, args.all):
+        out.print(line, markup=False)
+    return 0
+
+
+def run_live(func):  # noqa: ANN001, ANN201 - wraps a command
+    """A live lab command: its refusals are one line on stderr and exit status 2."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except LiveLabError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            return 2
+
+    return wrapped
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    up = sub.add_parser(
+        "up",
+        help="build one variant of a scenario and keep it running (lab down takes it away)",
+        description="Build one variant of FILE, install kube-proxy's rules, start the backends and keep it all "
+        "running in a detached keeper process (it outlives this terminal) until `lab down`. Prints the actors, "
+        "their addresses, the Services and how to reach them.",
+    )
+    up.add_argument("file")
+    up.add_argument("--variant", action="append", default=[], type=key_value, metavar="KEY=VALUE")
+    up.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=nftables")
+    up.set_defaults(func=run_live(cmd_up))
+
+    ls = sub.add_parser("ls", help="list the live labs")
+    ls.set_defaults(func=run_live(cmd_ls))
+
+    run_help = "which live lab (its lab-xxxxxx name; needed when several are up)"
+    ex = sub.add_parser("exec", help="run a command in an actor's network namespace in a live lab")
+    ex.add_argument("--run", help=run_help)
+    ex.add_argument("actor", help="a node, pod, external host, router or load balancer, as the scenario names it")
+    ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    ex.set_defaults(func=run_live(cmd_exec))
+
+    shell = sub.add_parser("shell", help="an interactive shell in an actor's network namespace in a live lab")
+    shell.add_argument("--run", help=run_help)
+    shell.add_argument("actor")
+    shell.set_defaults(func=run_live(cmd_shell))
+
+    probe = sub.add_parser(
+        "probe",
+        help="send a probe in a live lab: a scenario probe by name, or --from A --to B:PORT",
+        description="Run a probe of the live lab's scenario (same verdict and evidence as lab run; steps before "
+        "it are not run) or an ad hoc one: --to takes SERVICE:PORT (with --via and --node for a NodePort, "
+        "externalIP or load balancer), NODE:PORT, POD:PORT, HOST:PORT or ADDRESS:PORT.",
+    )
+    probe.add_argument("name", nargs="?", help="a probe of the scenario")
+    probe.add_argument("--run", help=run_help)
+    probe.add_argument("--from", dest="source", metavar="ACTOR")
+    probe.add_argument("--to", metavar="TARGET:PORT")
+    probe.add_argument("--protocol", choices=["tcp", "udp", "TCP", "UDP"])
+    probe.add_argument("--via", choices=["clusterIP", "nodePort", "externalIP", "loadBalancer"])
+    probe.add_argument("--node", help="with --via nodePort: whose address")
+    probe.add_argument("--json", action="store_true", help="the probe's record as lab run --json prints it")
+    probe.add_argument("-v", "--verbose", action="store_true", help="evidence even when the probe passes")
+    probe.set_defaults(func=run_live(cmd_probe))
+
+    down = sub.add_parser(
+        "down",
+        help="take a live lab down; remove what killed runs left",
+        description="Take the live lab RUN down (without RUN: the newest one), then remove the namespaces that "
+        "lab runs recorded in /run/lab and whose process is gone (the pid no longer exists or belongs to a "
+        "process started at another time). Nothing else is removed: lab-* entries in /run/netns that no run "
+        "recorded, symlinks and directories are listed and left.",
+    )
+    down.add_argument("run", nargs="?", help="a live lab (lab ls lists them)")
+    down.add_argument(
+        "--all",
+        action="store_true",
+        help="every live lab, and the recorded namespaces of runs still alive (still never an unrecorded one)",
+    )
+    down.set_defaults(func=run_live(cmd_down))

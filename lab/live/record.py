@@ -1,0 +1,84 @@
+"""What a live lab's keeper writes beside its run state, and finding the live labs from another process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from lab.realize.runs import RunState, alive, read_beside, recorded_runs
+
+LIVE = ".live.json"
+SOCKET = ".sock"
+
+
+class LiveLabError(Exception):
+    """A command about live labs cannot be done: the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class LiveLab:
+    prefix: str
+    scenario: str  # the file's absolute path
+    name: str
+    variant: dict[str, str]
+    actors: dict[str, str]  # actor as the scenario names it → its namespace
+    created: float
+    digest: str  # the scenario file's sha256 when the lab was built
+    state: RunState | None = None  # the run's, as read from another process
+
+    def to_json(self) -> str:
+        fields = {k: getattr(self, k) for k in ("scenario", "name", "variant", "actors", "created", "digest")}
+        return json.dumps(fields) + "\n"
+
+    @classmethod
+    def from_json(cls, state: RunState, text: str) -> LiveLab | None:
+        """None for text a keeper did not write, or that names a namespace the run did not record."""
+        try:
+            data = json.loads(text)
+            lab = cls(
+                state.prefix,
+                str(data["scenario"]),
+                str(data["name"]),
+                {str(k): str(v) for k, v in data["variant"].items()},
+                {str(k): str(v) for k, v in data["actors"].items()},
+                float(data["created"]),
+                str(data["digest"]),
+                state,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+        return lab if set(lab.actors.values()) <= set(state.namespaces) else None
+
+    @property
+    def socket(self) -> str:
+        return f"/run/lab/{self.prefix}{SOCKET}"
+
+    @property
+    def variant_label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.variant.items()) or "(no matrix)"
+
+
+def live_labs() -> list[LiveLab]:
+    """Every live lab whose keeper runs, oldest first."""
+    found = []
+    for state in recorded_runs():
+        text = read_beside(state.prefix, LIVE)
+        if text is not None and alive(state) and (lab := LiveLab.from_json(state, text)) is not None:
+            found.append(lab)
+    return sorted(found, key=lambda lab: lab.created)
+
+
+def pick(run: str | None) -> LiveLab:
+    """The live lab `run` names, or the only one there is."""
+    labs = live_labs()
+    if run is not None:
+        lab = next((lab for lab in labs if lab.prefix == run), None)
+        if lab is None:
+            known = ", ".join(lab.prefix for lab in labs) or "none (lab up FILE starts one)"
+            raise LiveLabError(f"no live lab {run}; the live labs are: {known}")
+        return lab
+    if not labs:
+        raise LiveLabError("no live lab: lab up FILE starts one")
+    if len(labs) > 1:
+        raise LiveLabError(f"{len(labs)} live labs: give --run, one of {', '.join(lab.prefix for lab in labs)}")
+    return labs[0]

@@ -1,0 +1,55 @@
+"""The live lab's pure parts: `lab probe --to` read against the lab's topology, and what `lab up` prints."""
+
+from __future__ import annotations
+
+import pytest
+from support.scenario import BASE, write
+
+from lab.describe.load import load_scenario
+from lab.live.adhoc import target
+from lab.live.record import LiveLabError
+from lab.live.summary import summary
+
+
+@pytest.fixture
+def topo(tmp_path):
+    (variant,) = load_scenario(write(tmp_path, BASE)).variants
+    return variant
+
+
+@pytest.mark.parametrize(
+    ("text", "via", "node", "to"),
+    [
+        ("web:http", None, None, {"service": "web", "port": "http", "via": "clusterIP"}),
+        ("web:80", "nodePort", "node2", {"service": "web", "port": 80, "via": "nodePort", "node": "node2"}),
+        ("node1:10256", None, None, {"node": "node1", "port": 10256}),
+        ("web-0:8080", None, None, {"address": "10.244.1.2", "port": 8080}),
+        ("client:22", None, None, {"address": "192.168.56.100", "port": 22}),
+        ("10.244.1.3:8080", None, None, {"address": "10.244.1.3", "port": 8080}),
+    ],
+)
+def test_to_names_a_service_an_actor_or_an_address(topo, text, via, node, to):
+    assert target(topo, text, via, node) == to
+
+
+@pytest.mark.parametrize(
+    ("text", "via", "said"),
+    [
+        ("web", None, "expected NAME:PORT"),
+        ("nope:80", None, "nope is no Service, node, pod or host of the lab"),
+        ("node1:80", "nodePort", "--via and --node pick a Service's frontend"),
+        ("node1:http", None, "a named port belongs to a Service"),
+    ],
+)
+def test_to_is_refused_with_what_was_expected(topo, text, via, said):
+    with pytest.raises(LiveLabError, match=said):
+        target(topo, text, via, None)
+
+
+def test_up_prints_actors_services_and_how_to_reach_them(topo):
+    lines = summary(topo, "lab-0abc12")
+    text = "\n".join(lines)
+    assert lines[0].startswith("lab-0abc12: t (")
+    assert "web-0" in text and "10.244.1.2" in text and "node2" in text and "192.168.56.100" in text
+    assert "NodePort" in text and "lab exec client -- curl -s http://192.168.56.12:" in text
+    assert lines[-1] == "  lab down lab-0abc12"
