@@ -41,7 +41,7 @@ from lab.selection import counts, key_value, load_all, no_variant, require_root,
 from lab.vm.cli import add_commands
 
 console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
 
 
 def _collect(results: list) -> Callable[[object], None]:
@@ -88,10 +88,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     handle_sigterm()
     remove_leftovers()
     all_runs = []
+    reported = []  # (scenario, its runs) for --html
     finished = []  # every probe result as it comes, so an interrupted --json run still reports them
     try:
         for scenario, variants in selected:
             runs = []
+            reported.append((scenario.name, runs))
             for topo in variants:
                 runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
@@ -107,6 +109,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             _print_json(finished, all_runs, interrupted=True)
         raise
     totals = summary(all_runs)
+    if args.html:
+        from lab.report.drawing import DrawingError
+        from lab.report.html import write_report
+
+        try:
+            written = write_report(args.html, reported)
+        except DrawingError as exc:
+            err.print(f"--html: {exc}", markup=False)
+            return 2
+        err.print(f"report: {written}", markup=False, highlight=False)
     if args.json:
         _print_json(finished, all_runs, interrupted=False)
     elif not args.markdown:
@@ -221,6 +233,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--timeout", type=seconds(60), default=0.5, help="seconds a probe waits for an answer (0.5; at most 60)"
+    )
+    run.add_argument(
+        "--html",
+        type=pcap_dir,
+        metavar="DIR",
+        help="write DIR/index.html: each scenario drawn, each probe's path over it, the comparison (made if missing)",
     )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
     run.add_argument(

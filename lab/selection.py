@@ -13,7 +13,7 @@ from rich.console import Console
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
 
 
 # The catalogue this checkout ships. Never ./topologies of wherever lab is started: a scenario runs commands as

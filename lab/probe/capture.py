@@ -202,6 +202,21 @@ def _create(dir_fd: int, name: str) -> int:
     return os.open(name, _O_NEW, 0o644, dir_fd=dir_fd)
 
 
+def write_file(directory: Path, name: str, data: bytes) -> Path:
+    """DIR/name, the directory opened from / down and the file created, never through a symlink."""
+    dir_fd = _open_directory(directory)
+    try:
+        try:
+            fd = _create(dir_fd, name)
+        except OSError as exc:
+            raise CaptureError(f"cannot write {directory / name}: {exc.strerror}") from None
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    finally:
+        os.close(dir_fd)
+    return directory / name
+
+
 def write_pcaps(frames: list[Frame], directory: Path) -> list[Path]:
     """One pcap per interface (each a plain Ethernet capture Wireshark opens directly)."""
     from scapy.layers.l2 import Ether

@@ -64,6 +64,18 @@ class Observation:
     conntrack: tuple[str, ...] = ()
     # A kept flow checked: what its exchanges met since the previous check, step by step (lab/probe/flows.py).
     flow: tuple[str, ...] = ()
+    hops: tuple[Hop, ...] = ()  # `path` as data: where each frame was seen, with its addresses there
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A frame of the probe where a capture saw it: the actor, its interface, the direction, and the packet's
+    addresses there (after every NAT before that point), as `src:port > dst:port proto [flags]`."""
+
+    actor: str
+    ifname: str
+    outgoing: bool
+    packet: str
 
 
 def listeners(realized: Realized) -> list[Listener]:
@@ -227,6 +239,7 @@ class ProbeSession:
             source=self.names.get(source_ip or ""),
             error=result.error,
             path=path_lines(shown),
+            hops=_hops(shown),
             rules=tuple(hits),
             explanation=explanation,
             seconds=time.perf_counter() - start,
@@ -369,6 +382,16 @@ class ProbeSession:
 
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
+
+
+def _hops(frames: list[Frame]) -> tuple[Hop, ...]:
+    """The frames as hops, a repeat of the one before left out (as path_lines leaves it out)."""
+    hops: list[Hop] = []
+    for frame in frames:
+        hop = Hop(frame.actor, frame.ifname, frame.outgoing, frame.summary() or "")
+        if not hops or hops[-1] != hop:
+            hops.append(hop)
+    return tuple(hops)
 
 
 def _forward_packet(packet: str, protocol: str, ports: set[int]) -> bool:

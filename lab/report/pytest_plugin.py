@@ -6,6 +6,7 @@ its own probe's verdict with the evidence (path, rules hit) when it fails.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +32,39 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--lab-html",
+        metavar="DIR",
+        help="write DIR/index.html: the scenario variants this session ran, each probe's path drawn (lab run --html)",
+    )
+
+
+_html: list[Path] = []  # --lab-html's directory, checked at configure time
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not _html or not _runs:
+        return
+    from lab.report.html import write_report
+
+    by_scenario: dict[str, list[VariantRun]] = {}
+    for run in _runs.values():
+        by_scenario.setdefault(run.topology.scenario, []).append(run)
+    written = write_report(_html[0], list(by_scenario.items()))
+    session.config.get_terminal_writer().line(f"lab report: {written}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A SIGTERM stops the session like Ctrl-C, so the variant being built tears its namespaces down.
     handle_sigterm()
+    if directory := config.getoption("--lab-html"):
+        from lab.probe.capture import pcap_dir
+
+        try:
+            _html[:] = [pcap_dir(directory)]
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"--lab-html: {exc}") from None
     config.addinivalue_line("markers", "scenario: a probe of a scenario file")
     # Also declared here, for a scenario file collected outside this repository (its markers are in pyproject).
     config.addinivalue_line("markers", "root: needs root (network namespaces)")

@@ -1,0 +1,38 @@
+"""The HTML report's pure parts: the hop table marks the addresses a NAT changed, and scenario text reaches dot
+and the page escaped (what Chromium makes of the page is tests/integration/test_html_report.py)."""
+
+from __future__ import annotations
+
+from support.scenario import BASE, write
+
+from lab.describe.load import load_scenario
+from lab.probe.session import Hop
+from lab.report.drawing import path_actors, topology_dot
+from lab.report.html import _e, hop_rows
+
+HOPS = (
+    Hop("node2", "eth0", False, "192.168.56.100:40000 > 192.168.56.12:30080 tcp [S]"),
+    Hop("node2", "eth0", True, "192.168.56.12:20000 > 10.244.1.2:8080 tcp [S]"),
+    Hop("node1", "veth-web-0", True, "192.168.56.12:20000 > 10.244.1.2:8080 tcp [S]"),
+    Hop("node1", "veth-web-0", False, "10.244.1.2:8080 > 192.168.56.12:20000 tcp [S.]"),
+    Hop("node2", "eth0", True, "192.168.56.12:30080 > 192.168.56.100:40000 tcp [S.]"),
+)
+
+
+def test_hops_mark_what_a_nat_changed_in_each_direction():
+    rows = hop_rows(HOPS)
+    marked = [row.count(' nat"') for row in rows]
+    # DNAT and SNAT on node2 (both addresses), nothing on the way to the pod, the answer un-NATed on node2.
+    assert marked == [0, 2, 0, 0, 2]
+
+
+def test_the_path_colours_actors_in_the_order_first_seen(tmp_path):
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    assert path_actors(HOPS) == ["node2", "node1"]
+    dot = topology_dot(topo, HOPS, "client", "web-0")
+    assert '"a:node2" [label="node2 (1)' in dot and '"a:node1" [label="node1 (2)' in dot
+    assert '"a:node2" -- "a:node1" [color=' in dot
+
+
+def test_text_from_a_scenario_is_escaped():
+    assert _e('<script>"x"</script>') == "&lt;script&gt;&quot;x&quot;&lt;/script&gt;"
