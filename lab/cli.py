@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """`lab`: reproduce Kubernetes Service networking on a real kernel.
 
 lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
@@ -22,9 +23,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import version as package_version
 from pathlib import Path
 
+import argcomplete
 from rich.console import Console
 from rich.text import Text
 
@@ -40,7 +43,8 @@ from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
 from lab.selection import counts, key_value, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
 
-console = Console(width=None if sys.stdout.isatty() else 160)
+# On a terminal its width; elsewhere tables get 160 columns and messages are never wrapped (grep finds them whole).
+console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
 
 
@@ -91,11 +95,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     reported = []  # (scenario, its runs) for --html
     finished = []  # every probe result as it comes, so an interrupted --json run still reports them
     try:
+        total, done = sum(len(variants) for _, variants in selected), 0
         for scenario, variants in selected:
             runs = []
             reported.append((scenario.name, runs))
             for topo in variants:
-                runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
+                done += 1
+                with running(f"[{done}/{total}] {scenario.name} ({topo.variant_label or 'no matrix'})"):
+                    runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
                 stop_if_terminated()
             if args.compare and args.markdown:
@@ -155,6 +162,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def running(what: str) -> AbstractContextManager[object]:
+    """Which variant runs: a status line on a terminal (gone when it ends), else one line on stderr."""
+    if err.is_terminal:
+        return err.status(what)
+    err.print(f"running {what}", markup=False, highlight=False)
+    return nullcontext()
+
+
 def _error_text(exc: Exception) -> Text:
     # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
     return Text("error: ", style="red") + Text(str(exc))
@@ -164,7 +179,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in scenario_paths(args.files):  # every file is checked, whichever fail
         try:
-            scenario = load_scenario(path)
+            with err.status(f"checking {path}…") if err.is_terminal else nullcontext():
+                scenario = load_scenario(path)
         except ScenarioError as exc:
             err.print(_error_text(exc), highlight=False)
             failed = True
@@ -353,7 +369,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    cli = parser()
+    # Bash completion (`eval "$(register-python-argcomplete lab)"`): answers and exits when the shell asks.
+    argcomplete.autocomplete(cli)
+    args = cli.parse_args(argv)
     try:
         sys.exit(args.func(args))
     except (ScenarioError, InstallError, NamespaceError, EvidenceError) as exc:

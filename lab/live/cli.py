@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from lab.live import commands
-from lab.live.record import LiveLabError
+from lab.live.record import LiveLabError, pick
 from lab.pipeline import cannot_run
 from lab.selection import key_value, load_all, no_variant, require_root, select
 
@@ -97,6 +97,14 @@ def run_live(func):  # noqa: ANN001, ANN201 - wraps a command
     return wrapped
 
 
+def _actors(**_: object) -> list[str]:
+    """Completion of ACTOR: the actors of the live lab, when there is exactly one and it can be read (root)."""
+    try:
+        return sorted(pick(None).actors)
+    except (LiveLabError, OSError):
+        return []
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "up",
@@ -116,13 +124,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     run_help = "which live lab (its lab-xxxxxx name; needed when several are up)"
     ex = sub.add_parser("exec", help="run a command in an actor's network namespace in a live lab")
     ex.add_argument("--run", help=run_help)
-    ex.add_argument("actor", help="a node, pod, external host, router or load balancer, as the scenario names it")
+    ex.add_argument(
+        "actor", help="a node, pod, external host, router or load balancer, as the scenario names it"
+    ).completer = _actors  # type: ignore[attr-defined]
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     ex.set_defaults(func=run_live(cmd_exec))
 
     shell = sub.add_parser("shell", help="an interactive shell in an actor's network namespace in a live lab")
     shell.add_argument("--run", help=run_help)
-    shell.add_argument("actor")
+    shell.add_argument("actor").completer = _actors  # type: ignore[attr-defined]
     shell.set_defaults(func=run_live(cmd_shell))
 
     probe = sub.add_parser(

@@ -11,8 +11,11 @@ from lab.report.records import evidence_lines, expected_text, headline, observed
 
 def scenario_table(name: str, runs: list[VariantRun]) -> Table:
     table = Table(title=f"[bold]{name}[/bold]", title_justify="left", show_lines=False)
-    for column in ("variant", "probe", "expected", "observed", "result"):
-        table.add_column(column, overflow="fold")
+    # A probe name is never cut (it is what a user greps and passes to --probe); the other columns wrap at spaces.
+    table.add_column("variant")
+    table.add_column("probe", no_wrap=True)
+    for column in ("expected", "observed", "result"):
+        table.add_column(column)
     for run in runs:
         if run.skipped:
             table.add_row(run.topology.variant_label, "(all)", "", f"[yellow]{run.skipped}[/yellow]", "SKIP")

@@ -24,6 +24,7 @@ from lab.vm.errors import VmError, missing_tool
 from lab.vm.files import intact, write_checked
 from lab.vm.kernels import Kernel
 from lab.vm.modules import copy_uncompressed, modules_to_load
+from lab.vm.progress import Progress
 
 GUEST_JOB_DIR = "/run/lab-vm"
 GUEST_INIT_DIR = "/run/lab-vm-init"  # busybox and stage 2, in the guest's tmpfs
@@ -142,6 +143,7 @@ def build(kernel: Kernel) -> Path:
     if intact(target):  # else missing, or not what was built: build it again
         return target
     kernel.cache.mkdir(parents=True, exist_ok=True)
+    Progress().stage(f"building the initramfs for {kernel.release} ({len(modules)} modules)")
     with tempfile.TemporaryDirectory(prefix="lab-initramfs-") as tmp:
         root = Path(tmp)
         for sub in ("bin", "modules", "proc", "sys", "dev"):

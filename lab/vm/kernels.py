@@ -20,6 +20,7 @@ from pathlib import Path
 from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
 from lab.vm.errors import VmError, missing_tool
 from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
+from lab.vm.progress import Progress, watch_download
 
 DEFAULT = "debian-12"
 RELEASES = {"debian-11": "bullseye", "debian-12": "bookworm", "debian-13": "trixie"}
@@ -157,7 +158,10 @@ def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
         if record is not None:
             _verify(kdir, record["files"])  # cached: no network, but checked
         else:
-            record = _fetch_and_unpack(spec.suite, kdir) | {"suite": spec.suite}
+            progress = Progress()
+            progress.stage(f"{spec.name}: not cached in {kdir}: fetching Debian's stock kernel of {spec.suite}")
+            record = _fetch_and_unpack(spec.suite, kdir, progress) | {"suite": spec.suite}
+            progress.stage(f"{spec.name}: recording the sha256 of every unpacked file")
             record["files"] = tree_digests(kdir / "tree")
             write_atomically(kdir / "kernel.json", (json.dumps(record, indent=2) + "\n").encode())
         kernel = _kernel_from_record(spec.name, kdir, record)
@@ -184,7 +188,7 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _fetch_and_unpack(suite: str, kdir: Path) -> dict[str, str]:
+def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict[str, str]:
     """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; its package, version, release
     and the package file's sha256."""
     mirror = machine_mirror()
@@ -193,6 +197,7 @@ def _fetch_and_unpack(suite: str, kdir: Path) -> dict[str, str]:
     apt = PrivateApt(kdir / "apt", mirror, suite)
     apt.prepare()
     apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
+    progress.stage(f"reading the package lists of {suite} from {mirror}")
     _update(apt_get, apt, suite, mirror)
     shown = _run([apt_cache, *apt.options(), "show", "--no-all-versions", META_PACKAGE], f"apt-cache show ({suite})")
     package = meta_dependency(shown)
@@ -201,7 +206,12 @@ def _fetch_and_unpack(suite: str, kdir: Path) -> dict[str, str]:
     index = _run([apt_cache, *apt.options(), "show", "--no-all-versions", package], "apt-cache show")
     release = package.removeprefix("linux-image-")
     with tempfile.TemporaryDirectory(dir=kdir, prefix="download-") as tmp:
-        _run([apt_get, *apt.options(), "-q", "download", package], f"apt-get download {package} ({suite})", Path(tmp))
+        argv = [apt_get, *apt.options(), "-q", "download", package]
+        size = int(_field(index, "Size") or 0)
+        done = watch_download(argv, Path(tmp), f"downloading {package}", size, progress)
+        if done.returncode != 0:
+            said = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise VmError(f"apt-get download {package} ({suite}) failed (exit {done.returncode}):\n{said}")
         debs = sorted(Path(tmp).glob("*.deb"))
         if not debs:
             raise VmError(f"apt-get download {package} left no .deb")
@@ -209,6 +219,7 @@ def _fetch_and_unpack(suite: str, kdir: Path) -> dict[str, str]:
         digest = sha256_file(debs[0])
         if digest != _field(index, "SHA256"):
             raise VmError(f"{debs[0].name}: sha256 {digest} is not the {_field(index, 'SHA256')} of {suite}'s index")
+        progress.stage(f"unpacking {debs[0].name} and building modules.dep")
         _unpack(debs[0], kdir, release)
     return {"package": package, "version": _field(index), "release": release, "deb_sha256": digest}
 

@@ -52,15 +52,21 @@ IPVS_SUITE_LIMIT = 2700  # seconds: the whole `-m ipvs` run under emulation, not
 
 
 @pytest.mark.skipif(os.environ.get("LAB_VM") == "1", reason="already inside a lab vm guest")
-def test_every_ipvs_test_passes_under_the_stock_kernel():
-    """What this kernel skips for lack of ip_vs (`-m ipvs`: ipvs scenario variants and load tests) runs here."""
+def test_every_ipvs_test_passes_under_the_stock_kernel(capsys):
+    """What this kernel skips for lack of ip_vs (`-m ipvs`: ipvs scenario variants and load tests) runs here.
+    The guest's pytest reports every item as it ends, streamed to this session's output (`[guest] ... PASSED`), so
+    a run of many minutes shows where it is."""
     from lab.doctor import kernel_has
 
     if kernel_has("ip_vs") and kernel_has("dummy"):
         pytest.skip("this kernel has ip_vs and dummy: the ipvs tests run natively")
-    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider", "-m", "ipvs"]
+    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "-m", "ipvs"]
     # 111 items take 330 s on a 2-core VM with TCG; CI's machine was seen 3x slower and cut a 900 s limit short.
-    result = run_in_vm(argv, cwd=REPO, timeout=IPVS_SUITE_LIMIT)
+    with capsys.disabled():
+        print("\n  [guest] pytest -m ipvs under Debian's stock kernel, each item as it ends:", flush=True)
+        result = run_in_vm(
+            argv, cwd=REPO, timeout=IPVS_SUITE_LIMIT, on_output=lambda line: print(f"  [guest] {line}", flush=True)
+        )
     summary = result.output.strip().splitlines()[-1] if result.output.strip() else ""
     assert result.exit_status == 0, result.output[-5000:]
     assert " passed" in summary and "skipped" not in summary and "failed" not in summary, summary

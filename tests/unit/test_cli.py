@@ -3,9 +3,12 @@ line, which are named before anything is built."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,3 +132,16 @@ def test_pytest_collects_a_scenario_file_named_on_its_command_line_wherever_it_l
     assert "pod-to-own-service[" in done.stdout and "tests collected" in done.stdout
     assert "broken.yaml:2: nodes: Input should be a valid list" in done.stdout
     assert "Traceback" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "offered"),
+    [("lab ex", {"exec"}), ("lab run --ht", {"--html"}), ("lab probe --v", {"--via", "--verbose"})],
+)
+def test_bash_completion_offers_commands_and_flags(tmp_path, line, offered):
+    """What bash gets from `eval "$(register-python-argcomplete lab)"`: argcomplete drives lab's own parser."""
+    out = tmp_path / "completions"
+    env = dict(os.environ, COMP_LINE=line, COMP_POINT=str(len(line)), _ARGCOMPLETE="1")
+    env["_ARGCOMPLETE_STDOUT_FILENAME"] = str(out)
+    subprocess.run([sys.executable, "-m", "lab"], env=env, capture_output=True, timeout=60, check=False)
+    assert set(out.read_text().split()) == offered
