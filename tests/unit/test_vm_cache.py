@@ -117,7 +117,7 @@ def test_a_kernel_cached_without_digests_is_downloaded_again(tmp_path, monkeypat
     (kdir / "kernel.json").write_text(json.dumps(old))
     fetched = []
 
-    def fetch(suite, where):
+    def fetch(suite, where, progress):
         fetched.append(suite)
         return {"package": old["package"], "version": "6.1.176-1", "release": RELEASE, "deb_sha256": "ab" * 32}
 
