@@ -212,6 +212,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cluster_sizes(text: str) -> list[tuple[int, int]]:
+    from lab.bench.cluster import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from lab.bench.stages import run_bench, run_replay_bench
 
@@ -225,6 +234,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return run_steps_bench(
             ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") else []), args.repeat, console
         )
+    if args.cluster:
+        import tempfile
+
+        from lab.bench.cluster import run_cluster_bench
+
+        with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
+            return run_cluster_bench(args.cluster, args.repeat, console, Path(tmp))
     if args.scale:
         from lab.bench.scale import run_scale_bench
         from lab.doctor import kernel_has
@@ -360,6 +376,13 @@ def parser() -> argparse.ArgumentParser:
         help="install time and first-packet latency for N Services "
         "per mode (iptables with the nft and legacy backends, nftables, and ipvs where the kernel has it), "
         "e.g. 10,100,1000,10000",
+    )
+    bench.add_argument(
+        "--cluster",
+        type=cluster_sizes,
+        metavar="NxP,...",
+        help="a generated cluster of N nodes with P pods each behind one NodePort Service (e.g. 3x10,10x100): "
+        "build, install, per-probe and teardown time against raw ip commands for the same objects",
     )
     bench.set_defaults(func=cmd_bench)
 

@@ -104,8 +104,8 @@ def measure(mode: str, count: int, connections: int = 50) -> Sample:
         echo, captures = EchoServers(), Captures()
         try:
             echo.listen(Listener("sink", "sink", env.namespaces["sink"], 80, "TCP", transparent=True))
-            captures.add("pod", env.source_ns, "eth0")
-            captures.add("node", node, "eth0")
+            captures.add("pod", env.source_ns, {"eth0"})
+            captures.add("node", node, {"eth0"})
             echo.start()
             captures.start()
             latencies, transits = [], []

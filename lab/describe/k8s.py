@@ -129,7 +129,7 @@ class Selector(Loose):
 
 
 class WorkloadSpec(Loose):
-    replicas: int = Field(1, ge=0, le=64)
+    replicas: int = Field(1, ge=0)  # as many as the nodes' podCIDRs hold (resolve checks, before placing any)
     selector: Selector = Selector()
     template: PodTemplate
 

@@ -1,7 +1,10 @@
 """Packet captures on node interfaces (AF_PACKET sockets made inside each namespace).
 
-One reader thread serves every interface of a run; a probe takes the frames seen between
-two marks, so the sequence of (interface, direction, packet) is the packet's path.
+One socket per namespace, bound to no interface, sees every frame of every interface there with the interface's
+name; the frames of the interfaces asked for are kept. (A socket per interface cost a thread to make and, closed,
+an RCU grace period each: seconds for a node pool of a thousand pods.) One reader thread serves every namespace of
+a run; a probe takes the frames seen between two marks, so the sequence of (interface, direction, packet) is the
+packet's path.
 """
 
 from __future__ import annotations
@@ -81,20 +84,29 @@ class Frame:
         return f"{src} > {dst} proto {proto}"
 
 
+@dataclass(frozen=True)
+class _Watched:
+    """A namespace's capture: the actor it is, and the interfaces whose frames are kept."""
+
+    actor: str
+    interfaces: frozenset[str]
+
+
 class Captures(SocketLoop):
     def __init__(self) -> None:
         super().__init__("capture")
         self.frames: list[Frame] = []
 
-    def add(self, actor: str, netns: str, ifname: str) -> None:
+    def add(self, actor: str, netns: str, interfaces: set[str] | frozenset[str]) -> None:
+        """Capture these interfaces of the actor's namespace."""
+
         def make() -> socket.socket:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            sock.bind((ifname, ETH_P_ALL))
             # Kernel timestamps: frames from different interfaces are read in any order, then sorted.
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             return sock
 
-        self.register(in_netns(netns, make), (actor, ifname))
+        self.register(in_netns(netns, make), _Watched(actor, frozenset(interfaces)))
 
     def mark(self) -> int:
         with self._lock:
@@ -104,22 +116,22 @@ class Captures(SocketLoop):
         """Drop every frame so far (a live lab between probes: what users send meanwhile is not kept). No mark
         taken before stays valid."""
         with self._lock:
-            for sock, where in self._sockets.items():
-                self._drain(sock, where)
+            for sock, watched in self._sockets.items():
+                self._drain(sock, watched)
             self.frames.clear()
 
     def since(self, mark: int) -> list[Frame]:
         # Whatever still waits in a socket queue belongs to the probe that just ended: drain it here.
         with self._lock:
-            for sock, where in self._sockets.items():
-                self._drain(sock, where)
+            for sock, watched in self._sockets.items():
+                self._drain(sock, watched)
             return sorted(self.frames[mark:], key=lambda f: f.at)
 
-    def handle(self, sock: socket.socket, where: tuple[str, str]) -> None:
+    def handle(self, sock: socket.socket, watched: _Watched) -> None:
         with self._lock:
-            self._drain(sock, where)
+            self._drain(sock, watched)
 
-    def _drain(self, sock: socket.socket, where: tuple[str, str]) -> None:
+    def _drain(self, sock: socket.socket, watched: _Watched) -> None:
         while True:
             try:
                 data, ancillary, _, addr = sock.recvmsg(65535, 64)
@@ -127,10 +139,12 @@ class Captures(SocketLoop):
                 return
             except OSError:
                 return
+            if addr[0] not in watched.interfaces:
+                continue
             if addr[3] != ARPHRD_ETHER:
                 # A link without a MAC header (an ipip tunnel): give the frame an empty one.
                 data = bytes(12) + struct.pack("!H", addr[1]) + data
-            self.frames.append(Frame(where[0], where[1], addr[2] == PACKET_OUTGOING, _stamp(ancillary), data))
+            self.frames.append(Frame(watched.actor, addr[0], addr[2] == PACKET_OUTGOING, _stamp(ancillary), data))
 
 
 def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:

@@ -122,12 +122,13 @@ class ProbeSession:
                 self.ports.add(listener.port)
             for node in self.topo.nodes:
                 ns = self.realized.namespaces[node.name]
-                self.captures.add(node.name, ns, "eth0")
-                for pod in self.topo.pods_on(node.name):
-                    if pod.name in self.realized.pod_ports:
-                        self.captures.add(node.name, ns, self.realized.pod_ports[pod.name])
-                if self.realized.tunnel_device:
-                    self.captures.add(node.name, ns, self.realized.tunnel_device)
+                ports = {
+                    self.realized.pod_ports[p.name]
+                    for p in self.topo.pods_on(node.name)
+                    if p.name in self.realized.pod_ports
+                }
+                tunnel = {self.realized.tunnel_device} - {""}
+                self.captures.add(node.name, ns, {"eth0", *ports, *tunnel})
             self.echo.start()
             self.captures.start()
             for actor in self.rule_actors:
@@ -197,7 +198,7 @@ class ProbeSession:
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
-        for actor in _by_first_sight(self.rule_actors, frames):
+        for actor in _by_first_sight(self._met(probe, frames), frames):
             hits += [(actor, hit) for hit in self.evidence[actor].hits(marks[actor], forward)]
         backend = node_name = source_ip = None
         if result.reply:
@@ -248,6 +249,16 @@ class ProbeSession:
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in entries),
             flow=tuple(history),
         )
+
+    def _met(self, probe: ProbeSpec, frames: list[Frame]) -> list[str]:
+        """The actors whose rules the probe's packets can have met: the nodes a capture saw them on, the source's
+        node (its own traffic to itself stays on lo, which no capture watches), and the actors beyond the nodes
+        that hold rules (the fabric, routers). A node no capture saw them on kept its counters and its trace
+        empty, so it is not read: a probe costs the nodes it crossed, not the cluster's size."""
+        nodes = {n.name for n in self.topo.nodes}
+        pod = next((p for p in self.topo.built_pods if p.name == probe.source), None)
+        met = {f.actor for f in frames} | {pod.node if pod else probe.source}
+        return [a for a in self.rule_actors if a in met or a not in nodes]
 
     def _out_of_window(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool]:
         """Open a connection that stays established, have the backend's side send a segment far outside the

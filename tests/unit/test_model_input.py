@@ -548,3 +548,17 @@ def test_a_service_cidr_with_no_free_address_is_named_at_the_service(tmp_path):
         error.message
         == "no address of serviceCIDR 10.96.0.1/32 is left to allocate; give one explicitly or widen the range"
     )
+
+
+def test_replicas_are_bounded_by_the_pod_cidrs_not_a_fixed_cap(tmp_path):
+    """300 replicas over two /24 nodes are placed (the old cap was 64); a billion is refused before any is."""
+    deployment = (
+        "  - kind: Deployment\n    metadata: {name: many}\n    spec:\n      replicas: REPLICAS\n"
+        "      selector: {matchLabels: {app: many}}\n"
+        "      template: {metadata: {labels: {app: many}}, spec: {containers: [{name: c}]}}\n"
+    )
+    text = BASE.replace("workload:\n", "workload:\n" + deployment)
+    (topo,) = load_scenario(write(tmp_path, text.replace("REPLICAS", "300"))).variants
+    assert len([p for p in topo.pods if p.name.startswith("many-")]) == 300
+    error = error_for(tmp_path, text.replace("REPLICAS", "1000000000"))
+    assert error.field == "workload[0].spec.replicas" and "all nodes' podCIDRs together hold 506 pods" in error.message

@@ -87,6 +87,14 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 raise src.error((*path, "spec", "selector"), "selector does not match the template's labels")
             placed = _place(src, (*path, "spec", "template", "spec"), tpl.spec, nodes)
             extra = demand.get((m.kind, m.metadata.namespace, m.metadata.name), 0)
+            # Checked before a plan per replica is made (placing a billion would not end); the per-node count of
+            # what fits is _pod_addresses'.
+            room = sum(ipaddress.IPv4Network(n.pod_cidr).num_addresses - 3 for n in nodes)  # net, broadcast, cni0
+            if m.spec.replicas + extra > room:
+                raise src.error(
+                    (*path, "spec", "replicas"),
+                    f"{m.spec.replicas + extra} replicas cannot fit: all nodes' podCIDRs together hold {room} pods",
+                )
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
                 name = f"{m.metadata.name}-{r}"
