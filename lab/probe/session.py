@@ -257,7 +257,8 @@ class ProbeSession:
         empty, so it is not read: a probe costs the nodes it crossed, not the cluster's size."""
         nodes = {n.name for n in self.topo.nodes}
         pod = next((p for p in self.topo.built_pods if p.name == probe.source), None)
-        met = {f.actor for f in frames} | {pod.node if pod else probe.source}
+        # IPv4 frames only: an ARP broadcast reaches every node's eth0 and says nothing of where the probe went.
+        met = {f.actor for f in frames if f.addresses is not None} | {pod.node if pod else probe.source}
         return [a for a in self.rule_actors if a in met or a not in nodes]
 
     def _out_of_window(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool]:
