@@ -141,8 +141,8 @@ class EchoServers(SocketLoop):
             # A client that gave up (reset, unreachable reply path) must not stop the other backends.
             return
 
-    def _drain(self, conn: socket.socket) -> None:
-        """Read what the client sent; close once it has closed (or is gone)."""
+    def _drain(self, conn: socket.socket) -> bytes:
+        """What the client sent; b"" once it has closed (or is gone), and the connection is closed too."""
         try:
             data = conn.recv(4096)
         except OSError:
@@ -150,17 +150,11 @@ class EchoServers(SocketLoop):
         if not data:
             self.unregister(conn)
             conn.close()
+        return data
 
     def _answer_held(self, conn: socket.socket, held: _Held) -> None:
         """A line on a held connection is answered like a new connection; its end (or a reset) closes it."""
-        try:
-            data = conn.recv(4096)
-        except OSError:
-            data = b""
-        if not data:
-            self.unregister(conn)
-            conn.close()
-            return
+        data = self._drain(conn)
         for _ in range(data.count(b"\n")):
             conn.sendall(self._record(held.listener, conn.getsockname(), held.peer))
 
