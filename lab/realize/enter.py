@@ -64,22 +64,33 @@ def _shared_netns_dir() -> None:
         _mount("", str(NETNS_DIR), MS_SHARED | MS_REC)
 
 
-def create_netns(name: str) -> None:
-    """A new named namespace, made by a throw-away thread that unshares and bind-mounts its own.
+_netns_dir_shared = False
+
+
+def create_netns(name: str, inside: Callable[[], T] | None = None) -> T | None:
+    """A new named namespace, made by a throw-away thread that unshares and bind-mounts its own; that thread then
+    runs `inside` there (what the caller would otherwise start another thread for: sysctls, a netlink socket)
+    and its result comes back.
 
     Same result as `ip netns add NAME` without starting a process (about 0.2 ms instead of 5-10).
     """
-    _shared_netns_dir()
+    global _netns_dir_shared
+    if not _netns_dir_shared:
+        _shared_netns_dir()
+        _netns_dir_shared = True
     target = NETNS_DIR / name
     target.touch(exist_ok=False)
 
-    def unshare_and_pin() -> None:
+    def unshare_and_pin() -> T | None:
         if _libc.unshare(CLONE_NEWNET) != 0:
             raise NamespaceError(f"unshare(CLONE_NEWNET) failed: {os.strerror(ctypes.get_errno())}")
+        if os.stat("/proc/thread-self/ns/net").st_ino == host_netns_inode():
+            raise NamespaceError("unshare(CLONE_NEWNET) left the thread in the host's namespace")
         _mount("/proc/thread-self/ns/net", str(target), MS_BIND)
+        return inside() if inside is not None else None
 
     try:
-        _run_in_thread(f"create:{name}", unshare_and_pin)
+        return _run_in_thread(f"create:{name}", unshare_and_pin)
     except BaseException:
         target.unlink(missing_ok=True)
         raise

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from lab.realize.enter import create_netns, in_netns, write_sysctls
+from lab.realize.enter import create_netns
 from lab.realize.runs import record
 
 NETLINK_ROUTE = 0
@@ -31,12 +32,11 @@ class NetBuilder:
     def open(self, actor: str) -> IPRoute:
         name = f"{self.prefix}-{actor}"
         record(self.prefix, name)  # first, so that a run killed at any moment leaves nothing `lab down` ignores
-        create_netns(name)
+        # One thread makes the namespace and, from inside it, turns IPv6 off (router solicitations and MLD would
+        # only add noise to every capture) and opens the netlink socket, so every request acts there.
+        sock = create_netns(name, _no_ipv6_netlink)
+        assert sock is not None
         self.names[actor] = name
-        # No IPv6: router solicitations and MLD would only add noise to every capture.
-        write_sysctls(name, {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"})
-        # The netlink socket is made inside the namespace, so every request acts there.
-        sock = in_netns(name, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE))
         ipr = self.stack.enter_context(IPRoute(fileno=sock.detach()))
         self.ipr[actor] = ipr
         ipr.link("set", index=self.index(actor, "lo"), state="up")
@@ -66,3 +66,10 @@ class NetBuilder:
         # No multicast snooping: the bridge would join 224.0.0.106 and send IGMP reports into every capture.
         self.ipr[actor].link("add", ifname=ifname, kind="bridge", br_mcast_snooping=0)
         return self.up(actor, ifname, address, prefixlen)
+
+
+def _no_ipv6_netlink() -> socket.socket:
+    """In a new namespace's own thread: IPv6 off, and a netlink socket of that namespace."""
+    for key in ("all", "default"):
+        Path(f"/proc/sys/net/ipv6/conf/{key}/disable_ipv6").write_text("1")
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)

@@ -90,6 +90,9 @@ class ProbeItem(pytest.Item):
         self.probe = probe
         self.add_marker(pytest.mark.scenario)
         self.add_marker(pytest.mark.root)
+        # Under pytest-xdist (--dist loadgroup) a scenario file's items stay in one worker, which builds each of
+        # its variants once.
+        self.add_marker(pytest.mark.xdist_group(f"scenario:{self.path}"))
         if topology.cluster.proxy_mode == "ipvs":
             self.add_marker(pytest.mark.ipvs)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from support.host import host_state, strip_volatile
+from support.host import host_state, lab_namespaces, strip_volatile
 from support.netns import FreshNetns
 
 
@@ -26,6 +26,22 @@ def host_unchanged():
     after = strip_volatile(host_state())
     changed = [k for k in before if before[k] != after[k]]
     assert not changed, f"the host's network namespace changed: {changed}\nbefore: {before}\nafter: {after}"
+
+
+@pytest.fixture
+def own_namespaces(monkeypatch):
+    """A callable listing the namespaces still there of the runs this test made in this process (other runs, of
+    other tests or workers, may come and go meanwhile: they are not this test's business)."""
+    from lab.realize import build, runs
+
+    prefixes: list[str] = []
+
+    def recorded() -> str:
+        prefixes.append(runs.new_prefix())
+        return prefixes[-1]
+
+    monkeypatch.setattr(build, "new_prefix", recorded)
+    return lambda: [ns for ns in lab_namespaces() if ns.startswith(tuple(f"{p}-" for p in prefixes))]
 
 
 @pytest.fixture

@@ -6,32 +6,21 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import pytest
-from support.host import REPO, lab_namespaces
+from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant
-from lab.realize.runs import new_prefix
 
 SCENARIOS = ["lb-loopback-internal-lb.yaml", "metallb-bgp-ipip.yaml"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_actor_scenarios_leave_host_untouched(host_unchanged, monkeypatch, name):
-    from lab.realize import build
-
-    prefixes: list[str] = []
-
-    def recorded() -> str:
-        prefixes.append(new_prefix())
-        return prefixes[-1]
-
-    monkeypatch.setattr(build, "new_prefix", recorded)
+def test_actor_scenarios_leave_host_untouched(host_unchanged, own_namespaces, name):
     for topo in load_scenario(REPO / "topologies" / name, {"proxyMode": ["iptables"]}).variants:
         run = run_variant(topo)
         assert run.results and all(r.verdict.ok for r in run.results), [r.verdict for r in run.results]
-    assert prefixes, "no variant was built"
     # Other runs may come and go meanwhile; none of ours may stay.
-    assert not [ns for ns in lab_namespaces() if ns.startswith(tuple(f"{p}-" for p in prefixes))]
+    assert own_namespaces() == []
 
 
 def test_load_balancer_health_checks_decide_the_backends():

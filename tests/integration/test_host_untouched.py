@@ -17,20 +17,18 @@ from lab.pipeline import run_variant
 from lab.render.dataplane import render, setups
 
 
-def test_run_leaves_host_untouched_and_no_namespaces(host_unchanged):
-    before = lab_namespaces()
+def test_run_leaves_host_untouched_and_no_namespaces(host_unchanged, own_namespaces):
     both_backends = {"iptablesBackend": ["nft", "legacy"]}
     for topo in load_scenario(REPO / "topologies" / "lb-local-from-pods.yaml", both_backends).variants:
         run = run_variant(topo)
         assert run.results or run.skipped, "the scenario ran no probe"
-    assert lab_namespaces() == before
+    assert own_namespaces() == []
 
 
-def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch):
+def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch, own_namespaces):
     from lab.realize import build
 
     topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
-    before = lab_namespaces()
 
     def explode(self, pod, index):
         raise RuntimeError("boom while adding a pod")
@@ -41,23 +39,27 @@ def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch):
             raise AssertionError("realize should have failed")
     except RuntimeError as exc:
         assert "boom" in str(exc)
-    assert lab_namespaces() == before
+    assert own_namespaces() == []
 
 
 def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
-    before = set(lab_namespaces())
     lab = [sys.executable, "-m", "lab", "run", "--timeout", "5", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
     proc = subprocess.Popen(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(set(lab_namespaces()) - before) < 5:
+    # Its own namespaces, from its record (other runs may build theirs meanwhile).
+    deadline, mine, prefix = time.monotonic() + 30, set(), ""
+    while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < 5:
+        records = _records_of(proc.pid)
+        mine = {name for record in records for name in record["namespaces"]}
+        prefix = next((name[:10] for name in mine), "")
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    leftovers = set(lab_namespaces()) - before
+    leftovers = mine & set(lab_namespaces())
     assert leftovers, "the killed run should have left namespaces behind for this test to mean anything"
-    down = subprocess.run([sys.executable, "-m", "lab", "down"], capture_output=True, text=True, cwd=REPO)
+    # Its name: `lab down` without one would take down another test's live lab if one were up.
+    down = subprocess.run([sys.executable, "-m", "lab", "down", prefix], capture_output=True, text=True, cwd=REPO)
     assert down.returncode == 0, down.stderr
-    assert not (set(lab_namespaces()) - before), down.stdout
+    assert not (mine & set(lab_namespaces())), down.stdout
 
 
 def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_unchanged):

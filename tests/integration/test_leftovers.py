@@ -11,7 +11,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from support.host import REPO
+
+# Its `lab down`s share a worker with the live lab tests under pytest-xdist (test_live_lab.py says why).
+pytestmark = pytest.mark.xdist_group("lab-down")
 
 PRIVATE_RUN = 'mount -t tmpfs -o mode=0755 lab-test /run && mkdir /run/netns /run/lab && exec "$@"'
 

@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from support.host import REPO
 
+# `lab down` without RUN takes the newest live lab down: under pytest-xdist these tests and test_leftovers'
+# run in one worker, so that it is never another test's lab.
+pytestmark = pytest.mark.xdist_group("lab-down")
+
 SCENARIO = REPO / "topologies" / "nodeport-source-ip.yaml"
 VARIANT = ["--variant", "proxyMode=iptables", "--variant", "externalTrafficPolicy=Cluster"]
 

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.vm,
+    pytest.mark.xdist_group("vm"),  # one guest at a time: each takes a core and 2 GB
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the guest runs commands as root in the host's files"),
     pytest.mark.skipif(
         shutil.which("qemu-system-x86_64") is None,
@@ -60,7 +61,8 @@ def test_every_ipvs_test_passes_under_the_stock_kernel(capsys):
 
     if kernel_has("ip_vs") and kernel_has("dummy"):
         pytest.skip("this kernel has ip_vs and dummy: the ipvs tests run natively")
-    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "-m", "ipvs"]
+    # One pytest process in the guest (no xdist workers), whatever the outer session uses.
+    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "ipvs"]
     # 111 items take 330 s on a 2-core VM with TCG; CI's machine was seen 3x slower and cut a 900 s limit short.
     with capsys.disabled():
         print("\n  [guest] pytest -m ipvs under Debian's stock kernel, each item as it ends:", flush=True)
