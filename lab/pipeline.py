@@ -35,8 +35,9 @@ class ProbeResult:
 class Timing:
     build: float
     install: float
-    probes: float
+    probes: float  # the probe session's start (backends, captures, first rule snapshots) included
     teardown: float
+    session: float = 0.0  # of `probes`: starting the probe session, once per variant
 
     @property
     def total(self) -> float:
@@ -137,6 +138,7 @@ def run_variant(
     with standing(topo) as stood:
         realized, ports, built, installed = stood.realized, stood.ports, stood.built, stood.installed
         with ProbeSession(realized, timeout, pcap_dir) as session:
+            session_started = time.perf_counter()
             running = topo  # what kube-proxy was last told: steps change the workload
             for probe in topo.probes:
                 steps: list[StepDone] = []
@@ -156,7 +158,8 @@ def run_variant(
                     on_result(result)
         probed = time.perf_counter()
     done = time.perf_counter()
-    return VariantRun(topo, results, Timing(built - start, installed - built, probed - installed, done - probed))
+    timing = Timing(built - start, installed - built, probed - installed, done - probed, session_started - installed)
+    return VariantRun(topo, results, timing)
 
 
 def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
