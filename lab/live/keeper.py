@@ -21,7 +21,6 @@ from typing import Any
 
 from rich.console import Console
 
-from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
 from lab.judge.attempts import run_probe
@@ -30,7 +29,6 @@ from lab.live.record import LIVE, LiveLab, LiveLabError
 from lab.live.summary import summary
 from lab.pipeline import ProbeResult, Timing, VariantRun, standing
 from lab.probe.session import ProbeSession
-from lab.realize.enter import NamespaceError
 from lab.realize.runs import write_beside
 from lab.realize.terminate import Terminated, handle_sigterm
 from lab.report.records import evidence_lines, headline, observed_text, to_record
@@ -108,7 +106,7 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
                 _tell(tell, {"summary": summary(topo, realized.prefix)})
                 tell = -1
                 _serve(server, _Requests(lab, matrix, topo, session))
-    except (ScenarioError, NamespaceError, OSError, StopIteration) as exc:
+    except Exception as exc:  # whatever stopped the build, `lab up` says it (a build error names its file and line)
         if tell >= 0:
             _tell(tell, {"error": str(exc) or type(exc).__name__})
         raise
