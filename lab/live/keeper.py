@@ -36,7 +36,7 @@ from lab.report.terminal import print_scenario
 
 PROBE_TIMEOUT = 0.5  # seconds a probe waits for an answer, as `lab run`'s default
 IDLE = 5.0  # seconds between sweeps of the frames captured while no probe runs
-READY_LIMIT = 300.0  # seconds `lab up` waits for the keeper's first word
+REQUEST_LIMIT = 300.0  # seconds a `lab probe` connection may take to send its request and take the answer
 
 
 def file_digest(path: Path) -> str:
@@ -185,7 +185,7 @@ def _serve(server: socket.socket, requests: _Requests) -> None:
             requests.session.captures.forget()
             continue
         with conn:
-            conn.settimeout(READY_LIMIT)
+            conn.settimeout(REQUEST_LIMIT)
             try:
                 request = json.loads(conn.makefile("rb").readline() or b"{}")
                 answer = requests.answer(request if isinstance(request, dict) else {})
