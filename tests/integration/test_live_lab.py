@@ -109,9 +109,13 @@ def test_a_killed_keepers_lab_is_removed_by_lab_down(host_unchanged):
             if not Path(f"/proc/{state['pid']}").exists():
                 break
             time.sleep(0.05)
-        assert namespaces(prefix) and prefix not in lab("ls").stdout
+        # Under pytest -n another worker's lab run sweeps dead runs' leftovers when it starts and may take
+        # this one at any moment from here; what must hold either way is checked at the end.
+        shared = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+        assert prefix not in lab("ls").stdout and (shared or namespaces(prefix))
         done = lab("down", prefix)  # a dead run's name: its leftovers go (and no live lab of anyone else)
-        assert f"removed {len(state['namespaces'])} namespaces" in done.stdout, done.stdout
+        if not (shared and f"no run {prefix}" in done.stderr):
+            assert f"removed {len(state['namespaces'])} namespaces" in done.stdout, done.stdout + done.stderr
         assert namespaces(prefix) == [] and not list(Path("/run/lab").glob(f"{prefix}.*"))
     finally:
         lab("down", prefix)
