@@ -27,6 +27,7 @@ Interfaces are created straight into their namespaces (veth with a peer namespac
 from __future__ import annotations
 
 import ipaddress
+import os
 import shlex
 import subprocess
 import time
@@ -36,8 +37,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from lab.describe.topology import ExternalSpec, NodeSpec, PodSpec, Topology
-from lab.realize.enter import NamespaceError, ensure_br_netfilter, write_sysctls
+from lab.realize.enter import NETNS_DIR, NamespaceError, ensure_br_netfilter, write_sysctls
 from lab.realize.links import NetBuilder
+from lab.realize.rtnl import Batch
 from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.render.dataplane import NodeSetup
 
@@ -50,6 +52,12 @@ VXLAN_ID, VXLAN_PORT = 4096, 4789
 RTNH_F_ONLINK = 4
 SCOPE_LINK = 253
 IFF_PROMISC = 0x100
+LOOPBACK = 1  # lo's index in every namespace
+# Indexes the builder gives a pod's veth (rtnetlink takes them on creation, so none is asked for): eth0 above the
+# fallback tunnel devices a namespace may be born with (tunl0, sit0, ... when their modules are loaded), and the
+# node's end of pod i's veth 1000 + i.
+POD_ETH0 = 16
+PORT_INDEX_BASE = 1000
 DEDUP_CHAIN = "KUBE-DEDUP"  # kubelet's (kubenet) ebtables chain against promiscuous-bridge duplicates
 
 
@@ -226,30 +234,58 @@ class _Builder(NetBuilder):
         # Calico's own block: anything in it without a pod route goes nowhere.
         ipr.route("add", dst=node.pod_cidr, type="blackhole")
 
-    def routed_pod(self, node: NodeSpec, pod: PodSpec, port: str) -> None:
-        host = self.up(node.name, port)
-        write_sysctls(
-            self.ns(node.name), {f"net.ipv4.conf.{port}.proxy_arp": "1", f"net.ipv4.neigh.{port}.proxy_delay": "0"}
-        )
-        self.ipr[node.name].route("add", dst=f"{pod.ip}/32", oif=host, scope=SCOPE_LINK)
-        eth0 = self.up(pod.name, "eth0", pod.ip, 32)
-        self.ipr[pod.name].route("add", dst=f"{POD_GATEWAY}/32", oif=eth0, scope=SCOPE_LINK)
-        self.ipr[pod.name].route("add", dst="0.0.0.0/0", gateway=POD_GATEWAY, oif=eth0)
+    def pods(self, pods: list[tuple[int, PodSpec]]) -> dict[str, str]:
+        """Every pod's namespace and veth, in batches: one write to each node for all its pods' veths, one to
+        each pod for its own side. The pod's port on the node is the veth's name there (see _veth_name)."""
+        batches = self.open_all([pod.name for _, pod in pods])
+        routed = self.topo.cluster.cni == "routed-tunnel"
+        ports: dict[str, str] = {}
+        for node in self.topo.nodes:
+            mine = [(i, pod) for i, pod in pods if pod.node == node.name]
+            if not mine:
+                continue
+            on_node = self.batch(node.name)
+            with ExitStack() as fds:
+                for i, pod in mine:
+                    port, index = _veth_name(pod, i), PORT_INDEX_BASE + i
+                    ports[pod.name] = port
+                    fd = os.open(NETNS_DIR / self.ns(pod.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    fds.callback(os.close, fd)
+                    on_node.veth(port, index, "eth0", POD_ETH0, fd)
+                    if routed:
+                        on_node.up(index)
+                        on_node.route(f"{pod.ip}/32", oif=index, scope=SCOPE_LINK)
+                    else:
+                        on_node.up(index, master=self.index(node.name, "cni0"))
+                        if self.topo.cluster.hairpin_mode == "hairpin-veth":
+                            on_node.hairpin(index)
+                on_node.commit()
+            if routed:
+                # Calico's host side of each pod: proxy ARP answers the pod's gateway at once.
+                sysctls: dict[str, str] = {}
+                for _, pod in mine:
+                    port = ports[pod.name]
+                    sysctls |= {f"net.ipv4.conf.{port}.proxy_arp": "1", f"net.ipv4.neigh.{port}.proxy_delay": "0"}
+                write_sysctls(self.ns(node.name), sysctls)
+        for _, pod in pods:
+            self.pod_side(batches[pod.name], pod)
+        return ports
 
-    def pod(self, pod: PodSpec, index: int) -> str:
-        node = self.topo.node(pod.node)
-        self.open(pod.name)
-        port = _veth_name(pod, index)
-        self.veth(node.name, port, pod.name, "eth0")
+    def pod_side(self, batch: Batch, pod: PodSpec) -> None:
+        """lo and eth0 up, the pod's address, and its default route: via cni0 (bridge), or via Calico's
+        169.254.1.1 on the link (routed-tunnel, the pod holding its /32)."""
+        batch.up(LOOPBACK)
         if self.topo.cluster.cni == "routed-tunnel":
-            self.routed_pod(node, pod, port)
-            return port
-        self.up(node.name, port, master=self.index(node.name, "cni0"))
-        if self.topo.cluster.hairpin_mode == "hairpin-veth":
-            self.ipr[node.name].brport("set", index=self.index(node.name, port), mode=1)
-        self.up(pod.name, "eth0", pod.ip, _prefixlen(node.pod_cidr))
-        self.ipr[pod.name].route("add", dst="0.0.0.0/0", gateway=node.bridge_ip)
-        return port
+            batch.address(POD_ETH0, pod.ip, 32)
+            batch.up(POD_ETH0)
+            batch.route(f"{POD_GATEWAY}/32", oif=POD_ETH0, scope=SCOPE_LINK)
+            batch.route("0.0.0.0/0", gateway=POD_GATEWAY, oif=POD_ETH0)
+        else:
+            node = self.topo.node(pod.node)
+            batch.address(POD_ETH0, pod.ip, _prefixlen(node.pod_cidr))
+            batch.up(POD_ETH0)
+            batch.route("0.0.0.0/0", gateway=node.bridge_ip)
+        batch.commit()
 
     def routes_to_vips(self) -> None:
         for vip, via in self.topo.lb_routes:
@@ -311,7 +347,7 @@ def realize(
             # Routers before the hosts behind them.
             for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
                 builder.external(ext)
-            pod_ports = {pod.name: builder.pod(pod, i) for i, pod in enumerate(topo.built_pods) if not pod.host_network}
+            pod_ports = builder.pods([(i, pod) for i, pod in enumerate(topo.built_pods) if not pod.host_network])
             if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
                 for node in topo.nodes:
                     builder.promiscuous_bridge(node)

@@ -1,4 +1,6 @@
-"""Namespaces and links by netlink: each namespace gets its own pyroute2 socket, opened inside it.
+"""Namespaces and links by netlink: each namespace gets its own sockets, opened inside it: pyroute2's for the
+few namespaces of nodes, the fabric and external hosts, raw batched requests (lab.realize.rtnl) for the many
+alike ones of pods.
 
 Every interface is created directly in the namespace it belongs to (a veth's peer goes straight
 into the peer namespace), so nothing ever appears in the host's namespace, even for an instant.
@@ -12,7 +14,8 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from lab.realize.enter import create_netns
+from lab.realize.enter import create_netns, create_netns_all, in_netns
+from lab.realize.rtnl import Batch
 from lab.realize.runs import record
 
 NETLINK_ROUTE = 0
@@ -25,6 +28,7 @@ class NetBuilder:
         self.ipr: dict[str, IPRoute] = {}
         self.names: dict[str, str] = {}
         self._indexes: dict[tuple[str, str], int] = {}
+        self._raw: dict[str, socket.socket] = {}
 
     def ns(self, actor: str) -> str:
         return self.names[actor]
@@ -41,6 +45,24 @@ class NetBuilder:
         self.ipr[actor] = ipr
         ipr.link("set", index=self.index(actor, "lo"), state="up")
         return ipr
+
+    def open_all(self, actors: list[str]) -> dict[str, Batch]:
+        """Namespaces for many actors at once (recorded in one write, made on every core), each with an empty
+        batch of requests on its own raw netlink socket; its `lo` is not up yet (the caller's batch says so)."""
+        names = [f"{self.prefix}-{actor}" for actor in actors]
+        record(self.prefix, *names)
+        self.names.update(zip(actors, names, strict=True))
+        socks = create_netns_all(names, _no_ipv6_netlink)
+        for sock in socks:
+            self.stack.callback(sock.close)
+        return {actor: Batch(sock, name) for actor, name, sock in zip(actors, names, socks, strict=True)}
+
+    def batch(self, actor: str) -> Batch:
+        """An empty batch for an actor opened one by one (`open`): a raw socket of its own beside pyroute2's."""
+        if actor not in self._raw:
+            self._raw[actor] = in_netns(self.ns(actor), _netlink)
+            self.stack.callback(self._raw[actor].close)
+        return Batch(self._raw[actor], self.ns(actor))
 
     def index(self, actor: str, ifname: str) -> int:
         # An interface keeps its index for life: ask the kernel once (a single-link get, not a dump).
@@ -68,8 +90,13 @@ class NetBuilder:
         return self.up(actor, ifname, address, prefixlen)
 
 
+def _netlink() -> socket.socket:
+    """A NETLINK_ROUTE socket of the calling thread's namespace."""
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_ROUTE)
+
+
 def _no_ipv6_netlink() -> socket.socket:
     """In a new namespace's own thread: IPv6 off, and a netlink socket of that namespace."""
     for key in ("all", "default"):
         Path(f"/proc/sys/net/ipv6/conf/{key}/disable_ipv6").write_text("1")
-    return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
+    return _netlink()

@@ -186,15 +186,17 @@ def new_prefix() -> str:
     return prefix
 
 
-def record(prefix: str, name: str) -> None:
-    """Add `name` to the run's state; called before the namespace is created, so none ever goes unrecorded."""
-    if not _owned_name(prefix, name):
-        raise NamespaceError(f"{name}: not a namespace name under the run's prefix {prefix}")
+def record(prefix: str, *names: str) -> None:
+    """Add `names` to the run's state; called before the namespaces are created, so none ever goes unrecorded
+    (one write for many: the state is rewritten whole each time)."""
+    for name in names:
+        if not _owned_name(prefix, name):
+            raise NamespaceError(f"{name}: not a namespace name under the run's prefix {prefix}")
     with _mine_lock:
         state = _mine.get(prefix)
         if state is None:
             raise NamespaceError(f"{prefix} was not claimed by this process (runs.new_prefix)")
-        state = RunState(prefix, state.pid, state.start, (*state.namespaces, name))
+        state = RunState(prefix, state.pid, state.start, (*state.namespaces, *names))
         with _state_dir() as dir_fd:
             _write_state(dir_fd, state)
         _mine[prefix] = state

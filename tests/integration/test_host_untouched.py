@@ -30,16 +30,23 @@ def test_failure_while_building_leaves_nothing(host_unchanged, monkeypatch, own_
 
     topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
 
-    def explode(self, pod, index):
-        raise RuntimeError("boom while adding a pod")
+    sides = []
 
-    monkeypatch.setattr(build._Builder, "pod", explode)
+    def explode(self, batch, pod):
+        # The pods' namespaces and veths exist by now: fail at the second pod's own side.
+        sides.append(pod.name)
+        if len(sides) == 2:
+            raise RuntimeError("boom while adding a pod")
+        real(self, batch, pod)
+
+    real = build._Builder.pod_side
+    monkeypatch.setattr(build._Builder, "pod_side", explode)
     try:
         with build.realize(topo, setups(render(topo)), tunnel=""):
             raise AssertionError("realize should have failed")
     except RuntimeError as exc:
         assert "boom" in str(exc)
-    assert own_namespaces() == []
+    assert len(sides) == 2 and own_namespaces() == []
 
 
 def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
