@@ -37,7 +37,7 @@ class Timing:
     install: float
     probes: float  # the probe session's start (backends, captures, first rule snapshots) included
     teardown: float
-    session: float = 0.0  # of `probes`: starting the probe session, once per variant
+    session: float = 0.0  # of `probes`: starting and closing the probe session, once per variant
 
     @property
     def total(self) -> float:
@@ -156,9 +156,11 @@ def run_variant(
                 results.append(result)
                 if on_result:
                     on_result(result)
+            probes_done = time.perf_counter()
         probed = time.perf_counter()
     done = time.perf_counter()
-    timing = Timing(built - start, installed - built, probed - installed, done - probed, session_started - installed)
+    session = (session_started - installed) + (probed - probes_done)
+    timing = Timing(built - start, installed - built, probed - installed, done - probed, session)
     return VariantRun(topo, results, timing)
 
 

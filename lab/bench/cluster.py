@@ -83,7 +83,7 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
     for column in ("nodes × pods", "namespaces", "build s", "raw ip s", "build / raw ip", "install s",
-                   "session start s", "per probe s", "teardown s", "total s"):  # fmt: skip
+                   "probe session s", "per probe s", "teardown s", "total s"):  # fmt: skip
         table.add_column(column, justify="right")
     for nodes, pods in sizes:
         path = directory / f"cluster-{nodes}x{pods}.yaml"

@@ -27,6 +27,7 @@ from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_o
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
+from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
 from lab.probe.sockets import destination, silent_taker
@@ -149,9 +150,13 @@ class ProbeSession:
     def _evidence(self, ns: str, traced: bool) -> Evidence:
         if traced:
             return TraceEvidence(ns)
-        # kubelet's KUBE-DEDUP (promiscuous-bridge) drops frames too.
+        backend = self.topo.cluster.iptables_backend
+        if backend == "nft" and not self.ebtables:
+            # The kernel's trace of iptables-nft's rules: a probe costs its packets, not the rules' number.
+            return XtablesTraceEvidence(ns)
+        # iptables-legacy keeps its rules' counters only; kubelet's KUBE-DEDUP (promiscuous-bridge) is ebtables'.
         kept = any(probe.keep_every for probe in self.topo.probes)
-        return CounterEvidence(ns, self.topo.cluster.iptables_backend, bridge=self.ebtables, traffic_between=kept)
+        return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept)
 
     def note(self, text: str) -> None:
         """Something done to the cluster now, in every kept flow's history."""

@@ -99,3 +99,50 @@ def test_frame_summaries():
     assert frame(1, b"\x03\x03\x00\x00").summary() == "10.0.0.1 > 10.0.0.2 icmp type 3 code 3"
     arp = Frame("node1", "eth0", False, 0.0, b"\x00" * 12 + b"\x08\x06" + b"\x00" * 28)
     assert arp.summary() is None and not arp.opens_or_ends
+
+
+# xtables-monitor --trace as iptables 1.8.9 prints it: the window opens in the middle of the previous barrier's
+# marker (its PACKET line came before), then a probe's SYN, then this barrier's marker.
+XTRACE = """\
+ TRACE: 2 77bc1eb0 nat:OUTPUT:rule:0xf:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -j KUBE-SERVICES
+PACKET: 1 33742cb6 IN=eth0 NFPROTO=2 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
+ TRACE: 1 33742cb6 lab-trace:prerouting:rule:0x3:CONTINUE
+ TRACE: 1 33742cb6 lab-trace:prerouting:policy:ACCEPT
+PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
+ TRACE: 2 33742cb6 nat:PREROUTING:rule:0xe:JUMP:KUBE-SERVICES  -4 -t nat -A PREROUTING -j KUBE-SERVICES
+ TRACE: 2 33742cb6 nat:KUBE-SERVICES:rule:0x21:JUMP:KUBE-NODEPORTS  -4 -t nat -A KUBE-SERVICES -m comment \
+--comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+ TRACE: 2 33742cb6 nat:KUBE-NODEPORTS:rule:0x30:0xfffffffb  -4 -t nat -A KUBE-NODEPORTS -p tcp -j RETURN
+ TRACE: 2 33742cb6 nat:PREROUTING:policy:ACCEPT
+PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
+ TRACE: 2 33742cb6 filter:INPUT:rule:0x9:DROP  -4 -t filter -A INPUT -p tcp -m tcp --dport 30080 -j DROP
+PACKET: 2 ba0f9d3f OUT=lo SRC=127.0.0.1 DST=127.0.0.1 LEN=44 SPORT=40004 DPORT=9
+ TRACE: 2 ba0f9d3f nat:OUTPUT:rule:0xf:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -j KUBE-SERVICES
+"""
+
+
+def test_xtables_trace_counts_the_probes_packets_like_counters():
+    from lab.probe.evidence.xtrace import traced_counters
+
+    counters = traced_counters(XTRACE.splitlines())
+    assert counters == {
+        ("filter", "INPUT", 9, "-p tcp -m tcp --dport 30080 -j DROP"): 1,
+        ("nat", "KUBE-NODEPORTS", 0x30, "-p tcp -j RETURN"): 1,
+        (
+            "nat",
+            "KUBE-SERVICES",
+            0x21,
+            '-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" '
+            "-j KUBE-NODEPORTS",
+        ): 1,
+        ("nat", "PREROUTING", -1, "policy ACCEPT"): 1,
+        ("nat", "PREROUTING", 0xE, "-j KUBE-SERVICES"): 1,
+    }
+    # Ordered as counters are: the hook order, each jump followed where it was taken; ACCEPT policies left out.
+    assert [str(hit) for hit in counter_hits({}, counters)] == [
+        "nat PREROUTING: -j KUBE-SERVICES",
+        'nat KUBE-SERVICES: -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in '
+        'this chain" -j KUBE-NODEPORTS',
+        "nat KUBE-NODEPORTS: -p tcp -j RETURN",
+        "filter INPUT: -p tcp -m tcp --dport 30080 -j DROP",
+    ]

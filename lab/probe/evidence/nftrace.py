@@ -2,8 +2,9 @@
 
 A table of our own (`inet lab-trace`, hooked before conntrack) sets nftrace on every packet; the
 kernel then reports each rule a packet meets, in every nftables table (kube-proxy's nftables mode,
-and iptables-nft's rules too). Events travel asynchronously, so after a probe the tracer sends a
-marker datagram through the same hooks and waits for its event: everything before it has arrived.
+and iptables-nft's rules too, which xtrace.py reads the iptables way). Events travel asynchronously,
+so after a probe the tracer sends a marker datagram through the same hooks and waits for its event:
+everything before it has arrived.
 """
 
 from __future__ import annotations
@@ -100,22 +101,23 @@ def rule_hits(events: list[TraceEvent]) -> list[RuleHit]:
     return list(hits.values())
 
 
-class TraceEvidence:
-    """`nft monitor trace` in one namespace, with a barrier so a probe's events are all read: the rules
-    met by the packets a probe wants (nftables keeps no counters on kube-proxy's rules)."""
+class KernelTrace:
+    """A trace monitor of one namespace (its argv), the lines it printed kept in order, with a barrier so that a
+    probe's events are all read: the tracer sends a marker datagram through the hooks and waits for the line
+    holding `needle(source port)`. The lab-trace table (TRACE_TABLE) sets nftrace on every packet."""
 
-    def __init__(self, netns: str) -> None:
-        self.netns = netns
+    def __init__(self, netns: str, monitor: tuple[str, ...], needle: Callable[[int], str]) -> None:
+        self.netns, self.name, self._needle = netns, monitor[0], needle
         nft_apply(netns, TRACE_TABLE)
         self._lines: list[str] = []
         self._cond = threading.Condition()
-        argv = [require("ip"), "netns", "exec", netns, require("stdbuf"), "-oL", require("nft"), "monitor", "trace"]
+        argv = [require("ip"), "netns", "exec", netns, require("stdbuf"), "-oL", require(monitor[0]), *monitor[1:]]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._reader = threading.Thread(target=self._read, name=f"nftrace:{netns}", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"trace:{netns}", daemon=True)
         self._reader.start()
         self._marker = 0
-        # The monitor is subscribed once its first marker comes back: starting `nft monitor` can take seconds on
-        # an emulated (lab vm, TCG) and busy machine, later markers only the time a packet takes.
+        # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
+        # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
         self.barrier(timeout=20.0)
 
     def _read(self) -> None:
@@ -139,7 +141,7 @@ class TraceEvidence:
                 sock.bind(("127.0.0.1", sport))
                 sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
 
-        needle = f"udp sport {sport} udp dport {MARKER_PORT}"
+        needle = self._needle(sport)
         deadline = time.monotonic() + timeout
         next_send = 0.0
         with self._cond:
@@ -147,7 +149,7 @@ class TraceEvidence:
                 now = time.monotonic()
                 if now >= deadline:
                     raise EvidenceError(
-                        f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
+                        f"{self.name} in {self.netns} did not report its marker packet within {timeout:g} s: "
                         f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
                         "acted cannot be read"
                     )
@@ -156,17 +158,10 @@ class TraceEvidence:
                     next_send = now + 0.05
                 self._cond.wait(timeout=0.01)
 
-    def since(self, mark: int) -> list[TraceEvent]:
+    def lines_since(self, mark: int) -> list[str]:
         self.barrier()
         with self._cond:
-            lines = self._lines[mark:]
-        events = parse_trace(lines)
-        # Markers and the port-unreachable errors they cause are loopback-only traffic.
-        markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
-        return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
-
-    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
-        return rule_hits(packet_events(self.since(mark), wanted))  # type: ignore[arg-type]
+            return self._lines[mark:]
 
     def restart(self) -> None:
         """Replaced rules are traced as they are: nothing read before carries over."""
@@ -174,3 +169,20 @@ class TraceEvidence:
     def close(self) -> None:
         self._proc.terminate()
         self._proc.wait(timeout=2)
+
+
+class TraceEvidence(KernelTrace):
+    """`nft monitor trace`: the rules met by the packets a probe wants (nftables keeps no counters on kube-proxy's
+    rules)."""
+
+    def __init__(self, netns: str) -> None:
+        super().__init__(netns, ("nft", "monitor", "trace"), lambda sport: f"udp sport {sport} udp dport {MARKER_PORT}")
+
+    def since(self, mark: int) -> list[TraceEvent]:
+        events = parse_trace(self.lines_since(mark))
+        # Markers and the port-unreachable errors they cause are loopback-only traffic.
+        markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
+        return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        return rule_hits(packet_events(self.since(mark), wanted))  # type: ignore[arg-type]

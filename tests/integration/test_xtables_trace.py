@@ -1,0 +1,77 @@
+"""iptables-nft's rules read from the kernel's trace (lab/probe/evidence/xtrace.py) say what their counters say.
+
+Every catalogue scenario whose nodes run iptables-nft is run with both readers on every node at once, over the same
+window (counters snapshot at the probe's mark and read before the trace's barrier, whose marker packet the trace
+leaves out): each probe's rules, their order and their packet counts must be the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from support.host import REPO
+
+from lab.describe.load import load_scenario
+from lab.pipeline import cannot_run, run_variant
+from lab.probe import session
+from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.counters import CounterEvidence
+from lab.probe.evidence.xtrace import XtablesTraceEvidence
+
+CATALOGUE = sorted(p.name for p in (REPO / "topologies").glob("*.yaml"))
+
+
+class Both:
+    """The trace's answer, with the counters' beside it for the test to compare."""
+
+    def __init__(self, netns: str, pairs: list[tuple[str, list[RuleHit], list[RuleHit]]]) -> None:
+        self.netns, self.pairs = netns, pairs
+        self.trace = XtablesTraceEvidence(netns)
+        self.counters = CounterEvidence(netns, "nft", traffic_between=True)  # a fresh snapshot at every mark
+
+    def mark(self) -> object:
+        return self.trace.mark(), self.counters.mark()
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        trace_mark, counters_mark = mark  # type: ignore[misc]
+        counted = self.counters.hits(counters_mark, wanted)  # before the trace's barrier sends its marker
+        traced = self.trace.hits(trace_mark, wanted)
+        self.pairs.append((self.netns, traced, counted))
+        return traced
+
+    def restart(self) -> None:
+        self.trace.restart()
+        self.counters.restart()
+
+    def close(self) -> None:
+        self.trace.close()
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_the_trace_of_iptables_nft_says_what_its_counters_say(name, monkeypatch, host_unchanged):
+    pairs: list[tuple[str, list[RuleHit], list[RuleHit]]] = []
+    chosen = session.ProbeSession._evidence
+
+    def both(self, ns, traced):  # noqa: ANN001, ANN202
+        evidence = chosen(self, ns, traced)
+        if not isinstance(evidence, XtablesTraceEvidence):
+            return evidence
+        evidence.close()
+        return Both(ns, pairs)
+
+    monkeypatch.setattr(session.ProbeSession, "_evidence", both)
+    variants = [
+        t
+        for t in load_scenario(REPO / "topologies" / name).variants
+        if t.cluster.proxy_mode == "iptables" and not cannot_run(t)
+    ]
+    if not variants:
+        pytest.skip(f"{name} has no iptables variant that runs here")
+    for topo in variants:
+        run_variant(topo)
+    assert pairs, "no probe read a node's iptables-nft rules"
+    for netns, traced, counted in pairs:
+        said = [netns, "traced:", *(f"  {h.packets} {h}" for h in traced)]
+        said += ["counted:", *(f"  {h.packets} {h}" for h in counted)]
+        assert [(str(h), h.packets) for h in traced] == [(str(h), h.packets) for h in counted], "\n".join(said)
+    assert any(traced for _, traced, _ in pairs), "no rule met at all: the comparison would prove nothing"
