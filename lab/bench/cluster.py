@@ -83,8 +83,9 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
     for column in ("nodes × pods", "namespaces", "build s", "raw ip s", "build / raw ip", "install s",
-                   "probe session s", "per probe s", "teardown s", "total s"):  # fmt: skip
+                   "probe session s", "per probe s", "per probe / first", "teardown s", "total s"):  # fmt: skip
         table.add_column(column, justify="right")
+    first_probe = 0.0  # the first size's time per probe: what a probe costs in a small cluster
     for nodes, pods in sizes:
         path = directory / f"cluster-{nodes}x{pods}.yaml"
         path.write_text(cluster_scenario(nodes, pods))
@@ -103,6 +104,8 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
         def med(stage: str, timings=runs) -> float:  # noqa: ANN001
             return statistics.median(getattr(t, stage) for t in timings)
 
+        per_probe = (med("probes") - med("session")) / PROBES
+        first_probe = first_probe or per_probe
         table.add_row(
             f"{nodes} × {pods}",
             str(namespaces),
@@ -111,7 +114,8 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             f"{med('build') / raw:.2f}×",
             f"{med('install'):.2f}",
             f"{med('session'):.2f}",
-            f"{(med('probes') - med('session')) / PROBES:.3f}",
+            f"{per_probe:.3f}",
+            f"{per_probe / first_probe:.2f}×",
             f"{med('teardown'):.2f}",
             f"{med('total'):.2f}",
         )

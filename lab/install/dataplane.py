@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from lab.install.tools import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply, run_command
 from lab.realize.build import Realized
@@ -63,9 +65,13 @@ _SERVICE_FLAG = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 
 
 def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> tuple[str, ...]:
-    """Each node's rendered dataplane, loaded into the node; what the loads said, per node."""
-    said = []
-    for node, plane in planes.items():
-        lines = load(realized.namespaces[node], plane, realized.topology.cluster.iptables_backend, resync)
-        said += [f"{node}: {line}" for line in lines]
-    return tuple(said)
+    """Each node's rendered dataplane, loaded into the node, the nodes side by side (one at a time per core: each
+    load is the tools' processes, as each node's kube-proxy syncs on its own); what the loads said, per node."""
+    backend = realized.topology.cluster.iptables_backend
+
+    def one(node: str) -> tuple[str, ...]:
+        return load(realized.namespaces[node], planes[node], backend, resync)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="install") as pool:
+        loaded = list(pool.map(one, planes))  # in node order; the first failure is raised
+    return tuple(f"{node}: {line}" for node, lines in zip(planes, loaded, strict=True) for line in lines)

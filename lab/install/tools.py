@@ -47,8 +47,14 @@ def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
         raise InstallError(_explain_restore_error(argv[0], exc.stderr, text, what)) from None
 
 
+# kube-proxy waits up to 5 s for the xtables lock (-w 5; its `-W 100000` poll interval is one this iptables
+# ignores): kubernetes/kubernetes pkg/util/iptables/iptables.go at a122bc70, WaitString and WaitSecondsValue.
+# iptables-legacy's lock is one file for every namespace, so nodes installed side by side take turns at it.
+RESTORE_WAIT = ("-w", "5")
+
+
 def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
-    _feed(netns, [_tool("restore", backend)], text, "rules")
+    _feed(netns, [_tool("restore", backend), *RESTORE_WAIT], text, "rules")
 
 
 def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:

@@ -1,11 +1,13 @@
 """iptables-nft's rules read from the kernel's trace (lab/probe/evidence/xtrace.py) say what their counters say.
 
 Every catalogue scenario whose nodes run iptables-nft is run with both readers on every node at once, over the same
-window (counters snapshot at the probe's mark and read before the trace's barrier, whose marker packet the trace
-leaves out): each probe's rules, their order and their packet counts must be the same."""
+window (counters snapshot at the probe's mark and read, once the probe's last packets have landed, before the
+trace's barrier, whose marker packet the trace leaves out): each probe's rules, their order and their packet
+counts must be the same."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -34,7 +36,10 @@ class Both:
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         trace_mark, counters_mark = mark  # type: ignore[misc]
-        counted = self.counters.hits(counters_mark, wanted)  # before the trace's barrier sends its marker
+        # The connection's last packets (its closing ACK) may still be on their way: both readers wait for them,
+        # the counters with a pause, then read before the trace's barrier sends its marker.
+        time.sleep(0.3)
+        counted = self.counters.hits(counters_mark, wanted)
         traced = self.trace.hits(trace_mark, wanted)
         self.pairs.append((self.netns, traced, counted))
         return traced

@@ -101,48 +101,68 @@ def test_frame_summaries():
     assert arp.summary() is None and not arp.opens_or_ends
 
 
-# xtables-monitor --trace as iptables 1.8.9 prints it: the window opens in the middle of the previous barrier's
-# marker (its PACKET line came before), then a probe's SYN, then this barrier's marker.
-XTRACE = """\
- TRACE: 2 77bc1eb0 nat:OUTPUT:rule:0xf:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -j KUBE-SERVICES
-PACKET: 1 33742cb6 IN=eth0 NFPROTO=2 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
- TRACE: 1 33742cb6 lab-trace:prerouting:rule:0x3:CONTINUE
- TRACE: 1 33742cb6 lab-trace:prerouting:policy:ACCEPT
+# `nft -a monitor trace` as nft 1.0.6 prints iptables-nft's rules: the window opens in the middle of the previous
+# barrier's marker (its packet line came before), then a probe's SYN, then this barrier's marker.
+NFT_TRACE = """\
+trace id 77bc1eb0 ip nat OUTPUT rule  counter jump KUBE-SERVICES # handle 15 (verdict jump KUBE-SERVICES)
+trace id 33742cb6 inet lab-trace prerouting packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
+trace id 33742cb6 inet lab-trace prerouting rule meta nftrace set 1 # handle 2 (verdict continue)
+trace id 33742cb6 inet lab-trace prerouting policy accept
+trace id 33742cb6 ip nat PREROUTING packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
+trace id 33742cb6 ip nat PREROUTING rule  counter jump KUBE-SERVICES # handle 14 (verdict jump KUBE-SERVICES)
+trace id 33742cb6 ip nat KUBE-SERVICES rule  jump KUBE-NODEPORTS # handle 33 (verdict jump KUBE-NODEPORTS)
+trace id 33742cb6 ip nat KUBE-NODEPORTS rule meta l4proto tcp counter return # handle 48 (verdict return)
+trace id 33742cb6 ip nat PREROUTING policy accept
+trace id 33742cb6 ip filter INPUT packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
+trace id 33742cb6 ip filter INPUT unknown rule handle 9 (verdict drop)
+trace id ba0f9d3f ip nat OUTPUT packet: oif "lo" ip saddr 127.0.0.1 ip daddr 127.0.0.1 udp sport 40004 udp dport 9
+trace id ba0f9d3f ip nat OUTPUT rule  counter jump KUBE-SERVICES # handle 15 (verdict jump KUBE-SERVICES)
+"""
+PRINTED = """\
 PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
  TRACE: 2 33742cb6 nat:PREROUTING:rule:0xe:JUMP:KUBE-SERVICES  -4 -t nat -A PREROUTING -j KUBE-SERVICES
- TRACE: 2 33742cb6 nat:KUBE-SERVICES:rule:0x21:JUMP:KUBE-NODEPORTS  -4 -t nat -A KUBE-SERVICES -m comment \
---comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -j KUBE-NODEPORTS
+ TRACE: 2 33742cb6 nat:KUBE-SERVICES:rule:0x21:JUMP:KUBE-NODEPORTS  -4 -t nat -A KUBE-SERVICES -m addrtype \
+--dst-type LOCAL -j KUBE-NODEPORTS
  TRACE: 2 33742cb6 nat:KUBE-NODEPORTS:rule:0x30:0xfffffffb  -4 -t nat -A KUBE-NODEPORTS -p tcp -j RETURN
  TRACE: 2 33742cb6 nat:PREROUTING:policy:ACCEPT
-PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
- TRACE: 2 33742cb6 filter:INPUT:rule:0x9:DROP  -4 -t filter -A INPUT -p tcp -m tcp --dport 30080 -j DROP
-PACKET: 2 ba0f9d3f OUT=lo SRC=127.0.0.1 DST=127.0.0.1 LEN=44 SPORT=40004 DPORT=9
- TRACE: 2 ba0f9d3f nat:OUTPUT:rule:0xf:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -j KUBE-SERVICES
 """
 
 
-def test_xtables_trace_counts_the_probes_packets_like_counters():
-    from lab.probe.evidence.xtrace import traced_counters
+def test_the_trace_counts_the_probes_packets_and_the_printer_names_the_rules():
+    from lab.probe.evidence.xtrace import printed_rules, traced_counts
 
-    counters = traced_counters(XTRACE.splitlines())
-    assert counters == {
-        ("filter", "INPUT", 9, "-p tcp -m tcp --dport 30080 -j DROP"): 1,
-        ("nat", "KUBE-NODEPORTS", 0x30, "-p tcp -j RETURN"): 1,
-        (
-            "nat",
-            "KUBE-SERVICES",
-            0x21,
-            '-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" '
-            "-j KUBE-NODEPORTS",
-        ): 1,
+    counts = traced_counts(NFT_TRACE.splitlines())
+    assert counts == {
+        ("nat", "PREROUTING", 14, ""): 1,
+        ("nat", "KUBE-SERVICES", 33, ""): 1,
+        ("nat", "KUBE-NODEPORTS", 48, ""): 1,
         ("nat", "PREROUTING", -1, "policy ACCEPT"): 1,
-        ("nat", "PREROUTING", 0xE, "-j KUBE-SERVICES"): 1,
+        ("filter", "INPUT", 9, ""): 1,
     }
-    # Ordered as counters are: the hook order, each jump followed where it was taken; ACCEPT policies left out.
-    assert [str(hit) for hit in counter_hits({}, counters)] == [
-        "nat PREROUTING: -j KUBE-SERVICES",
-        'nat KUBE-SERVICES: -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in '
-        'this chain" -j KUBE-NODEPORTS',
-        "nat KUBE-NODEPORTS: -p tcp -j RETURN",
-        "filter INPUT: -p tcp -m tcp --dport 30080 -j DROP",
-    ]
+    assert printed_rules(PRINTED.splitlines()) == {
+        ("nat", "PREROUTING", 14): "-j KUBE-SERVICES",
+        ("nat", "KUBE-SERVICES", 33): "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS",
+        ("nat", "KUBE-NODEPORTS", 48): "-p tcp -j RETURN",
+    }
+
+
+def test_a_tables_listing_names_its_rules_by_handle_in_each_chains_order():
+    from lab.probe.evidence.xtrace import listed_rules
+
+    nft = """\
+table ip filter { # handle 1
+\tchain INPUT { # handle 1
+\t\ttype filter hook input priority filter; policy accept;
+\t\tmeta l4proto tcp tcp dport 30080 counter packets 0 bytes 0 drop # handle 9
+\t\t counter packets 0 bytes 0 jump KUBE-FIREWALL # handle 12
+\t}
+\tchain KUBE-FIREWALL { # handle 4
+\t}
+}
+"""
+    save = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FIREWALL - [0:0]\n-A INPUT -p tcp -m tcp --dport 30080 -j DROP\n"
+    save += "-A INPUT -j KUBE-FIREWALL\nCOMMIT\n"
+    assert listed_rules(nft, save, "filter") == {
+        ("filter", "INPUT", 9): "-p tcp -m tcp --dport 30080 -j DROP",
+        ("filter", "INPUT", 12): "-j KUBE-FIREWALL",
+    }

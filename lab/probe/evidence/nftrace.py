@@ -22,7 +22,10 @@ from lab.install.tools import nft_apply, require
 from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.realize.enter import in_netns
 
+# Idempotent: every tracer of a namespace applies it, and each packet is marked once.
 TRACE_TABLE = """\
+table inet lab-trace {}
+flush table inet lab-trace
 table inet lab-trace {
     chain prerouting { type filter hook prerouting priority -350; meta nftrace set 1; }
     chain output { type filter hook output priority -350; meta nftrace set 1; }
@@ -101,24 +104,17 @@ def rule_hits(events: list[TraceEvent]) -> list[RuleHit]:
     return list(hits.values())
 
 
-class KernelTrace:
-    """A trace monitor of one namespace (its argv), the lines it printed kept in order, with a barrier so that a
-    probe's events are all read: the tracer sends a marker datagram through the hooks and waits for the line
-    holding `needle(source port)`. The lab-trace table (TRACE_TABLE) sets nftrace on every packet."""
+class MonitorLines:
+    """A monitor command run in one namespace, every line it prints kept in order by a reader thread."""
 
-    def __init__(self, netns: str, monitor: tuple[str, ...], needle: Callable[[int], str]) -> None:
-        self.netns, self.name, self._needle = netns, monitor[0], needle
-        nft_apply(netns, TRACE_TABLE)
+    def __init__(self, netns: str, monitor: tuple[str, ...]) -> None:
+        self.netns, self.name = netns, monitor[0]
         self._lines: list[str] = []
         self._cond = threading.Condition()
         argv = [require("ip"), "netns", "exec", netns, require("stdbuf"), "-oL", require(monitor[0]), *monitor[1:]]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._reader = threading.Thread(target=self._read, name=f"trace:{netns}", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"{monitor[0]}:{netns}", daemon=True)
         self._reader.start()
-        self._marker = 0
-        # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
-        # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
-        self.barrier(timeout=20.0)
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
@@ -127,62 +123,91 @@ class KernelTrace:
                 self._lines.append(line)
                 self._cond.notify_all()
 
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
     def mark(self) -> int:
         with self._cond:
             return len(self._lines)
 
-    def barrier(self, timeout: float = 2.0) -> None:
-        """Send a marker through the hooks and wait until its trace arrives."""
-        self._marker += 1
-        sport = 40000 + self._marker % 20000
+    def lines(self, start: int = 0) -> list[str]:
+        with self._cond:
+            return self._lines[start:]
 
-        def send() -> None:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                sock.bind(("127.0.0.1", sport))
-                sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
-
-        needle = self._needle(sport)
+    def wait_for(self, needle: str, start: int, timeout: float) -> bool:
+        """Whether a line holding `needle` came, from line `start` on, within `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        next_send = 0.0
         with self._cond:
-            while not any(needle in line for line in self._lines[-50:]):
-                now = time.monotonic()
-                if now >= deadline:
-                    raise EvidenceError(
-                        f"{self.name} in {self.netns} did not report its marker packet within {timeout:g} s: "
-                        f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
-                        "acted cannot be read"
-                    )
-                if now >= next_send:  # until the monitor has subscribed, markers go unseen: resend
-                    in_netns(self.netns, send)
-                    next_send = now + 0.05
-                self._cond.wait(timeout=0.01)
-
-    def lines_since(self, mark: int) -> list[str]:
-        self.barrier()
-        with self._cond:
-            return self._lines[mark:]
-
-    def restart(self) -> None:
-        """Replaced rules are traced as they are: nothing read before carries over."""
+            while not any(needle in line for line in self._lines[start:]):
+                start = len(self._lines)  # every line is looked at once
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.alive():
+                    return False
+                self._cond.wait(timeout=min(left, 0.01))
+            return True
 
     def close(self) -> None:
         self._proc.terminate()
         self._proc.wait(timeout=2)
 
 
-class TraceEvidence(KernelTrace):
-    """`nft monitor trace`: the rules met by the packets a probe wants (nftables keeps no counters on kube-proxy's
-    rules)."""
+class KernelTrace(MonitorLines):
+    """`nft monitor trace` (ARGS) in one namespace, with a barrier so that a probe's events are all read: a marker
+    datagram sent through the hooks, waited for until its trace arrives. The lab-trace table (TRACE_TABLE) sets
+    nftrace on every packet. nft reads the kernel's events with a 16 MiB socket buffer, so a burst of them (a
+    routing loop's) does not overflow it."""
 
-    def __init__(self, netns: str) -> None:
-        super().__init__(netns, ("nft", "monitor", "trace"), lambda sport: f"udp sport {sport} udp dport {MARKER_PORT}")
+    def __init__(self, netns: str, *args: str) -> None:
+        nft_apply(netns, TRACE_TABLE)
+        super().__init__(netns, ("nft", *args, "monitor", "trace"))
+        self._marker = 0
+        # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
+        # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
+        self.barrier(timeout=20.0)
+
+    @property
+    def marker_port(self) -> int:
+        """The source port of the latest marker."""
+        return 40000 + self._marker % 20000
+
+    def barrier(self, timeout: float = 2.0) -> None:
+        """Send a marker through the hooks and wait until its trace arrives."""
+        self._marker += 1
+        sport = self.marker_port
+
+        def send() -> None:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.bind(("127.0.0.1", sport))
+                sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+
+        needle = f"udp sport {sport} udp dport {MARKER_PORT}"
+        deadline = time.monotonic() + timeout
+        start = self.mark()
+        # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
+        in_netns(self.netns, send)
+        while not self.wait_for(needle, start, 0.05):
+            if time.monotonic() >= deadline or not self.alive():
+                raise EvidenceError(
+                    f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
+                    f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
+                    "acted cannot be read"
+                )
+            in_netns(self.netns, send)
 
     def since(self, mark: int) -> list[TraceEvent]:
-        events = parse_trace(self.lines_since(mark))
+        """The events since `mark`, markers and the lab-trace table's own left out."""
+        self.barrier()
+        events = parse_trace(self.lines(mark))
         # Markers and the port-unreachable errors they cause are loopback-only traffic.
         markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
         return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
+
+    def restart(self) -> None:
+        """Replaced rules are traced as they are: nothing read before carries over."""
+
+
+class TraceEvidence(KernelTrace):
+    """The rules met by the packets a probe wants (nftables keeps no counters on kube-proxy's rules)."""
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         return rule_hits(packet_events(self.since(mark), wanted))  # type: ignore[arg-type]

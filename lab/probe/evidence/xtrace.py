@@ -1,11 +1,18 @@
-"""iptables-nft's rules as the kernel traced them: `xtables-monitor --trace` inside a node namespace.
+"""iptables-nft's rules as the kernel traced them, named as iptables-save names them.
 
 With iptables' nf_tables backend every rule is an nftables rule, so the kernel reports each one a packet meets
-(nftrace set by the lab-trace table, nftrace.py), and xtables-monitor prints it as iptables-save writes it. Read
-that way a probe costs the packets it sent, where `iptables-save -c` before and after costs every rule of every
-node it crossed (thousands with a Service of many endpoints). What comes out is what the counters would have
-said: every packet that met a rule counts, replies included, and the hits are ordered the same way
-(counters.counter_hits), so a probe's evidence is the same either way.
+(nftrace set by the lab-trace table, nftrace.py). Read that way a probe costs the packets it sent, where
+`iptables-save -c` before and after costs every rule of every node it crossed (thousands with a Service of many
+endpoints). What comes out is what the counters would have said: every packet that met a rule counts, replies
+included, and the hits are ordered the same way (counters.counter_hits).
+
+Two monitors per node, because neither alone is enough:
+- `nft -a monitor trace` says which rules (table, chain, handle) each packet met. nft reads the kernel's events
+  with a 16 MiB buffer; a burst of them (a routing loop's 64 hops) does not overflow it.
+- `xtables-monitor --trace` prints each rule met as iptables-save writes it, which is how the evidence names
+  rules. It reads with the default buffer and exits when a burst overflows it; then it is started again, and the
+  rules it did not name are read from the node's tables (`nft -a list table` for the handles, in each chain's
+  order, beside `iptables-nft-save` for the text).
 """
 
 from __future__ import annotations
@@ -13,47 +20,130 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from lab.probe.evidence.base import RuleHit
+from lab.install.tools import run_command
+from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
-from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace
+from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, parse_trace
 
-_PACKET = re.compile(r"^PACKET: \d+ (\w+) (.*)$")
+RuleKey = tuple[str, str, int]  # table, chain, handle
+
 # "TRACE: 2 72995f49 nat:OUTPUT:rule:0x3:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -m comment ... -j KUBE-SERVICES"
-_RULE = re.compile(r"^TRACE: \d+ (\w+) (\S+?):(\S+?):rule:(0x[0-9a-f]+):\S*\s+-4 -t \S+ -A \S+ (.*)$")
-_POLICY = re.compile(r"^TRACE: \d+ (\w+) (\S+?):(\S+?):policy:(\w+)\s*$")
-LOOPBACK_ONLY = " SRC=127.0.0.1 DST=127.0.0.1 "  # the tracer's markers and the ICMP errors they cause
+_PRINTED = re.compile(r"^TRACE: \d+ \w+ (\S+?):(\S+?):rule:(0x[0-9a-f]+):\S*\s+-4 -t \S+ -A \S+ (.*)$")
+# nft names a rule added after it started (a step's) only by its handle: "unknown rule handle 25 (verdict drop)".
+_HANDLE = re.compile(r"(?:^rule .* # handle|^unknown rule handle) (\d+) \(verdict [^)]*\)$")
+_POLICY = re.compile(r"^policy (\w+)")
+_CHAIN = re.compile(r"^\s*chain (\S+) \{")
+_LISTED_RULE = re.compile(r" # handle (\d+)$")
+LOOPBACK_ONLY = "ip saddr 127.0.0.1 ip daddr 127.0.0.1 "  # the tracer's markers and the ICMP errors they cause
 
 
-def traced_counters(lines: list[str]) -> Counters:
-    """xtables-monitor's lines → packets per rule, keyed as parse_counters keys `iptables-save -c` (the rule's
-    handle for its position: handles grow in the order iptables-restore wrote the rules)."""
-    counts: Counters = {}
-    # trace id → its latest PACKET line is loopback-only (ids are reused). An id whose PACKET line came before the
-    # window is a packet from before the probe (the previous barrier's marker, still being traced): not counted.
-    marker: dict[str, bool] = {}
-    for line in lines:
-        line = line.strip()
-        if packet := _PACKET.match(line):
-            marker[packet.group(1)] = LOOPBACK_ONLY in f" {packet.group(2)} "
+def printed_rules(lines: list[str]) -> dict[RuleKey, str]:
+    """xtables-monitor's lines → each rule it printed, by table, chain and handle."""
+    return {
+        (m.group(1), m.group(2), int(m.group(3), 16)): m.group(4)
+        for line in lines
+        if (m := _PRINTED.match(line.strip()))
+    }
+
+
+def traced_counts(lines: list[str]) -> dict[tuple[str, str, int, str], int]:
+    """`nft -a monitor trace` lines → packets per (table, chain, handle, "") for a rule and (table, chain, -1,
+    "policy VERDICT") for a policy, in iptables-nft's tables (family ip). A packet whose `packet:` line came
+    before the window (the previous barrier's marker, still being traced) is not counted, nor loopback-only
+    ones (markers)."""
+    counts: dict[tuple[str, str, int, str], int] = {}
+    counted: dict[str, bool] = {}  # trace id → its latest packet line is one to count (ids are reused)
+    for event in parse_trace(lines):
+        if event.text.startswith("packet: "):
+            counted[event.trace_id] = event.family == "ip" and LOOPBACK_ONLY not in event.text
             continue
-        if rule := _RULE.match(line):
-            trace_id, table, chain, handle, text = rule.groups()
-            key = (table, chain, int(handle, 16), text)
-        elif policy := _POLICY.match(line):
-            trace_id, table, chain, verdict = policy.groups()
-            key = (table, chain, -1, f"policy {verdict}")
+        if event.family != "ip" or not counted.get(event.trace_id, False):
+            continue
+        if handle := _HANDLE.match(event.text):
+            key = (event.table, event.chain, int(handle.group(1)), "")
+        elif policy := _POLICY.match(event.text):
+            key = (event.table, event.chain, -1, f"policy {policy.group(1).upper()}")
         else:
             continue
-        if table != "lab-trace" and not marker.get(trace_id, True):
-            counts[key] = counts.get(key, 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: item[0][:3]))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
-class XtablesTraceEvidence(KernelTrace):
+def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, str]:
+    """One table's rules by handle: `nft -a list table ip TABLE` gives each chain's handles in order, and
+    `iptables-nft-save -t TABLE` each chain's rules in the same order."""
+    handles: dict[str, list[int]] = {}
+    chain = ""
+    for line in nft_listing.splitlines():
+        if match := _CHAIN.match(line):
+            chain = match.group(1)
+            handles[chain] = []
+        elif chain and (match := _LISTED_RULE.search(line)):
+            handles[chain].append(int(match.group(1)))
+    texts: dict[str, list[str]] = {}
+    for line in save_text.splitlines():
+        if line.startswith("-A "):
+            name, _, rule = line[3:].partition(" ")
+            texts.setdefault(name, []).append(rule)
+    rules = {}
+    for name, chain_handles in handles.items():
+        if len(chain_handles) != len(texts.get(name, [])):
+            continue  # a chain the two listings disagree on is left unnamed: its rules are then refused
+        rules |= {(table, name, h): text for h, text in zip(chain_handles, texts.get(name, []), strict=True)}
+    return rules
+
+
+class XtablesTraceEvidence:
     """iptables-nft's rules met since the probe's mark, counted per packet like its counters."""
 
     def __init__(self, netns: str) -> None:
-        super().__init__(netns, ("xtables-monitor", "--trace"), lambda sport: f"SPORT={sport} DPORT={MARKER_PORT} ")
+        self.netns = netns
+        # The printer first: it subscribes while the trace waits for its first marker.
+        self.printer = MonitorLines(netns, ("xtables-monitor", "--trace"))
+        self.trace = KernelTrace(netns, "-a")
+        self.printed = 0  # the printer's lines read so far
+        self.names: dict[RuleKey, str] = {}
+
+    def mark(self) -> int:
+        return self.trace.mark()
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
-        return counter_hits({}, traced_counters(self.lines_since(mark)))  # type: ignore[arg-type]
+        self.trace.barrier()
+        counts = traced_counts(self.trace.lines(mark))  # type: ignore[arg-type]
+        self._name({key[:3] for key in counts if key[2] >= 0} - self.names.keys())
+        counters: Counters = {
+            (table, chain, handle, text or self.names[(table, chain, handle)]): packets
+            for (table, chain, handle, text), packets in counts.items()
+        }
+        return counter_hits({}, dict(sorted(counters.items(), key=lambda item: item[0][:3])))
+
+    def _name(self, unnamed: set[RuleKey]) -> None:
+        """Learn the text of rules met: from what xtables-monitor printed (once it has printed this barrier's
+        marker, it has printed everything before it), else from the node's tables."""
+        if not unnamed:
+            return
+        if self.printer.alive():
+            self.printer.wait_for(f"SPORT={self.trace.marker_port} DPORT={MARKER_PORT} ", self.printed, timeout=2.0)
+        lines = self.printer.lines(self.printed)
+        self.printed += len(lines)
+        self.names |= printed_rules(lines)
+        if not self.printer.alive():  # overflowed by a burst: start it again for the next probe
+            self.printer.close()
+            self.printer, self.printed = MonitorLines(self.netns, ("xtables-monitor", "--trace")), 0
+        for table in sorted({table for table, _, _ in unnamed - self.names.keys()}):
+            nft = run_command(self.netns, ("nft", "-a", "list", "table", "ip", table))
+            self.names |= listed_rules(nft, run_command(self.netns, ("iptables-nft-save", "-t", table)), table)
+        if missing := sorted(unnamed - self.names.keys()):
+            table, chain, handle = missing[0]
+            raise EvidenceError(
+                f"{self.netns}: the trace names rule handle {handle} of {table} {chain}, which neither "
+                "xtables-monitor nor the table's listing names: the rules that acted cannot be read"
+            )
+
+    def restart(self) -> None:
+        """New rules: handles are not reused within a table, but a restore may replace every rule."""
+        self.names.clear()
+
+    def close(self) -> None:
+        self.printer.close()
+        self.trace.close()
