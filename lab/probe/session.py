@@ -1,10 +1,11 @@
 """probe: backends listening, captures running, probes sent one at a time.
 
 Probes run strictly one after another so that each one's captures, backend arrivals and
-rule-counter movements belong to it alone. The rules a probe met are read from iptables' packet
-counters, or, on nodes in nftables mode, from the kernel's trace of the probe's forward packets
-(`nft monitor trace`: nftables keeps no counters on kube-proxy's rules): one Evidence per actor whose
-rules are read (lab.probe.evidence), as lab replay reads its node's.
+rule hits belong to it alone. The rules a probe met are read from the kernel's trace: of the probe's
+forward packets in nftables mode (`nft monitor trace`: nftables keeps no counters on kube-proxy's
+rules), of every packet with iptables-nft (counted as its counters count them); iptables-legacy's from
+its packet counters. One Evidence per actor whose rules are read (lab.probe.evidence), as lab replay
+reads its node's.
 """
 
 from __future__ import annotations
