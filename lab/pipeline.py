@@ -38,10 +38,11 @@ class Timing:
     probes: float  # the probe session's start (backends, captures, first rule snapshots) included
     teardown: float
     session: float = 0.0  # of `probes`: starting and closing the probe session, once per variant
+    render: float = 0.0  # kube-proxy's rules for every node, before the build
 
     @property
     def total(self) -> float:
-        return self.build + self.install + self.probes + self.teardown
+        return self.render + self.build + self.install + self.probes + self.teardown
 
 
 @dataclass
@@ -103,7 +104,8 @@ class Standing:
 
     realized: Realized
     ports: PortHolder
-    built: float  # perf_counter when realize was done
+    rendered: float  # perf_counter when render was done
+    built: float  # ... realize
     installed: float  # ... and install
 
 
@@ -113,6 +115,7 @@ def standing(topo: Topology) -> Iterator[Standing]:
     down on exit. Whatever a stage starts in the namespaces (health servers) is stopped before realize removes
     them."""
     planes = render(topo)
+    rendered = time.perf_counter()
     with ExitStack() as stack:
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
         built = time.perf_counter()
@@ -121,7 +124,7 @@ def standing(topo: Topology) -> Iterator[Standing]:
         stack.callback(ports.close)
         ports.sync(planes)
         install_actors(realized, stack)
-        yield Standing(realized, ports, built, time.perf_counter())
+        yield Standing(realized, ports, rendered, built, time.perf_counter())
 
 
 def run_variant(
@@ -136,7 +139,13 @@ def run_variant(
     results = []
     start = time.perf_counter()
     with standing(topo) as stood:
-        realized, ports, built, installed = stood.realized, stood.ports, stood.built, stood.installed
+        realized, ports, rendered, built, installed = (
+            stood.realized,
+            stood.ports,
+            stood.rendered,
+            stood.built,
+            stood.installed,
+        )
         with ProbeSession(realized, timeout, pcap_dir) as session:
             session_started = time.perf_counter()
             running = topo  # what kube-proxy was last told: steps change the workload
@@ -160,7 +169,7 @@ def run_variant(
         probed = time.perf_counter()
     done = time.perf_counter()
     session = (session_started - installed) + (probed - probes_done)
-    timing = Timing(built - start, installed - built, probed - installed, done - probed, session)
+    timing = Timing(built - rendered, installed - built, probed - installed, done - probed, session, rendered - start)
     return VariantRun(topo, results, timing)
 
 

@@ -82,7 +82,7 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
-    for column in ("nodes × pods", "namespaces", "build s", "raw ip s", "build / raw ip", "install s",
+    for column in ("nodes × pods", "namespaces", "render s", "build s", "raw ip s", "build / raw ip", "install s",
                    "probe session s", "per probe s", "per probe / first", "teardown s", "total s"):  # fmt: skip
         table.add_column(column, justify="right")
     first_probe = 0.0  # the first size's time per probe: what a probe costs in a small cluster
@@ -109,6 +109,7 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
         table.add_row(
             f"{nodes} × {pods}",
             str(namespaces),
+            f"{med('render'):.2f}",
             f"{med('build'):.2f}",
             f"{raw:.2f}",
             f"{med('build') / raw:.2f}×",

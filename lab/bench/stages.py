@@ -85,7 +85,7 @@ def run_bench(file: Path | None, repeat: int, console: Console) -> int:
     )
     table.add_column("stage")
     table.add_column("seconds", justify="right")
-    for stage in ("build", "install", "probes", "teardown", "total"):
+    for stage in ("render", "build", "install", "probes", "teardown", "total"):
         table.add_row(stage, f"{med(stage):.3f}")
     table.add_row(f"raw ip: {namespaces} netns add + {links} link add", f"{raw:.3f}")
     table.add_row("build / raw ip", f"{med('build') / raw:.2f}×")

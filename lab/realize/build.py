@@ -49,7 +49,6 @@ POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local
 VXLAN_DEVICE = "vxlan.calico"
 TUNNEL_DEVICES = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}  # cni routed-tunnel's device, by tunnel kind
 VXLAN_ID, VXLAN_PORT = 4096, 4789
-RTNH_F_ONLINK = 4
 SCOPE_LINK = 253
 IFF_PROMISC = 0x100
 LOOPBACK = 1  # lo's index in every namespace
@@ -158,9 +157,11 @@ class _Builder(NetBuilder):
             self.tunnel_to_other_nodes(node)
         else:
             self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
+            routes = self.batch(node.name)  # one per other node: thousands at a hundred nodes
             for other in self.topo.nodes:
                 if other.name != node.name:
-                    self.ipr[node.name].route("add", dst=other.pod_cidr, gateway=other.ip)
+                    routes.route(other.pod_cidr, gateway=other.ip)
+            routes.commit()
         write_sysctls(
             self.ns(node.name),
             {
@@ -210,8 +211,10 @@ class _Builder(NetBuilder):
                 # address in device order (lo first, by design), so put the node's address on lo to keep
                 # the real order's answer (the node's IP) rather than tunl0's.
                 ipr.addr("add", index=self.index(node.name, "lo"), address=node.ip, prefixlen=32)
+            routes = self.batch(node.name)
             for other in others:
-                ipr.route("add", dst=other.pod_cidr, gateway=other.ip, oif=dev, flags=RTNH_F_ONLINK)
+                routes.route(other.pod_cidr, gateway=other.ip, oif=dev, onlink=True)
+            routes.commit()
         else:
             mine = self.topo.nodes.index(node) + 1
             ipr.link(
@@ -226,11 +229,13 @@ class _Builder(NetBuilder):
                 address=_vtep_mac(mine),
             )
             dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32)
+            routes = self.batch(node.name)
             for other in others:
                 mac = _vtep_mac(self.topo.nodes.index(other) + 1)
                 ipr.neigh("add", dst=other.tunnel_ip, lladdr=mac, ifindex=dev, state=0x80)  # NUD_PERMANENT
                 ipr.fdb("append", ifindex=dev, lladdr=mac, dst=other.ip)
-                ipr.route("add", dst=other.pod_cidr, gateway=other.tunnel_ip, oif=dev, flags=RTNH_F_ONLINK)
+                routes.route(other.pod_cidr, gateway=other.tunnel_ip, oif=dev, onlink=True)
+            routes.commit()
         # Calico's own block: anything in it without a pod route goes nowhere.
         ipr.route("add", dst=node.pod_cidr, type="blackhole")
 
@@ -295,8 +300,10 @@ class _Builder(NetBuilder):
             # routes, TKE's GlobalRouter): answers a load balancer or the egress gateway un-NATs back to a pod
             # address find their way, and so does the gateway's own ICMP error for a pod's packet it cannot route,
             # as it does for a host's. (A tunnel CNI's underlay knows no pod address: that is why it tunnels.)
+            routes = self.batch(FABRIC)
             for node in self.topo.nodes:
-                self.ipr[FABRIC].route("add", dst=node.pod_cidr, gateway=node.ip)
+                routes.route(node.pod_cidr, gateway=node.ip)
+            routes.commit()
 
     def external(self, ext: ExternalSpec) -> None:
         self.open(ext.name)
