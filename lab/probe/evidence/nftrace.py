@@ -151,6 +151,14 @@ class MonitorLines:
         self._proc.wait(timeout=2)
 
 
+def _marker_socket() -> socket.socket:
+    """In the namespace's thread: a datagram socket on a loopback port the kernel chose (unconnected, so the port
+    unreachable the marker draws is not raised at the next send)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class KernelTrace(MonitorLines):
     """`nft monitor trace` (ARGS) in one namespace, with a barrier so that a probe's events are all read: a marker
     datagram sent through the hooks, waited for until its trace arrives. The lab-trace table (TRACE_TABLE) sets
@@ -160,39 +168,32 @@ class KernelTrace(MonitorLines):
     def __init__(self, netns: str, *args: str) -> None:
         nft_apply(netns, TRACE_TABLE)
         super().__init__(netns, ("nft", *args, "monitor", "trace"))
-        self._marker = 0
+        self.marker_port = 0
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
         # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
         self.barrier(timeout=20.0)
 
-    @property
-    def marker_port(self) -> int:
-        """The source port of the latest marker."""
-        return 40000 + self._marker % 20000
-
     def barrier(self, timeout: float = 2.0) -> None:
-        """Send a marker through the hooks and wait until its trace arrives."""
-        self._marker += 1
-        sport = self.marker_port
-
-        def send() -> None:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                sock.bind(("127.0.0.1", sport))
+        """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel
+        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`."""
+        sock = in_netns(self.netns, _marker_socket)
+        try:
+            self.marker_port = sock.getsockname()[1]
+            needle = f"udp sport {self.marker_port} udp dport {MARKER_PORT}"
+            deadline = time.monotonic() + timeout
+            start = self.mark()
+            sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+            # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
+            while not self.wait_for(needle, start, 0.05):
+                if time.monotonic() >= deadline or not self.alive():
+                    raise EvidenceError(
+                        f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
+                        f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
+                        "acted cannot be read"
+                    )
                 sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
-
-        needle = f"udp sport {sport} udp dport {MARKER_PORT}"
-        deadline = time.monotonic() + timeout
-        start = self.mark()
-        # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
-        in_netns(self.netns, send)
-        while not self.wait_for(needle, start, 0.05):
-            if time.monotonic() >= deadline or not self.alive():
-                raise EvidenceError(
-                    f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
-                    f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
-                    "acted cannot be read"
-                )
-            in_netns(self.netns, send)
+        finally:
+            sock.close()
 
     def since(self, mark: int) -> list[TraceEvent]:
         """The events since `mark`, markers and the lab-trace table's own left out."""
