@@ -240,15 +240,18 @@ class _Builder(NetBuilder):
         ipr.route("add", dst=node.pod_cidr, type="blackhole")
 
     def pods(self, pods: list[tuple[int, PodSpec]]) -> dict[str, str]:
-        """Every pod's namespace and veth, in batches: one write to each node for all its pods' veths, one to
-        each pod for its own side. The pod's port on the node is the veth's name there (see _veth_name)."""
-        batches = self.open_all([pod.name for _, pod in pods])
+        """Every pod's namespace and veth, node by node in batches: the node's pods' namespaces made at once, one
+        write to the node for all their veths, one to each pod for its own side (then its socket is closed: only
+        one node's pods hold a socket at a time, not the whole cluster's, which a file-descriptor limit may not
+        allow). The pod's port on the node is the veth's name
+        there (see _veth_name)."""
         routed = self.topo.cluster.cni == "routed-tunnel"
         ports: dict[str, str] = {}
         for node in self.topo.nodes:
             mine = [(i, pod) for i, pod in pods if pod.node == node.name]
             if not mine:
                 continue
+            batches = self.open_all([pod.name for _, pod in mine])
             on_node = self.batch(node.name)
             with ExitStack() as fds:
                 for i, pod in mine:
@@ -272,8 +275,11 @@ class _Builder(NetBuilder):
                     port = ports[pod.name]
                     sysctls |= {f"net.ipv4.conf.{port}.proxy_arp": "1", f"net.ipv4.neigh.{port}.proxy_delay": "0"}
                 write_sysctls(self.ns(node.name), sysctls)
-        for _, pod in pods:
-            self.pod_side(batches[pod.name], pod)
+            for _, pod in mine:
+                self.pod_side(batches[pod.name], pod)
+                batches[pod.name].sock.close()
+        for _, pod in pods:  # Realized.namespaces lists the pods in the workload's order, not the order made
+            self.names[pod.name] = self.names.pop(pod.name)
         return ports
 
     def pod_side(self, batch: Batch, pod: PodSpec) -> None:
