@@ -11,21 +11,39 @@ from __future__ import annotations
 import socket
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from pyroute2 import IPRoute
 
 from lab.realize.enter import create_netns, create_netns_all, in_netns
 from lab.realize.rtnl import Batch
 from lab.realize.runs import record
+from lab.realize.terminate import deferred
 
 NETLINK_ROUTE = 0
+
+
+class Requests:
+    """A pyroute2 IPRoute whose every request runs with SIGTERM deferred to its end (terminate.deferred)."""
+
+    def __init__(self, ipr: IPRoute) -> None:
+        self._ipr = ipr
+
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401  # whatever pyroute2's method takes and returns
+        method = getattr(self._ipr, name)
+
+        def request(*args: object, **kwargs: object) -> Any:  # noqa: ANN401
+            with deferred():
+                return method(*args, **kwargs)
+
+        return request
 
 
 class NetBuilder:
     def __init__(self, prefix: str, stack: ExitStack) -> None:
         self.prefix = prefix
         self.stack = stack
-        self.ipr: dict[str, IPRoute] = {}
+        self.ipr: dict[str, Requests] = {}
         self.names: dict[str, str] = {}
         self._indexes: dict[tuple[str, str], int] = {}
         self._raw: dict[str, socket.socket] = {}
@@ -33,7 +51,7 @@ class NetBuilder:
     def ns(self, actor: str) -> str:
         return self.names[actor]
 
-    def open(self, actor: str) -> IPRoute:
+    def open(self, actor: str) -> Requests:
         name = f"{self.prefix}-{actor}"
         record(self.prefix, name)  # first, so that a run killed at any moment leaves nothing `lab down` ignores
         # One thread makes the namespace and, from inside it, turns IPv6 off (router solicitations and MLD would
@@ -41,7 +59,7 @@ class NetBuilder:
         sock = create_netns(name, _no_ipv6_netlink)
         assert sock is not None
         self.names[actor] = name
-        ipr = self.stack.enter_context(IPRoute(fileno=sock.detach()))
+        ipr = Requests(self.stack.enter_context(IPRoute(fileno=sock.detach())))
         self.ipr[actor] = ipr
         ipr.link("set", index=self.index(actor, "lo"), state="up")
         return ipr

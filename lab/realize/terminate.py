@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _owner = 0  # the process that installed the handler (a live lab's keeper is a fork of the one that imported this)
 _terminating = False
+_deferring = 0  # inside deferred(): SIGTERM waits for the block's end
 
 
 class Terminated(KeyboardInterrupt):
@@ -20,7 +23,23 @@ def _raise(*_: object) -> None:
         os._exit(143)
     global _terminating
     _terminating = True
-    raise Terminated
+    if not _deferring:
+        raise Terminated
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGTERM raised when the block is left, not inside it: a pyroute2 request runs an asyncio loop, and an
+    exception raised in there leaves its async generators half-closed, which print tracebacks when collected. A
+    request takes about a millisecond."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if _terminating and not _deferring:
+        raise Terminated
 
 
 def handle_sigterm() -> None:
