@@ -43,6 +43,7 @@ from lab.probe.why import (
     tcp_flags,
 )
 from lab.realize.build import Realized
+from lab.realize.terminate import deferred
 
 
 @dataclass(frozen=True)
@@ -151,14 +152,17 @@ class ProbeSession:
     def _start_evidence(self) -> None:
         """Every rule actor's evidence, started side by side: a tracer's start is mostly waiting for its monitor
         to subscribe, which at a hundred nodes one after another took seconds. What started is kept (and closed
-        on leaving) even when another failed."""
-        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="evidence") as pool:
-            started = {
-                actor: pool.submit(self._evidence, self.realized.namespaces[actor], actor in self.traced)
-                for actor in self.rule_actors
-            }
+        on leaving) even when another failed; SIGTERM waits for them all (a tracer started after the run stopped
+        waiting would never be stopped)."""
+        with deferred():
+            with ThreadPoolExecutor(max_workers=16, thread_name_prefix="evidence") as pool:
+                started = {
+                    actor: pool.submit(self._evidence, self.realized.namespaces[actor], actor in self.traced)
+                    for actor in self.rule_actors
+                }
+            done = {actor: future for actor, future in started.items() if future.exception() is None}
+            self.evidence = {actor: future.result() for actor, future in done.items()}
         failures = [future.exception() for future in started.values() if future.exception() is not None]
-        self.evidence = {actor: future.result() for actor, future in started.items() if future.exception() is None}
         if failures:
             raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import threading
 from collections.abc import Iterator
@@ -315,6 +316,29 @@ def _remove_all(names: list[str] | tuple[str, ...]) -> tuple[list[str], list[str
     return removed, left
 
 
+def _kill_processes_inside(names: tuple[str, ...]) -> None:
+    """Processes of a dead run that outlived it inside its namespaces (a trace monitor whose lab process was
+    SIGKILLed) would keep each namespace alive once its mount is gone, waiting for events forever: they are
+    killed first. Only processes whose network namespace is one of these (by device and inode) are touched."""
+    if not names or not os.path.lexists(NETNS_DIR):
+        return
+    fd = _open_dir(NETNS_DIR)
+    try:
+        inside: set[tuple[int, int]] = set()
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    inside.add((info.st_dev, info.st_ino))
+    finally:
+        os.close(fd)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+            info = os.stat(f"/proc/{pid}/ns/net")
+            if (info.st_dev, info.st_ino) in inside and int(pid) != os.getpid():
+                os.kill(int(pid), signal.SIGKILL)
+
+
 def remove_namespaces(names: list[str]) -> None:
     """A run's own teardown. Whatever is left (see _remove_one) stays for `lab down` to report."""
     _remove_all(names)
@@ -356,6 +380,7 @@ def remove_leftovers(include_live: bool = False) -> Cleanup:
             elif alive(state) and not include_live:
                 live.add(state.prefix)
             else:
+                _kill_processes_inside(state.namespaces)
                 removed, left = _remove_all(state.namespaces)
                 cleanup.removed += removed
                 cleanup.not_plain += left

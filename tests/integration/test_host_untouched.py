@@ -69,6 +69,43 @@ def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
     assert not (mine & set(lab_namespaces())), down.stdout
 
 
+def test_a_run_killed_while_probing_leaves_no_process_in_its_namespaces(host_unchanged):
+    """The probe session's trace monitors run inside the nodes; SIGKILL leaves them without their parent, and
+    `lab down` of the dead run must stop them, or they would keep its namespaces alive for good."""
+    lab = [sys.executable, "-m", "lab", "run", "--timeout", "5", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
+    proc = subprocess.Popen(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    deadline, inodes, inside, prefix = time.monotonic() + 60, set(), [], ""
+    while time.monotonic() < deadline and not inside:
+        names = {name for record in _records_of(proc.pid) for name in record["namespaces"]}
+        prefix = next((name[:10] for name in names), prefix)
+        inodes |= {(s.st_dev, s.st_ino) for s in map(_stat_or_none, (f"/run/netns/{n}" for n in names)) if s}
+        inside = [pid for pid in _pids() if _netns_of(pid) in inodes]
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert inside, "the run never started a process in its namespaces: the test would mean nothing"
+    down = subprocess.run([sys.executable, "-m", "lab", "down", prefix], capture_output=True, text=True, cwd=REPO)
+    assert down.returncode == 0, down.stderr
+    survivors = [pid for pid in _pids() if _netns_of(pid) in inodes]
+    assert survivors == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in survivors]
+
+
+def _pids() -> list[str]:
+    return [pid for pid in os.listdir("/proc") if pid.isdigit()]
+
+
+def _stat_or_none(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _netns_of(pid: str) -> tuple[int, int] | None:
+    found = _stat_or_none(f"/proc/{pid}/ns/net")
+    return (found.st_dev, found.st_ino) if found else None
+
+
 def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_unchanged):
     lab = [sys.executable, "-m", "lab", "run", "--json", str(REPO / "topologies" / "lb-local-from-pods.yaml")]
     proc = subprocess.Popen(lab, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
