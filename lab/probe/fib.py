@@ -21,6 +21,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from lab.realize.enter import in_netns
+from lab.realize.terminate import deferred
 
 NETLINK_ROUTE = 0
 RTN_LOCAL = 2
@@ -68,7 +69,7 @@ def _way_back(ipr: IPRoute, netns: str, src: str, iif: str) -> WayBack:
 def input_refusal(netns: str, src: str, dst: str, iif: str) -> str:
     """Why the kernel in netns refuses a packet src > dst arriving on iif ("" when its route lookup takes it)."""
     sock = in_netns(netns, lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE))
-    with IPRoute(fileno=sock.detach()) as ipr:
+    with deferred(), IPRoute(fileno=sock.detach()) as ipr:  # SIGTERM after pyroute2's loop is done (terminate)
         (index,) = ipr.link_lookup(ifname=iif)
         try:
             ipr.route("get", dst=dst, src=src, iif=index)

@@ -59,7 +59,10 @@ class NetBuilder:
         sock = create_netns(name, _no_ipv6_netlink)
         assert sock is not None
         self.names[actor] = name
-        ipr = Requests(self.stack.enter_context(IPRoute(fileno=sock.detach())))
+        with deferred():  # its constructor makes an event loop; one left half-made prints a traceback when collected
+            made = IPRoute(fileno=sock.detach())
+        self.stack.callback(Requests(made).close)
+        ipr = Requests(made)
         self.ipr[actor] = ipr
         ipr.link("set", index=self.index(actor, "lo"), state="up")
         return ipr
