@@ -171,7 +171,11 @@ class KernelTrace(MonitorLines):
         self.marker_port = 0
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
         # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
-        self.barrier(timeout=20.0)
+        try:
+            self.barrier(timeout=20.0)
+        except BaseException:
+            self.close()  # no object is returned to close it later
+            raise
 
     def barrier(self, timeout: float = 2.0) -> None:
         """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel

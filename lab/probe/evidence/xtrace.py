@@ -100,7 +100,11 @@ class XtablesTraceEvidence:
         self.netns = netns
         # The printer first: it subscribes while the trace waits for its first marker.
         self.printer = MonitorLines(netns, ("xtables-monitor", "--trace"))
-        self.trace = KernelTrace(netns, "-a")
+        try:
+            self.trace = KernelTrace(netns, "-a")
+        except BaseException:
+            self.printer.close()  # no object is returned to close it later
+            raise
         self.printed = 0  # the printer's lines read so far
         self.names: dict[RuleKey, str] = {}
 
