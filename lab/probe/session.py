@@ -43,7 +43,7 @@ from lab.probe.why import (
     tcp_flags,
 )
 from lab.realize.build import Realized
-from lab.realize.terminate import deferred
+from lab.realize.terminate import close_all, deferred
 
 
 @dataclass(frozen=True)
@@ -142,12 +142,8 @@ class ProbeSession:
         return self
 
     def __exit__(self, *_: object) -> None:
-        for flow in self.flows.values():
-            flow.close()
-        self.echo.close()
-        self.captures.close()
-        for evidence in self.evidence.values():
-            evidence.close()
+        closeables = (*self.flows.values(), self.echo, self.captures, *self.evidence.values())
+        close_all(closeable.close for closeable in closeables)
 
     def _start_evidence(self) -> None:
         """Every rule actor's evidence, started side by side: a tracer's start is mostly waiting for its monitor

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.realize.enter import NETNS_DIR, NamespaceError
+from lab.realize.terminate import deferred
 
 STATE_DIR = Path("/run/lab")
 PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
@@ -317,7 +318,7 @@ def _remove_all(names: list[str] | tuple[str, ...]) -> tuple[list[str], list[str
 
 
 def _kill_processes_inside(names: tuple[str, ...]) -> None:
-    """Processes of a dead run that outlived it inside its namespaces (a trace monitor whose lab process was
+    """Processes that outlived their run inside its namespaces (a trace monitor whose lab process was
     SIGKILLed) would keep each namespace alive once its mount is gone, waiting for events forever: they are
     killed first. Only processes whose network namespace is one of these (by device and inode) are touched."""
     if not names or not os.path.lexists(NETNS_DIR):
@@ -340,8 +341,12 @@ def _kill_processes_inside(names: tuple[str, ...]) -> None:
 
 
 def remove_namespaces(names: list[str]) -> None:
-    """A run's own teardown. Whatever is left (see _remove_one) stays for `lab down` to report."""
-    _remove_all(names)
+    """A run's own teardown. A process still inside one of its namespaces (a tracer whose close was cut short)
+    is killed first, as `lab down` does for a dead run. Whatever is left (see _remove_one) stays for `lab down`
+    to report. SIGTERM waits for the end: stopped halfway, the rest would be left too."""
+    with deferred():
+        _kill_processes_inside(tuple(names))
+        _remove_all(names)
 
 
 @dataclass

@@ -90,6 +90,29 @@ def test_a_run_killed_while_probing_leaves_no_process_in_its_namespaces(host_unc
     assert survivors == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in survivors]
 
 
+def test_a_process_left_inside_a_runs_namespace_dies_with_its_teardown(host_unchanged, own_namespaces):
+    """Whatever forgot to stop a process it started in a node (a tracer whose close a SIGTERM cut short), the
+    run's own teardown kills it before removing the namespaces, which it would otherwise keep alive."""
+    from lab.realize.build import realize
+
+    topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
+    with realize(topo, setups(render(topo)), tunnel="") as realized:
+        ns = realized.namespaces["node1"]
+        netns = _netns_of_file(f"/run/netns/{ns}")
+        left = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"], start_new_session=True)
+        deadline = time.monotonic() + 10
+        while _netns_of(str(left.pid)) != netns and time.monotonic() < deadline:
+            time.sleep(0.01)  # until ip has entered the namespace and become sleep
+        assert _netns_of(str(left.pid)) == netns, "the process never entered the node: the test would mean nothing"
+    assert left.wait(timeout=10) == -signal.SIGKILL
+    assert own_namespaces() == []
+
+
+def _netns_of_file(path: str) -> tuple[int, int] | None:
+    found = _stat_or_none(path)
+    return (found.st_dev, found.st_ino) if found else None
+
+
 def _pids() -> list[str]:
     return [pid for pid in os.listdir("/proc") if pid.isdigit()]
 
@@ -102,8 +125,7 @@ def _stat_or_none(path: str) -> os.stat_result | None:
 
 
 def _netns_of(pid: str) -> tuple[int, int] | None:
-    found = _stat_or_none(f"/proc/{pid}/ns/net")
-    return (found.st_dev, found.st_ino) if found else None
+    return _netns_of_file(f"/proc/{pid}/ns/net")
 
 
 def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_unchanged):

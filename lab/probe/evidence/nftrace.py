@@ -148,7 +148,11 @@ class MonitorLines:
 
     def close(self) -> None:
         self._proc.terminate()
-        self._proc.wait(timeout=2)
+        try:
+            self._proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:  # stuck (a busy emulated machine): it must not outlive the run
+            self._proc.kill()
+            self._proc.wait()
 
 
 def _marker_socket() -> socket.socket:

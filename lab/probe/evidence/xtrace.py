@@ -24,6 +24,7 @@ from lab.install.tools import run_command
 from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
 from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, parse_trace
+from lab.realize.terminate import close_all
 
 RuleKey = tuple[str, str, int]  # table, chain, handle
 
@@ -149,5 +150,4 @@ class XtablesTraceEvidence:
         self.names.clear()
 
     def close(self) -> None:
-        self.printer.close()
-        self.trace.close()
+        close_all((self.printer.close, self.trace.close))
