@@ -6,7 +6,15 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from lab.install.tools import ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply, run_command
+from lab.install.tools import (
+    ip_batch,
+    ipset_restore_all,
+    ipset_sync,
+    iptables_restore,
+    ipvsadm_restore,
+    nft_apply,
+    run_command,
+)
 from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
 from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
@@ -14,17 +22,18 @@ from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
 
 def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> tuple[str, ...]:
     """Load a node's dataplane with the real tools, in the order kube-proxy needs them. resync: kube-proxy's
-    next sync after the API changed, replacing what an earlier sync wrote (the rules and sets as a whole, which
-    is what kube-proxy's diffing leaves too; IPVS by the changes render computed, so that connections to
+    next sync after the API changed, replacing what an earlier sync wrote: the rules as a whole (one transaction,
+    as kube-proxy's restore), kube-ipvs0's addresses and the sets' members by their differences, as kube-proxy
+    changes them (what stays is never away for a moment), IPVS by the changes render computed (connections to
     unchanged real servers live on). What it says: the real servers ipvs' graceful termination keeps or ends."""
     if plane.mode == "ipvs":
-        device = [f"addr flush dev {IPVS_DEVICE}"] if resync else [f"link add {IPVS_DEVICE} type dummy"]
-        ip_batch(
-            ns,
-            [*device, f"link set {IPVS_DEVICE} up"]
-            + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses],
-        )
-        ipset_restore_all(ns, plane.ipsets, replace=resync)
+        if resync:
+            _bind_addresses(ns, plane.dummy_addresses)
+            ipset_sync(ns, plane.ipsets)
+        else:
+            device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+            ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
+            ipset_restore_all(ns, plane.ipsets)
     if plane.mode == "nftables":
         nft_apply(ns, ("delete table ip kube-proxy\n" if resync else "") + plane.nft)
         return ()
@@ -38,6 +47,21 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
     return said
+
+
+def _bind_addresses(ns: str, addresses: tuple[str, ...]) -> None:
+    """A later sync's addresses on kube-ipvs0, as kube-proxy binds them: each Service's bound if missing
+    (syncService's EnsureAddressBind), then those no Service has any more unbound (getLegacyBindAddr,
+    cleanLegacyService), openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/proxier.go at 1b01a9ce. A
+    Service's address never leaves on the way: while it is away its packets are routed past IPVS, and conntrack
+    confirms an un-NATed entry that outlives the sync."""
+    bound = {
+        line.split()[3] for line in run_command(ns, ("ip", "-o", "-4", "addr", "show", "dev", IPVS_DEVICE)).splitlines()
+    }
+    changes = [f"addr add {a} dev {IPVS_DEVICE}" for a in addresses if a not in bound]
+    changes += [f"addr del {a} dev {IPVS_DEVICE}" for a in sorted(bound - set(addresses))]
+    if changes:
+        ip_batch(ns, changes)
 
 
 def _graceful_terminations(ns: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -171,3 +172,73 @@ def test_everything_loads_with_ip_vs(version, tmp_path, fresh_netns, host_unchan
     assert _ipvs_state(ipvs_dump.splitlines()) == _ipvs_state(rules.ipvsadm_restore().splitlines())
     bound = {line.split()[3] for line in addr_dump.splitlines()}
     assert bound == set(rules.dummy_addresses)
+
+
+def test_a_later_sync_changes_only_the_set_members_that_changed(host_unchanged):
+    """ipset_sync is kube-proxy's syncIPSetEntries: on sets loaded by an earlier sync, the members read back from
+    the kernel (`ipset save`) are compared with the rendered ones as they are written, so an unchanged Service
+    changes nothing, and a moved endpoint is one member deleted and one added (never a set emptied and refilled)."""
+    from support.host import REPO
+
+    from lab.describe.load import load_scenario
+    from lab.install.tools import ipset_restore_all, ipset_sync, run_command
+    from lab.realize.build import realize
+    from lab.render.dataplane import render, setups
+
+    topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
+    first = render_ipvs(_services(), CONFIG, NODE_IPS, "1.31")
+    moved = [
+        replace(s, endpoints=(Endpoint("10.180.2.7", 80, is_local=True),)) if s.name == "clusterip" else s
+        for s in _services()
+    ]
+    with realize(topo, setups(render(topo)), tunnel="") as realized:
+        ns = realized.namespaces["node1"]
+        ipset_restore_all(ns, first.ipset_restore())
+        assert ipset_sync(ns, first.ipset_restore()) == []
+        changes = ipset_sync(ns, render_ipvs(moved, CONFIG, NODE_IPS, "1.31").ipset_restore())
+        members = {line for line in run_command(ns, ("ipset", "save")).splitlines() if line.startswith("add ")}
+    assert changes == [
+        "del KUBE-LOOP-BACK 10.180.0.1,tcp:80,10.180.0.1",
+        "add KUBE-LOOP-BACK 10.180.2.7,tcp:80,10.180.2.7",
+    ], changes
+    rendered = render_ipvs(moved, CONFIG, NODE_IPS, "1.31").ipset_restore().splitlines()
+    assert members == {line for line in rendered if line.startswith("add ")}
+
+
+@pytest.mark.ipvs
+def test_a_later_sync_never_takes_a_services_address_off_kube_ipvs0(host_unchanged):
+    """kube-proxy binds each Service's address if missing and unbinds only those no Service has any more: while
+    an address is away the Service's packets are routed past IPVS and conntrack confirms an un-NATed entry (the
+    pod then answers through a NAT clash, from another port). `ip monitor address` in the node sees every
+    change a sync makes: none to the kept ClusterIP, one deletion for a deleted Service's."""
+    from support.host import REPO
+
+    from lab.describe.load import load_scenario
+    from lab.doctor import kernel_has
+    from lab.pipeline import kube_proxy_sync, standing
+    from lab.probe.evidence.nftrace import MonitorLines
+
+    if not kernel_has("ip_vs"):
+        pytest.skip(NO_IP_VS)
+    axes = {"proxyMode": ["ipvs"], "kubeVersion": ["1.31"]}
+    (topo,) = load_scenario(REPO / "topologies" / "udp-zero-to-one.yaml", axes).variants
+    step = topo.probes[0].before[0]  # Pod/dns not ready: the Service keeps its ClusterIP
+    not_ready = replace(topo, pods=step.pods, services=step.services)
+    dns = next(s for s in topo.services if s.name == "dns")
+    deleted = replace(not_ready, services=tuple(s for s in not_ready.services if s is not dns))
+    with standing(topo) as stood:
+        sync = kube_proxy_sync(stood.realized, stood.ports)
+        monitor = MonitorLines(stood.realized.namespaces["node1"], ("ip", "-o", "monitor", "address"))
+        try:
+            time.sleep(0.2)  # subscribed
+            sync(topo, not_ready, False)
+            time.sleep(0.2)
+            kept = monitor.lines()
+            sync(not_ready, deleted, False)
+            monitor.wait_for(f"{dns.cluster_ip}/32", 0, timeout=5)
+            gone = monitor.lines(len(kept))
+        finally:
+            monitor.close()
+    assert [line for line in kept if "kube-ipvs0" in line] == [], kept
+    deletions = [line for line in gone if line.startswith("Deleted") and "kube-ipvs0" in line]
+    assert len(deletions) == 1 and f"inet {dns.cluster_ip}/32 " in deletions[0], gone
