@@ -64,17 +64,26 @@ class Frame:
             return None
         return socket.inet_ntoa(self.data[26:30]), socket.inet_ntoa(self.data[30:34])
 
+    @property
+    def sockets(self) -> tuple[str, str] | None:
+        """("src:port", "dst:port") of a TCP or UDP frame; None for others."""
+        if self.addresses is None or self.data[23] not in (6, 17):
+            return None
+        l4 = 14 + (self.data[14] & 0x0F) * 4
+        if len(self.data) < l4 + 4:
+            return None
+        (src, dst), (sport, dport) = self.addresses, struct.unpack_from("!HH", self.data, l4)
+        return f"{src}:{sport}", f"{dst}:{dport}"
+
     def summary(self) -> str | None:
         """`src > dst proto flags`, or None for frames that are not IPv4 (ARP and the like)."""
         if self.addresses is None:
             return None
         src, dst = self.addresses
-        ihl = (self.data[14] & 0x0F) * 4
         proto = self.data[23]
-        l4 = 14 + ihl
-        if proto in (6, 17) and len(self.data) >= l4 + 4:
-            sport, dport = struct.unpack_from("!HH", self.data, l4)
-            text = f"{src}:{sport} > {dst}:{dport}"
+        l4 = 14 + (self.data[14] & 0x0F) * 4
+        if self.sockets is not None:
+            text = " > ".join(self.sockets)
             if proto == 6 and len(self.data) >= l4 + 14:
                 flags = self.data[l4 + 13]
                 return f"{text} tcp [{''.join(c for bit, c in _TCP_FLAGS if flags & bit)}]"

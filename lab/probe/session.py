@@ -114,6 +114,7 @@ class ProbeSession:
         self.evidence: dict[str, Evidence] = {}
         self.flows: dict[str, KeptFlow] = {}  # by the name of the probe that kept it
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
+        self.client_sockets: set[str] = set()  # "ip:port" of every client socket a probe used so far
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
@@ -214,7 +215,12 @@ class ProbeSession:
             self.flows[probe.name], result, port = kept, kept.first, kept.port
         else:
             result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port)
-        frames = self.captures.since(frames_mark)
+        # An earlier connection's last packets (the client's RST, a FIN) can reach a capture after this probe's
+        # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
+        earlier = self.client_sockets - {result.local}
+        frames = [f for f in self.captures.since(frames_mark) if not earlier.intersection(f.sockets or ())]
+        if result.local:
+            self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
