@@ -164,14 +164,14 @@ class ProbeSession:
             raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 
     def _evidence(self, ns: str, traced: bool) -> Evidence:
+        kept = any(probe.keep_every for probe in self.topo.probes)  # packets flow between probes
         if traced:
-            return TraceEvidence(ns)
+            return TraceEvidence(ns, traffic_between=kept)
         backend = self.topo.cluster.iptables_backend
         if backend == "nft" and not self.ebtables:
             # The kernel's trace of iptables-nft's rules: a probe costs its packets, not the rules' number.
-            return XtablesTraceEvidence(ns)
+            return XtablesTraceEvidence(ns, traffic_between=kept)
         # iptables-legacy keeps its rules' counters only; kubelet's KUBE-DEDUP (promiscuous-bridge) is ebtables'.
-        kept = any(probe.keep_every for probe in self.topo.probes)
         return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept)
 
     def note(self, text: str) -> None:

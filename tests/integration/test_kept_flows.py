@@ -72,7 +72,11 @@ def test_a_kept_udp_flow_runs_between_probes_and_meets_the_cleanup(host_unchange
     during = history[steps + 1 : synced]
     delivered = re.fullmatch(r"\+\d+\.\d s (\d+)× delivered by statsd", during[0])
     assert delivered and int(delivered[1]) >= 3, history
-    assert during[1].endswith(" 6× refused") and "dropped" in during[2], history
+    # A datagram DNATed just before the cleanup can have its answer come back once the entry is gone: the answer
+    # then reaches the client un-NATed, from the pod's address, and its socket (connected to the ClusterIP) drops
+    # it. Seen with another pytest worker on the cores, where a round trip is long enough to straddle the delete.
+    straddled = 1 if re.fullmatch(r"\+\d+\.\d s 1× dropped", during[1]) else 0
+    assert during[1 + straddled].endswith(" 6× refused") and "dropped" in during[2 + straddled], history
     # The check's own datagram met a token (refused) or none (dropped, and `why` says it was the rate limit).
     assert check.outcome in ("refused", "dropped"), check
     assert check.outcome == "refused" or "rate-limits the ICMP errors" in check.explanation, check.explanation

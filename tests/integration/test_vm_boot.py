@@ -62,7 +62,7 @@ def test_every_ipvs_test_passes_under_the_stock_kernel(capsys):
     if kernel_has("ip_vs") and kernel_has("dummy"):
         pytest.skip("this kernel has ip_vs and dummy: the ipvs tests run natively")
     # One pytest process in the guest (no xdist workers), whatever the outer session uses.
-    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "ipvs"]
+    argv = [str(REPO / ".venv" / "bin" / "pytest"), "-v", "-p", "no:cacheprovider", "-n", "0", "-m", "ipvs"]
     # 111 items take 330 s on a 2-core VM with TCG; CI's machine was seen 3x slower and cut a 900 s limit short.
     with capsys.disabled():
         print("\n  [guest] pytest -m ipvs under Debian's stock kernel, each item as it ends:", flush=True)

@@ -126,7 +126,8 @@ class MonitorLines:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def mark(self) -> int:
+    def count(self) -> int:
+        """How many lines came so far: where the next one will be."""
         with self._cond:
             return len(self._lines)
 
@@ -169,10 +170,11 @@ class KernelTrace(MonitorLines):
     nftrace on every packet. nft reads the kernel's events with a 16 MiB socket buffer, so a burst of them (a
     routing loop's) does not overflow it."""
 
-    def __init__(self, netns: str, *args: str) -> None:
+    def __init__(self, netns: str, *args: str, traffic_between: bool = False) -> None:
         nft_apply(netns, TRACE_TABLE)
         super().__init__(netns, ("nft", *args, "monitor", "trace"))
         self.marker_port = 0
+        self.traffic_between = traffic_between
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
         # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
         try:
@@ -189,7 +191,7 @@ class KernelTrace(MonitorLines):
             self.marker_port = sock.getsockname()[1]
             needle = f"udp sport {self.marker_port} udp dport {MARKER_PORT}"
             deadline = time.monotonic() + timeout
-            start = self.mark()
+            start = self.count()
             sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
             # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
             while not self.wait_for(needle, start, 0.05):
@@ -202,6 +204,13 @@ class KernelTrace(MonitorLines):
                 sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
         finally:
             sock.close()
+
+    def mark(self) -> int:
+        """Where a probe's events start. When packets flow between probes (kept flows), the events of those sent
+        before it may still be on their way: a barrier first lets them all arrive, so they fall before the mark."""
+        if self.traffic_between:
+            self.barrier()
+        return self.count()
 
     def since(self, mark: int) -> list[TraceEvent]:
         """The events since `mark`, markers and the lab-trace table's own left out."""

@@ -97,12 +97,12 @@ def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, 
 class XtablesTraceEvidence:
     """iptables-nft's rules met since the probe's mark, counted per packet like its counters."""
 
-    def __init__(self, netns: str) -> None:
+    def __init__(self, netns: str, traffic_between: bool = False) -> None:
         self.netns = netns
         # The printer first: it subscribes while the trace waits for its first marker.
         self.printer = MonitorLines(netns, ("xtables-monitor", "--trace"))
         try:
-            self.trace = KernelTrace(netns, "-a")
+            self.trace = KernelTrace(netns, "-a", traffic_between=traffic_between)
         except BaseException:
             self.printer.close()  # no object is returned to close it later
             raise
