@@ -225,20 +225,43 @@ def test_a_later_sync_never_takes_a_services_address_off_kube_ipvs0(host_unchang
     step = topo.probes[0].before[0]  # Pod/dns not ready: the Service keeps its ClusterIP
     not_ready = replace(topo, pods=step.pods, services=step.services)
     dns = next(s for s in topo.services if s.name == "dns")
-    deleted = replace(not_ready, services=tuple(s for s in not_ready.services if s is not dns))
+    deleted = replace(not_ready, services=tuple(s for s in not_ready.services if s.name != dns.name))
     with standing(topo) as stood:
         sync = kube_proxy_sync(stood.realized, stood.ports)
-        monitor = MonitorLines(stood.realized.namespaces["node1"], ("ip", "-o", "monitor", "address"))
+        node1 = stood.realized.namespaces["node1"]
+        monitor = MonitorLines(node1, ("ip", "-o", "monitor", "address"))
         try:
-            time.sleep(0.2)  # subscribed
+            _address_barrier(monitor, node1)  # subscribed
+            start = monitor.count()
             sync(topo, not_ready, False)
-            time.sleep(0.2)
-            kept = monitor.lines()
+            _address_barrier(monitor, node1)  # every event of the sync has arrived (they come in order)
+            kept = monitor.lines(start)
+            start = monitor.count()
             sync(not_ready, deleted, False)
-            monitor.wait_for(f"{dns.cluster_ip}/32", 0, timeout=5)
-            gone = monitor.lines(len(kept))
+            _address_barrier(monitor, node1)
+            gone = monitor.lines(start)
         finally:
             monitor.close()
     assert [line for line in kept if "kube-ipvs0" in line] == [], kept
     deletions = [line for line in gone if line.startswith("Deleted") and "kube-ipvs0" in line]
     assert len(deletions) == 1 and f"inet {dns.cluster_ip}/32 " in deletions[0], gone
+
+
+def _address_barrier(monitor, ns: str) -> None:
+    """A marker address added to the node's lo and deleted, until `ip monitor` has reported both: every event
+    before them has been read (a monitor not yet subscribed misses the marker, which is then added again)."""
+    from lab.install.tools import run_command
+
+    marker = "127.0.0.9/32"
+    for _ in range(40):
+        start = monitor.count()
+        run_command(ns, ("ip", "addr", "add", marker, "dev", "lo"))
+        seen = monitor.wait_for(marker, start, timeout=0.5)
+        run_command(ns, ("ip", "addr", "del", marker, "dev", "lo"))
+        if seen:
+            deadline = time.monotonic() + 20
+            while not any(line.startswith("Deleted") and marker in line for line in monitor.lines(start)):
+                assert time.monotonic() < deadline, monitor.lines(start)
+                time.sleep(0.01)
+            return
+    raise AssertionError("ip monitor address never reported the marker address")
