@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
 
@@ -78,5 +79,17 @@ def no_variant(scenarios: list[Scenario], variant_filter: list[str]) -> str:
 
 
 def select(scenario: Scenario, variant_filter: list[str]) -> list[Topology]:
-    wanted = dict(v.split("=", 1) for v in variant_filter)
+    wanted: dict[str, str] = {}
+    for item in variant_filter:
+        key, value = item.split("=", 1)
+        if key in wanted:
+            # A variant has one value per axis: keeping either one would run what the user did not ask for.
+            raise ScenarioError(
+                f"--variant {key}={wanted[key]} --variant {item}",
+                None,
+                "",
+                f"{key} is given twice; a variant has one value of {key}: give --variant {key}=VALUE once "
+                f"(--matrix {key}=A,B runs several)",
+            )
+        wanted[key] = value
     return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]

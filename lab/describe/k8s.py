@@ -75,7 +75,7 @@ def _object_problem(value: dict[str, Any], kind: str, path: FieldPath) -> Proble
 
 
 class Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True, strict=True)
 
 
 class Metadata(Loose):

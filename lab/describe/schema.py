@@ -18,7 +18,7 @@ Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped", "ac
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
 
 
 class Conntrack(Strict):
@@ -287,7 +287,8 @@ class Probe(Strict):
     @model_validator(mode="after")
     def _flow_or_target(self) -> Probe:
         if self.flow is not None:
-            given = [name for name, value in _FLOW_INHERITS if getattr(self, value) not in (None, 1, False)]
+            # Whatever was written, its default included: `keep: true` once compared equal to `attempts`' 1.
+            given = [name for name, attribute in _FLOW_INHERITS if attribute in self.model_fields_set]
             if given:
                 raise ValueError(
                     f"a probe with `flow:` checks the flow it names, from that probe's source to its target: "

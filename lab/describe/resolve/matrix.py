@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from lab.describe import k8s, schema
 from lab.describe.errors import ScenarioError
@@ -62,7 +63,10 @@ def expand(source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, li
     """The variants of the file, in the matrix's order (the file's axes, then the flags' new ones); the axes and
     their bound are checked before the first is given."""
     written = [_MatrixAxis(source, name, tuple(values)) for name, values in file_axes.items()]
-    flagged = [_MatrixAxis(source, name, tuple(values), _flag(name, values)) for name, values in flags.items()]
+    flagged = [
+        _MatrixAxis(source, name, tuple(_flag_value(name, v) for v in values), _flag(name, values))
+        for name, values in flags.items()
+    ]
     axes = {a.name: a for a in written + flagged}  # a flag replaces the file's axis in its place
     for axis in axes.values():
         axis.check()
@@ -83,6 +87,14 @@ def expand(source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, li
 
 def _flag(axis: str, values: list[Axis]) -> str:
     return f"--matrix {axis}={','.join(axis_text(v) for v in values)}"
+
+
+def _flag_value(axis: str, text: Axis) -> Axis:
+    """A value as the file would hold it: `true` and `false` of a boolean axis are YAML's booleans, so that the
+    schema (which converts nothing) takes them and `when: {AXIS: true}` matches them."""
+    if axis in AXES and _field(axis).annotation is bool and text in ("true", "false"):
+        return text == "true"
+    return text
 
 
 def _too_many(source: Source, flagged: list[_MatrixAxis], count: int) -> ScenarioError:
@@ -164,11 +176,16 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
 
 def _axis_takes(axis: str, value: Axis) -> bool:
     """Whether a variant could give the axis this value: the field's own type and constraints decide."""
-    model = schema.Cluster if axis in CLUSTER_AXES else schema.Conntrack if axis in CONNTRACK_AXES else k8s.ServiceSpec
-    info = next(f for f in model.model_fields.values() if f.alias == axis)
+    info = _field(axis)
     kind = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
     try:
         TypeAdapter(kind).validate_python(value)
     except ValidationError:
         return False
     return True
+
+
+def _field(axis: str) -> FieldInfo:
+    """The schema's field an axis sets."""
+    model = schema.Cluster if axis in CLUSTER_AXES else schema.Conntrack if axis in CONNTRACK_AXES else k8s.ServiceSpec
+    return next(f for f in model.model_fields.values() if f.alias == axis)

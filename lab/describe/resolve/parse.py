@@ -71,7 +71,36 @@ def _explain(error: Any) -> str:
         return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet, Service or EndpointSlice)"
     if kind == "literal_error":
         return f"{message}, not {error['input']!r}"
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}, not {_written(error['input'], kind)}"
     return message.removeprefix("Value error, ")
+
+
+# Types the schema reads strictly, as Kubernetes' API does: `replicas: true` or `keep: "yes"` is refused, not
+# converted (pydantic's lax mode would read true as 1 and "yes" as true).
+_EXPECTED = {
+    "int_type": "a whole number",
+    "bool_type": "true or false",
+    "string_type": "text",
+    "float_type": "a number",
+}
+
+
+def _written(value: Any, kind: str) -> str:
+    """A value as the file wrote it, and what YAML read it as when that is the surprise."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, str):
+        if kind == "bool_type":
+            unquoted = value.lower() in ("true", "false")
+        else:
+            unquoted = kind != "string_type" and value.strip().lstrip("-").isdigit()
+        return f"{value!r} (quoted text: write it without quotes)" if unquoted else repr(value)
+    if isinstance(value, float):
+        return f"{value!r} (a decimal number)"
+    if isinstance(value, list | dict):
+        return "a list" if isinstance(value, list) else "a mapping"
+    return "null" if value is None else repr(value)
 
 
 def _allowed_fields(loc: tuple[str | int, ...]) -> list[str]:

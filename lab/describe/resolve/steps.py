@@ -33,9 +33,11 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
     ones, so realize builds them all at the start."""
     running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in _SCALED}
     created = dict.fromkeys(running, 0)
+    largest: dict[tuple[str, str, str], tuple[int, FieldPath]] = {}  # the step asking for the most at once
     for i, probe in enumerate(probes):
         for k, step in enumerate(probe.before):
-            if not variant.applies(("probes", i, "before", k), step.when):
+            spath: FieldPath = ("probes", i, "before", k)
+            if not variant.applies(spath, step.when):
                 continue
             kind, _, rest = (step.scale or step.delete or "").partition("/")
             namespace, _, name = rest.rpartition("/")
@@ -44,13 +46,15 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
                 key = (kind, namespace, name)
                 created[key] += max(0, step.replicas - running[key])
                 running[key] = step.replicas
+                if step.replicas > largest.get(key, (-1, ()))[0]:
+                    largest[key] = (step.replicas, spath)
             elif step.delete is not None and kind == "Pod":
                 # A replica is NAME-N: deleting one leaves its Deployment a pod short (no controller replaces it).
                 owner, _, index = name.rpartition("-")
                 for key in running:
                     if index.isdigit() and key[1:] == (namespace, owner):
                         running[key] -= 1
-    return {key: n for key, n in created.items() if n}
+    return {key: (n, largest[key][1]) for key, n in created.items() if n}
 
 
 _SCALED = ("Deployment", "ReplicaSet")

@@ -46,7 +46,9 @@ class _PodPlan(NamedTuple):
 
 
 # (kind, namespace, name) of a Deployment or ReplicaSet → replicas its scale steps create beyond those declared
-Demand = Mapping[tuple[str, str, str], int]
+# Per Deployment or ReplicaSet: the replicas its scale steps create, and the step that asks for the most at once
+# (where an error about the count belongs: the manifest's own count fit).
+Demand = Mapping[tuple[str, str, str], tuple[int, FieldPath]]
 
 
 def resolve_pods(
@@ -86,14 +88,21 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
             if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
                 raise src.error((*path, "spec", "selector"), "selector does not match the template's labels")
             placed = _place(src, (*path, "spec", "template", "spec"), tpl.spec, nodes)
-            extra = demand.get((m.kind, m.metadata.namespace, m.metadata.name), 0)
+            extra, step = demand.get((m.kind, m.metadata.namespace, m.metadata.name), (0, ()))
             # Checked before a plan per replica is made (placing a billion would not end); the per-node count of
             # what fits is _pod_addresses'.
             room = sum(ipaddress.IPv4Network(n.pod_cidr).num_addresses - 3 for n in nodes)  # net, broadcast, cni0
-            if m.spec.replicas + extra > room:
+            if m.spec.replicas > room:
                 raise src.error(
                     (*path, "spec", "replicas"),
-                    f"{m.spec.replicas + extra} replicas cannot fit: all nodes' podCIDRs together hold {room} pods",
+                    f"{m.spec.replicas} replicas cannot fit: all nodes' podCIDRs together hold {room} pods",
+                )
+            if m.spec.replicas + extra > room:
+                raise src.error(
+                    (*step, "replicas"),
+                    f"{m.spec.replicas + extra} replicas of {m.kind} {m.metadata.name} (the {m.spec.replicas} it "
+                    f"declares and {extra} new ones its scale steps create) cannot fit: all nodes' podCIDRs together "
+                    f"hold {room} pods",
                 )
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
