@@ -84,3 +84,37 @@ def test_history_reads_as_runs_between_notes():
         "+1.0 s 1× delivered by web-1",
     ]
     assert history_lines([], 0.0) == []
+
+
+PORT = "    sourcePort: 40000\n"
+AGAIN = """\
+  - name: again
+    from: client
+    to: {service: web, port: http, via: nodePort, node: node2}
+    expect: {outcome: delivered}
+"""
+
+
+@pytest.mark.parametrize("second", [AGAIN + PORT, AGAIN + PORT + KEEP], ids=["probe", "kept-flow"])
+def test_a_tcp_connection_from_a_kept_connections_port_is_refused_naming_both(tmp_path, second):
+    # The kernel refuses the second connect() (EADDRNOTAVAIL): it crashed the run once validation had passed it.
+    text = BASE + KEEP + PORT + second
+    error = error_for(tmp_path, text)
+    assert error.field == "probes[1].sourcePort", str(error)
+    lines = text.splitlines()
+    assert error.line == lines.index("    sourcePort: 40000", lines.index("  - name: again")) + 1, str(error)
+    first = text.splitlines().index("  - name: p") + 1
+    assert f"the connection probe 'p' (line {first}) keeps open" in error.message, str(error)
+    assert "`flow: p`" in error.message, str(error)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        AGAIN + "    sourcePort: 40001\n",  # another port
+        AGAIN.replace("node: node2", "node: node1") + PORT,  # another destination: another connection
+        AGAIN.replace("from: client", "from: node1") + PORT,  # another source
+    ],
+)
+def test_a_connection_the_kernel_can_open_beside_a_kept_one_is_accepted(tmp_path, second):
+    assert len(load_scenario(write(tmp_path, BASE + KEEP + PORT + second)).variants[0].probes) == 2

@@ -27,6 +27,7 @@ def resolve_probes(
     probes = []
     now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential)
     kept: dict[str, ProbeSpec] = {}
+    held: dict[tuple[str, int, str, int], FieldPath] = {}  # the TCP connections kept from a fixed port, by 4-tuple
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)
         before, now = resolve_steps(variant, path, p, topo, now)
@@ -75,10 +76,32 @@ def resolve_probes(
                 keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
             )
         )
+        if probes[-1].protocol == "TCP" and p.source_port and not p.source_address:
+            _port_free(src, path, probes[-1], held)
         if p.keep:
             kept[p.name] = probes[-1]
     unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
     return tuple(probes)
+
+
+def _port_free(
+    src: Source, path: FieldPath, probe: ProbeSpec, held: dict[tuple[str, int, str, int], FieldPath]
+) -> None:
+    """Refuse a TCP connection from the port a kept connection to the same destination holds: the kernel gives
+    a connection's addresses and ports to one socket only, so its connect() would fail (EADDRNOTAVAIL), where a
+    real client cannot open it either. A kept flow is checked with `flow:`, which is what such a probe means."""
+    four = (probe.source, probe.source_port, probe.dst_ip, probe.dst_port)
+    holder = held.get(four)
+    if holder is not None:
+        name = src.data["probes"][holder[1]]["name"]
+        raise src.error(
+            (*path, "sourcePort"),
+            f"TCP from {probe.source} port {probe.source_port} to {probe.dst_ip}:{probe.dst_port} is the connection "
+            f"probe {name!r} (line {src.line_of(holder)}) keeps open: the kernel refuses a second connection with "
+            f"the same addresses and ports; check that connection with `flow: {name}`, or give another sourcePort",
+        )
+    if probe.keep_every:
+        held[four] = path
 
 
 def _flow_check(
