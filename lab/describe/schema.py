@@ -227,6 +227,9 @@ class Step(Conditional):
 
     run: str | None = None  # a command line, run in each node's network namespace
     nodes: list[str] = []  # with run: where (default: every node)
+    # With run: seconds the command may take on each node before its processes are killed and the run stops
+    # (default: resolve.steps.DEFAULT_STEP_TIMEOUT).
+    timeout: int | None = Field(None, ge=1, le=3600)
     delete: str | None = None  # "Service/[NAMESPACE/]NAME" or "Pod/[NAMESPACE/]NAME"
     scale: str | None = None  # "Deployment/[NAMESPACE/]NAME", with replicas
     replicas: int | None = Field(None, ge=0)
@@ -246,6 +249,8 @@ class Step(Conditional):
             )
         if self.nodes and self.run is None:
             raise ValueError("`nodes` goes with `run`")
+        if self.timeout is not None and self.run is None:
+            raise ValueError("`timeout` goes with `run`: the time its command may take")
         if (self.replicas is None) != (self.scale is None):
             raise ValueError("`scale: Deployment/NAME` and `replicas: N` go together")
         if self.set_pod is not None and self.ready is None and self.terminating is None:

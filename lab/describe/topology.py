@@ -229,6 +229,8 @@ class StepSpec:
     text: str  # what the step does, for reports and errors
     argv: tuple[str, ...] = ()
     nodes: tuple[str, ...] = ()
+    timeout: float = 0  # with argv: seconds the command may run on each node before it is killed
+    origin: str = ""  # "FILE:LINE" of the step, for errors at run time
     pods: tuple[PodSpec, ...] | None = None
     services: tuple[ServiceSpec, ...] | None = None
     restart: bool = False

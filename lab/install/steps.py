@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lab.describe.topology import ProbeSpec, StepSpec, Topology
-from lab.install.tools import InstallError, run_command
+from lab.install.bounded import run_bounded
+from lab.install.tools import InstallError
 from lab.realize.build import Realized, unplug_pod
 from lab.realize.enter import NamespaceError
 
@@ -32,7 +33,7 @@ def run_steps(realized: Realized, topo: Topology, probe: ProbeSpec, sync: Sync) 
         try:
             if step.argv:
                 for node in step.nodes:
-                    run_command(realized.namespaces[node], step.argv)
+                    run_bounded(realized.namespaces[node], node, step.argv, step.timeout)
                 done.append(StepDone(step))
                 continue
             after = topo
@@ -45,5 +46,5 @@ def run_steps(realized: Realized, topo: Topology, probe: ProbeSpec, sync: Sync) 
             done.append(StepDone(step, sync(topo, after, step.restart)))
             topo = after
         except (InstallError, NamespaceError) as exc:
-            raise InstallError(f"{topo.file}: probe {probe.name}, before: {step}: {exc}") from None
+            raise InstallError(f"{step.origin or topo.file}: probe {probe.name}, before: {step}: {exc}") from None
     return topo, done

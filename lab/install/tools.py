@@ -29,10 +29,16 @@ def require(tool: str) -> str:
     return path
 
 
-def _in_netns(netns: str, *argv: str) -> object:
+def netns_argv(netns: str, argv: tuple[str, ...]) -> list[str]:
+    """The command line that runs argv inside a lab namespace (and never outside one)."""
     if not PREFIX_RE.match(netns):
         raise InstallError(f"refusing to run {argv[0]} outside a lab namespace (got {netns!r})")
-    return local[require("ip")]["netns", "exec", netns, require(argv[0]), *argv[1:]]
+    return [require("ip"), "netns", "exec", netns, require(argv[0]), *argv[1:]]
+
+
+def _in_netns(netns: str, *argv: str) -> object:
+    command = netns_argv(netns, argv)
+    return local[command[0]][command[1:]]
 
 
 def _tool(kind: str, backend: str) -> str:

@@ -14,6 +14,8 @@ from lab.describe.resolve.workload import Demand, without_endpoints
 from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
+DEFAULT_STEP_TIMEOUT = 60  # seconds a `run:` step's command may take on a node unless its `timeout:` says
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -101,7 +103,13 @@ def _command(src: Source, spath: FieldPath, step: schema.Step, topo: Topology) -
     if not argv:
         raise src.error((*spath, "run"), "expected a command, e.g. `ip addr del 10.0.0.1/32 dev eth0`")
     nodes = node_names(src, (*spath, "nodes"), step.nodes, topo.nodes) or tuple(n.name for n in topo.nodes)
-    return StepSpec(text=f"on {', '.join(nodes)}: {shlex.join(argv)}", argv=argv, nodes=nodes)
+    return StepSpec(
+        text=f"on {', '.join(nodes)}: {shlex.join(argv)}",
+        argv=argv,
+        nodes=nodes,
+        timeout=step.timeout or DEFAULT_STEP_TIMEOUT,
+        origin=f"{src.file}:{src.line_of((*spath, 'run'))}",
+    )
 
 
 def _reference(src: Source, path: FieldPath, text: str, kinds: tuple[str, ...]) -> tuple[str, str, str]:
