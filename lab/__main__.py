@@ -1,3 +1,3 @@
-from lab.cli import main
+from lab.start import main
 
 main()

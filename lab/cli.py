@@ -392,11 +392,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    cli = parser()
-    # Bash completion (`eval "$(register-python-argcomplete lab)"`): answers and exits when the shell asks.
-    argcomplete.autocomplete(cli)
-    args = cli.parse_args(argv)
     try:
+        cli = parser()
+        # Bash completion (`eval "$(register-python-argcomplete lab)"`): answers and exits when the shell asks.
+        argcomplete.autocomplete(cli)
+        args = cli.parse_args(argv)
         sys.exit(args.func(args))
     except (ScenarioError, InstallError, NamespaceError, EvidenceError) as exc:
         err.print(_error_text(exc), highlight=False)
