@@ -34,6 +34,7 @@ from rich.text import Text
 from lab.argtypes import count, seconds
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
+from lab.helptext import MATRIX, STOPPED, VARIANT, exit_codes
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
 from lab.probe.capture import pcap_dir
@@ -257,7 +258,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version('lab')}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run scenarios (all of topologies/ when no file is given)")
+    run = sub.add_parser(
+        "run",
+        help="run scenarios (all of topologies/ when no file is given)",
+        description="Build each variant of each scenario in network namespaces, install the rules kube-proxy of "
+        "its version writes, run the steps and send the probes, then print per scenario what the kernel did with "
+        "each probe against what the file expects (PASS or FAIL), with the evidence of every failure (-v: of "
+        "every probe). The namespaces are removed after each variant, whatever happens. Needs root.",
+        epilog=exit_codes(
+            (0, "every probe passed (or was skipped)"),
+            (1, "a probe failed"),
+            (
+                2,
+                "nothing or not all was run: a scenario error (file:line: field), a bad flag, not root, a missing "
+                "tool, a step that failed or ran out of time",
+            ),
+            *STOPPED,
+        ),
+    )
     run.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     run.add_argument("--json", action="store_true", help="print results as JSON")
     run.add_argument(
@@ -279,14 +297,9 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         type=key_value,
         metavar="KEY=VALUE",
-        help="run only matching variants",
+        help=f"run only the variants {VARIANT}",
     )
-    run.add_argument(
-        "--matrix",
-        action="append",
-        metavar="KEY=V1,V2",
-        help="add or replace a matrix axis, e.g. proxyMode=iptables,nftables",
-    )
+    run.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
     run.add_argument("--compare", metavar="AXIS", help="one table per scenario with a column per value of AXIS")
     run.add_argument("--markdown", action="store_true", help="with --compare: print Markdown tables")
     run.add_argument(
@@ -294,15 +307,35 @@ def parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
-    render = sub.add_parser("render", help="print the rules kube-proxy would install on a node")
-    render.add_argument("file")
-    render.add_argument("--node", required=True)
-    render.add_argument("--variant", action="append", default=[], type=key_value, metavar="KEY=VALUE")
-    render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=ipvs")
+    render = sub.add_parser(
+        "render",
+        help="print the rules kube-proxy would install on a node",
+        description="Print what kube-proxy of the variant's version and mode leaves on NODE: the complete "
+        "iptables-restore input, ipvs' parts, or the nftables transaction. Builds nothing.",
+        epilog=exit_codes((0, "printed"), (2, "a scenario error (file:line: field), an unknown node, a bad flag")),
+    )
+    render.add_argument("file", help="a scenario file")
+    render.add_argument("--node", required=True, help="a node of the scenario")
+    render.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=key_value,
+        metavar="KEY=VALUE",
+        help=f"render the first variant {VARIANT} (default: the file's first variant)",
+    )
+    render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
     render.set_defaults(func=cmd_render)
 
-    validate = sub.add_parser("validate", help="check scenario files")
-    validate.add_argument("files", nargs="*")
+    validate = sub.add_parser(
+        "validate",
+        help="check scenario files",
+        description="Check scenario files without building anything: every error of a file in one pass, each "
+        "with its file:line, the field and what was expected (the file's fields first, then what can still be "
+        "checked against the rest of it); a file that is fine prints its variants and probes.",
+        epilog=exit_codes((0, "every file is fine"), (2, "a file has an error")),
+    )
+    validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     validate.set_defaults(func=cmd_validate)
 
     replay = sub.add_parser(
@@ -332,9 +365,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="CIDR",
         help="the node's pod CIDR (sources and endpoints inside it are pods on the node's cni0)",
     )
-    replay.add_argument("--from", dest="source", required=True, metavar="SRC_IP")
-    replay.add_argument("--to", dest="dest", required=True, metavar="DST_IP:PORT")
-    replay.add_argument("--proto", choices=["tcp", "udp"], default="tcp")
+    replay.add_argument(
+        "--from", dest="source", required=True, metavar="SRC_IP", help="the packet's source: the node, a pod or outside"
+    )
+    replay.add_argument("--to", dest="dest", required=True, metavar="DST_IP:PORT", help="the packet's destination")
+    replay.add_argument("--proto", choices=["tcp", "udp"], default="tcp", help="the protocol (tcp)")
     replay.add_argument(
         "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
     )
@@ -353,14 +388,30 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--timeout", type=seconds(60), default=0.5, help="seconds a connection waits for an answer (0.5; at most 60)"
     )
-    replay.add_argument("--json", action="store_true")
+    replay.add_argument("--json", action="store_true", help="print the answer as JSON")
+    replay.epilog = exit_codes((0, "answered"), (2, "the dump or a flag cannot answer (error: says why)"), *STOPPED)
     replay.set_defaults(func=cmd_replay)
 
-    doctor = sub.add_parser("doctor", help="kernel features and tools")
+    doctor = sub.add_parser(
+        "doctor",
+        help="kernel features and tools",
+        description="Which kernel features (modules, config) and tools lab uses are present, and how to get "
+        "what is missing (a Debian package, lab vm for a kernel without ip_vs).",
+        epilog=exit_codes((0, "the report was printed, whatever it found")),
+    )
     doctor.set_defaults(func=cmd_doctor)
 
-    bench = sub.add_parser("bench", help="time one scenario's stages against raw ip commands")
-    bench.add_argument("file", nargs="?")
+    bench = sub.add_parser(
+        "bench",
+        help="time one scenario's stages against raw ip commands",
+        description="The median wall time of a scenario's build, install, probes and teardown against raw ip "
+        "commands for the same objects; or of lab replay cases (--replay), one change to a running cluster "
+        "(--steps), N Services per mode (--scale), a generated cluster (--cluster). Needs root.",
+        epilog=exit_codes(
+            (0, "timed"), (1, "a probe failed during the benchmark"), (2, "a bad file or flag, not root"), *STOPPED
+        ),
+    )
+    bench.add_argument("file", nargs="?", help="a scenario file (default: topologies/nodeport-source-ip.yaml)")
     bench.add_argument("--repeat", type=count(1000), default=5, help="runs to take the median of (5)")
     bench.add_argument("--replay", action="store_true", help="time lab replay cases instead of a scenario")
     bench.add_argument(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from lab.helptext import MATRIX, STOPPED, VARIANT, exit_codes
 from lab.live import commands
 from lab.live.record import LiveLabError, pick
 from lab.pipeline import cannot_run
@@ -111,18 +112,45 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="build one variant of a scenario and keep it running (lab down takes it away)",
         description="Build one variant of FILE, install kube-proxy's rules, start the backends and keep it all "
         "running in a detached keeper process (it outlives this terminal) until `lab down`. Prints the actors, "
-        "their addresses, the Services and how to reach them.",
+        "their addresses, the Services and how to reach them. Needs root.",
+        epilog=exit_codes(
+            (0, "the lab is up (lab ls lists it)"),
+            (
+                2,
+                "nothing is left up: a scenario error (file:line: field), a bad flag, not root, a variant this "
+                "kernel cannot run, a build that failed",
+            ),
+            *STOPPED,
+        ),
     )
-    up.add_argument("file")
-    up.add_argument("--variant", action="append", default=[], type=key_value, metavar="KEY=VALUE")
-    up.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=nftables")
+    up.add_argument("file", help="a scenario file")
+    up.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=key_value,
+        metavar="KEY=VALUE",
+        help=f"build the first variant {VARIANT} (default: the file's first variant)",
+    )
+    up.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
     up.set_defaults(func=run_live(cmd_up))
 
-    ls = sub.add_parser("ls", help="list the live labs")
+    ls = sub.add_parser(
+        "ls",
+        help="list the live labs",
+        description="The live labs (lab up), one a line: run name, scenario and variant, how long it has been up, its "
+        "actors, its keeper's pid, its file.",
+        epilog=exit_codes((0, "listed (none is no error)")),
+    )
     ls.set_defaults(func=run_live(cmd_ls))
 
     run_help = "which live lab (its lab-xxxxxx name; needed when several are up)"
-    ex = sub.add_parser("exec", help="run a command in an actor's network namespace in a live lab")
+    ex = sub.add_parser(
+        "exec",
+        help="run a command in an actor's network namespace in a live lab",
+        description="Run COMMAND as root in the network namespace of ACTOR of a live lab, with the host's tools.",
+        epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise COMMAND's own status")),
+    )
     ex.add_argument("--run", help=run_help)
     ex.add_argument(
         "actor", help="a node, pod, external host, router or load balancer, as the scenario names it"
@@ -130,9 +158,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     ex.set_defaults(func=run_live(cmd_exec))
 
-    shell = sub.add_parser("shell", help="an interactive shell in an actor's network namespace in a live lab")
+    shell = sub.add_parser(
+        "shell",
+        help="an interactive shell in an actor's network namespace in a live lab",
+        description="Start bash in the network namespace of ACTOR of a live lab, its prompt naming actor and run.",
+        epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise the shell's own status")),
+    )
     shell.add_argument("--run", help=run_help)
-    shell.add_argument("actor").completer = _actors  # type: ignore[attr-defined]
+    shell.add_argument(
+        "actor", help="a node, pod, external host, router or load balancer, as the scenario names it"
+    ).completer = _actors  # type: ignore[attr-defined]
     shell.set_defaults(func=run_live(cmd_shell))
 
     probe = sub.add_parser(
@@ -141,13 +176,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="Run a probe of the live lab's scenario (same verdict and evidence as lab run; steps before "
         "it are not run) or an ad hoc one: --to takes SERVICE:PORT (with --via and --node for a NodePort, "
         "externalIP or load balancer), NODE:PORT, POD:PORT, HOST:PORT or ADDRESS:PORT.",
+        epilog=exit_codes(
+            (0, "the probe passed (an ad hoc one: delivered)"),
+            (1, "it failed"),
+            (2, "no such live lab or probe, a refused ad hoc probe, not root"),
+        ),
     )
     probe.add_argument("name", nargs="?", help="a probe of the scenario")
     probe.add_argument("--run", help=run_help)
-    probe.add_argument("--from", dest="source", metavar="ACTOR")
-    probe.add_argument("--to", metavar="TARGET:PORT")
-    probe.add_argument("--protocol", choices=["tcp", "udp", "TCP", "UDP"])
-    probe.add_argument("--via", choices=["clusterIP", "nodePort", "externalIP", "loadBalancer"])
+    probe.add_argument("--from", dest="source", metavar="ACTOR", help="ad hoc: the actor it is sent from")
+    probe.add_argument("--to", metavar="TARGET:PORT", help="ad hoc: where it goes (see above)")
+    probe.add_argument(
+        "--protocol", choices=["tcp", "udp", "TCP", "UDP"], help="ad hoc: the protocol (default: the port's)"
+    )
+    probe.add_argument(
+        "--via",
+        choices=["clusterIP", "nodePort", "externalIP", "loadBalancer"],
+        help="ad hoc, to a Service: which of its frontends (clusterIP)",
+    )
     probe.add_argument("--node", help="with --via nodePort: whose address")
     probe.add_argument("--json", action="store_true", help="the probe's record as lab run --json prints it")
     probe.add_argument("-v", "--verbose", action="store_true", help="evidence even when the probe passes")
@@ -160,6 +206,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "lab runs recorded in /run/lab and whose process is gone (the pid no longer exists or belongs to a "
         "process started at another time). Nothing else is removed: lab-* entries in /run/netns that no run "
         "recorded, symlinks and directories are listed and left.",
+        epilog=exit_codes((0, "done (what was left is listed)"), (2, "no such live lab, not root")),
     )
     down.add_argument("run", nargs="?", help="a live lab (lab ls lists them)")
     down.add_argument(

@@ -44,6 +44,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "matrix",
         help="run the same CMD under several kernels and tabulate the results",
         description="Run CMD under each kernel in turn, streaming its output, then print a table.",
+        epilog=f"exit status: 0 CMD exited 0 under every kernel; 1 it did not under one or more (or a VM failed); "
+        f"{EXIT_ERROR} nothing was run (not root, no CMD).",
     )
     matrix.add_argument(
         "--kernels", default=",".join(RELEASES), metavar="A,B", help="comma-separated kernel SPECs (Debian releases)"

@@ -3,12 +3,15 @@ line, which are named before anything is built."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from lab import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,3 +148,22 @@ def test_bash_completion_offers_commands_and_flags(tmp_path, line, offered):
     env["_ARGCOMPLETE_STDOUT_FILENAME"] = str(out)
     subprocess.run([sys.executable, "-m", "lab"], env=env, capture_output=True, timeout=60, check=False)
     assert set(out.read_text().split()) == offered
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "lab") -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command's parser, `lab vm run` included, by its name."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = _commands(sub, f"{prefix} {name}")
+                found += inner or [(f"{prefix} {name}", sub)]
+    return found
+
+
+@pytest.mark.parametrize(("command", "sub"), _commands(cli.parser()), ids=lambda c: c if isinstance(c, str) else "")
+def test_every_command_says_what_it_does_its_exit_statuses_and_each_option(command, sub):
+    assert sub.description, f"{command} --help has no summary"
+    assert "exit status:" in (sub.epilog or "") or "Exits with" in sub.description, f"{command}: no exit statuses"
+    unexplained = [a.option_strings or a.dest for a in sub._actions if not a.help and a.dest != "help"]
+    assert unexplained == [], f"{command} --help says nothing of {unexplained}"
