@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.text import Text
 
 from lab.argtypes import count, seconds
-from lab.describe.errors import ScenarioError
+from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
 from lab.helptext import MATRIX, STOPPED, VARIANT, exit_codes
 from lab.install.tools import InstallError
@@ -172,8 +172,10 @@ def running(what: str) -> AbstractContextManager[object]:
 
 
 def _error_text(exc: Exception) -> Text:
-    # The message is shown as written: brackets in it (nft rules, iptables matches) are not markup.
-    return Text("error: ", style="red") + Text(str(exc))
+    """`error: ` and the message, as written (brackets in it, of nft rules or iptables matches, are no markup);
+    each of several errors of a file on a line of its own."""
+    errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
+    return Text("\n").join(Text("error: ", style="red") + Text(str(e)) for e in errors)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

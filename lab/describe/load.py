@@ -12,16 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.describe import schema
+from lab.describe.errors import ScenarioError, raise_all
 from lab.describe.resolve.actors import gateway_routes, resolve_egress, resolve_load_balancers, resolve_masq_agent
 from lab.describe.resolve.cluster import resolve_cluster
 from lab.describe.resolve.matrix import Variant, expand
 from lab.describe.resolve.network import resolve_externals, resolve_nodes
 from lab.describe.resolve.parse import check_manifests, parse
 from lab.describe.resolve.probes import resolve_probes
+from lab.describe.resolve.remainder import as_written, probes_refused, without_probes
 from lab.describe.resolve.steps import scale_demand
 from lab.describe.resolve.workload import resolve_pods, resolve_services, without_endpoints
 from lab.describe.topology import Axis, Topology
-from lab.describe.yamlsrc import load_yaml
+from lab.describe.yamlsrc import Source, load_yaml
 
 
 @dataclass(frozen=True)
@@ -37,17 +39,52 @@ def load_scenario(
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one)."""
+    one). What is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the
+    schema reads, what each variant's resolve steps refuse."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
     if extra_probes and isinstance(source.data.get("probes"), list):
         source.data["probes"] = [*source.data["probes"], *extra_probes]
-    check_manifests(source)
-    base = parse(source)
-    # A list, not a generator expression: a StopIteration from a step would turn into a RuntimeError there.
-    variants = [_resolve(v, parse(v.source) if v.values else base) for v in expand(source, base.matrix, matrix or {})]
+    errors = check_manifests(source)
+    try:
+        base = parse(source)
+    except ScenarioError as exc:
+        raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {})])
+    raise_all(errors)
+    variants = _variants(source, base, matrix or {})
     return Scenario(base.name, source.file, base.description, tuple(variants))
+
+
+def _each(exc: ScenarioError) -> list[ScenarioError]:
+    return list(getattr(exc, "errors", [exc]))
+
+
+def _variants(source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]]) -> list[Topology]:
+    """Every variant, resolved; or every error of every variant (one may refuse what another does not)."""
+    variants, errors = [], []
+    for v in expand(source, base.matrix, matrix):
+        try:
+            variants.append(_resolve(v, parse(v.source) if v.values else base))
+        except ScenarioError as exc:
+            errors += _each(exc)
+    raise_all(errors)
+    return variants
+
+
+def _in_the_rest(source: Source, errors: list[ScenarioError], matrix: dict[str, list[Axis]]) -> list[ScenarioError]:
+    """What the resolve steps refuse in the file without the probes the schema refused (none when the schema
+    refused more than probes)."""
+    refused = probes_refused(errors, source)
+    rest = without_probes(source, refused) if refused is not None else None
+    if rest is None:
+        return []
+    reduced, places = rest
+    try:
+        _variants(reduced, parse(reduced), matrix)
+    except ScenarioError as exc:
+        return [as_written(e, places) for e in _each(exc)]
+    return []
 
 
 def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:

@@ -9,38 +9,72 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from lab.describe import k8s, schema
-from lab.describe.errors import did_you_mean
+from lab.describe.errors import ScenarioError, did_you_mean, raise_all
 from lab.describe.yamlsrc import FieldPath, Source
 
 
-def check_manifests(source: Source) -> None:
-    """Refuse what Kubernetes' API would (kubectl apply --validate=strict): a field its objects do not have."""
+def check_manifests(source: Source) -> list[ScenarioError]:
+    """What Kubernetes' API would refuse (kubectl apply --validate=strict): a field its objects do not have; the
+    first such field of each manifest."""
     workload = source.data.get("workload")
+    found = []
     for i, manifest in enumerate(workload if isinstance(workload, list) else []):
         if isinstance(manifest, dict) and (problem := k8s.api_problem(manifest)):
             path, message = problem
-            raise source.error(("workload", i, *path), message)
+            found.append(source.error(("workload", i, *path), message))
+    return found
 
 
 def parse(source: Source) -> schema.ScenarioFile:
-    """The file (or a variant of it) as the schema reads it; one error, at the line of the field that is wrong."""
+    """The file (or a variant of it) as the schema reads it; else every field that is wrong, each at its line."""
     try:
         return schema.ScenarioFile.model_validate(source.data)
     except ValidationError as exc:
-        path, error = _most_telling([(_field_path(e, source.data), e) for e in exc.errors()])
-        raise source.error(path, _explain(error)) from None
+        raise_all(schema_errors(source, exc.errors()))
+        raise AssertionError("a ValidationError without errors") from None
 
 
-def _most_telling(errors: list[tuple[FieldPath, Any]]) -> tuple[FieldPath, Any]:
-    """The error to show of the first field that is wrong."""
-    first = errors[0]
-    # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling.
-    if first[1]["type"] == "missing":
-        siblings = (e for e in errors if e[1]["type"] == "extra_forbidden" and e[0][:-1] == first[0][:-1])
-        first = next(siblings, first)
-    # A union (`expect: {...}` or a list of them) fails in each of its forms; the form that got furthest into
-    # the value is the one the user meant.
-    return max((e for e in errors if e[0][: len(first[0])] == first[0]), key=lambda e: len(e[0]))
+def schema_errors(source: Source, errors: list[Any]) -> list[ScenarioError]:
+    """pydantic's errors as the user wrote the file: one per field that is wrong, in the form of a union the
+    value meant."""
+    chosen = _meant(source.data, [(tuple(e["loc"]), e) for e in errors])
+    by_path: dict[FieldPath, Any] = {}
+    for _, error in chosen:
+        by_path.setdefault(_field_path(error, source.data), error)
+    # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling only.
+    misspelt = {path[:-1] for path, e in by_path.items() if e["type"] == "extra_forbidden"}
+    return [
+        source.error(path, _explain(e))
+        for path, e in by_path.items()
+        if not (e["type"] == "missing" and path[:-1] in misspelt)
+    ]
+
+
+def _meant(data: Any, errors: list[tuple[tuple[Any, ...], Any]]) -> list[tuple[tuple[Any, ...], Any]]:
+    """The errors of the union forms the file meant: a union (`expect: {...}` or a list of them) fails in each of
+    its forms, and the form that got furthest into the value is the one the user meant; unions inside it alike."""
+    plain, unions = [], {}
+    for loc, error in errors:
+        at = _union_at(loc, data, error)
+        if at is None:
+            plain.append((loc, error))
+        else:
+            unions.setdefault(loc[:at], {}).setdefault(loc[at], []).append((loc[:at] + loc[at + 1 :], error))
+    for forms in unions.values():
+        meant = max(forms.values(), key=lambda form: max(len(_field_path(e, data)) for _, e in form))
+        plain += _meant(data, meant)
+    return plain
+
+
+def _union_at(loc: tuple[Any, ...], data: Any, error: Any) -> int | None:
+    """Where in loc pydantic names a union's form (`str`, `Expectation`): the first part that is not in the data."""
+    node = data
+    for i, part in enumerate(loc):
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int)):
+            node = node[part]
+        elif not (i == len(loc) - 1 and error["type"] == "missing"):
+            return i
+    return None
 
 
 def _field_path(error: Any, data: Any) -> FieldPath:

@@ -8,6 +8,7 @@ import ipaddress
 from dataclasses import replace
 
 from lab.describe import schema
+from lab.describe.errors import ScenarioError, raise_all
 from lab.describe.resolve.checks import node_names, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
@@ -28,60 +29,88 @@ def resolve_probes(
     now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential)
     kept: dict[str, ProbeSpec] = {}
     held: dict[tuple[str, int, str, int], FieldPath] = {}  # the TCP connections kept from a fixed port, by 4-tuple
+    errors: list[ScenarioError] = []
+    failed: set[str] = set()  # probes refused: a check of the flow one of them kept is not checked either
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)
-        before, now = resolve_steps(variant, path, p, topo, now)
-        if p.flow is not None:
-            probes.append(_flow_check(variant, path, p, topo, kept, before, now))
+        try:
+            before, now = resolve_steps(variant, path, p, topo, now)
+        except ScenarioError as exc:
+            # What the later probes run against is unknown past a step that cannot be done: they are not checked.
+            raise_all([*errors, exc])
+        if p.flow in failed:
+            failed.add(p.name)
             continue
-        assert p.source is not None and p.to is not None  # the schema's check: from and to, or flow
-        if gone := dict(now.deleted).get(p.source):
-            raise src.error(
-                (*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe"
-            )
-        if p.source in {q.name for q in now.pending}:
-            raise src.error((*path, "from"), f"pod {p.source} is created by a later scale step, not yet here")
-        if p.source not in actors:
-            raise src.error(
-                (*path, "from"),
-                f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
-            )
-        dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo)
-        if p.craft and (p.protocol or protocol) != "TCP":
-            raise src.error(
-                (*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP"
-            )
-        if p.craft and p.attempts != 1:
-            raise src.error((*path, "attempts"), f"craft: {p.craft} holds one connection: leave attempts out")
-        options = p.expect if isinstance(p.expect, list) else [p.expect]
-        if p.attempts == 1 and (k := next((k for k, e in enumerate(options) if e.same_backend), None)) is not None:
-            where = (*path, "expect", k) if isinstance(p.expect, list) else (*path, "expect")
-            raise src.error((*where, "sameBackend"), "sameBackend compares several connections: give attempts: N")
-        probes.append(
-            ProbeSpec(
-                name=p.name,
-                source=p.source,
-                target=target,
-                dst_ip=dst_ip,
-                dst_port=dst_port,
-                protocol=p.protocol or protocol,
-                expected=_expected(variant, path, p, topo),
-                why=p.why,
-                attempts=p.attempts,
-                pause_ms=p.pause or 0,
-                before=before,
-                source_port=p.source_port or 0,
-                craft=p.craft or "",
-                source_address=p.source_address or "",
-                keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
-            )
-        )
-        if probes[-1].protocol == "TCP" and p.source_port and not p.source_address:
-            _port_free(src, path, probes[-1], held)
-        if p.keep:
-            kept[p.name] = probes[-1]
-    unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
+        try:
+            _resolve_probe(variant, path, p, topo, now, before, kept, held, probes, actors)
+        except ScenarioError as exc:  # the next probes are still checked
+            errors.append(exc)
+            failed.add(p.name)
+    if not errors:
+        unique(src, "probe name", [(("probes", i, "name"), p.name) for i, p in enumerate(probes)])
+    raise_all(errors)
     return tuple(probes)
+
+
+def _resolve_probe(
+    variant: Variant,
+    path: FieldPath,
+    p: schema.Probe,
+    topo: Topology,
+    now: Workload,
+    before: tuple[StepSpec, ...],
+    kept: dict[str, ProbeSpec],
+    held: dict[tuple[str, int, str, int], FieldPath],
+    probes: list[ProbeSpec],
+    actors: set[str],
+) -> None:
+    """One probe, appended to `probes` (and to `kept` when it keeps its flow)."""
+    src = variant.source
+    if p.flow is not None:
+        probes.append(_flow_check(variant, path, p, topo, kept, before, now))
+        return
+    assert p.source is not None and p.to is not None  # the schema's check: from and to, or flow
+    if gone := dict(now.deleted).get(p.source):
+        raise src.error((*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe")
+    if p.source in {q.name for q in now.pending}:
+        raise src.error((*path, "from"), f"pod {p.source} is created by a later scale step, not yet here")
+    if p.source not in actors:
+        raise src.error(
+            (*path, "from"),
+            f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
+        )
+    dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo)
+    if p.craft and (p.protocol or protocol) != "TCP":
+        raise src.error((*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP")
+    if p.craft and p.attempts != 1:
+        raise src.error((*path, "attempts"), f"craft: {p.craft} holds one connection: leave attempts out")
+    options = p.expect if isinstance(p.expect, list) else [p.expect]
+    if p.attempts == 1 and (k := next((k for k, e in enumerate(options) if e.same_backend), None)) is not None:
+        where = (*path, "expect", k) if isinstance(p.expect, list) else (*path, "expect")
+        raise src.error((*where, "sameBackend"), "sameBackend compares several connections: give attempts: N")
+    probes.append(
+        ProbeSpec(
+            name=p.name,
+            source=p.source,
+            target=target,
+            dst_ip=dst_ip,
+            dst_port=dst_port,
+            protocol=p.protocol or protocol,
+            expected=_expected(variant, path, p, topo),
+            why=p.why,
+            attempts=p.attempts,
+            pause_ms=p.pause or 0,
+            before=before,
+            source_port=p.source_port or 0,
+            craft=p.craft or "",
+            source_address=p.source_address or "",
+            keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
+        )
+    )
+    if probes[-1].protocol == "TCP" and p.source_port and not p.source_address:
+        _port_free(src, path, probes[-1], held)
+    if p.keep:
+        kept[p.name] = probes[-1]
 
 
 def _port_free(
