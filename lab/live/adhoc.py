@@ -7,7 +7,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from lab.describe.errors import ScenarioError
+from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import load_scenario
 from lab.describe.topology import Axis, ProbeSpec, Topology
 from lab.live.record import LiveLabError
@@ -57,6 +57,24 @@ def adhoc_probe(path: Path, matrix: dict[str, list[Axis]], topo: Topology, reque
     try:
         scenario = load_scenario(path, matrix, extra_probes=(written,))
     except ScenarioError as exc:
-        raise LiveLabError(f"lab probe: {exc.field}: {exc.message}" if exc.field else str(exc)) from None
+        errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
+        raise LiveLabError("; ".join(_in_flags(e, len(topo.probes), request) for e in errors)) from None
     variant = next(t for t in scenario.variants if t.variant == topo.variant)
     return variant.probes[-1]
+
+
+# The probe's fields as `lab probe` builds them (above), by the flag that gave each; a field not listed here
+# (`to` as a whole, its `address` or `port`) came from --to.
+_FLAGS = {"from": "--from", "protocol": "--protocol", "to.via": "--via", "to.node": "--node"}
+
+
+def _in_flags(error: ScenarioError, index: int, request: dict[str, Any]) -> str:
+    """An error about the ad hoc probe in the words of the command line (the flag and what it was given), not
+    the probe's place in the file (`probes[3].to.port`); one about the file itself as it is."""
+    prefix = f"probes[{index}]"
+    if error.field != prefix and not error.field.startswith(f"{prefix}."):
+        return str(error)
+    field = error.field.removeprefix(prefix).removeprefix(".")
+    flag = _FLAGS.get(field, "--to")
+    given = request.get(flag.removeprefix("--"))
+    return f"lab probe {flag} {given}: {error.message}" if given else f"lab probe: {error.message}"

@@ -6,7 +6,7 @@ import pytest
 from support.scenario import BASE, write
 
 from lab.describe.load import load_scenario
-from lab.live.adhoc import target
+from lab.live.adhoc import adhoc_probe, target
 from lab.live.record import LiveLabError
 from lab.live.summary import summary
 
@@ -53,3 +53,24 @@ def test_up_prints_actors_services_and_how_to_reach_them(topo):
     assert "web-0" in text and "10.244.1.2" in text and "node2" in text and "192.168.56.100" in text
     assert "NodePort" in text and "lab exec client -- curl -s http://192.168.56.12:" in text
     assert lines[-1] == "  lab down lab-0abc12"
+
+
+@pytest.mark.parametrize(
+    ("request_", "said"),
+    [
+        ({"from": "nobody", "to": "web:80"}, "lab probe --from nobody: unknown pod, node or external host 'nobody'"),
+        ({"from": "client", "to": "web:8081"}, "lab probe --to web:8081: Service web has no port 8081; it has 80"),
+        (
+            {"from": "client", "to": "web:80", "via": "nodePort", "node": "node9"},
+            "lab probe --node node9: unknown node 'node9'",
+        ),
+        ({"from": "client", "to": "web:80", "via": "nodePort"}, "lab probe --to web:80: `via: nodePort` needs"),
+    ],
+)
+def test_an_ad_hoc_probe_is_refused_in_the_words_of_its_flags(tmp_path, request_, said):
+    path = write(tmp_path, BASE)
+    (variant,) = load_scenario(path).variants
+    with pytest.raises(LiveLabError) as info:
+        adhoc_probe(path, {}, variant, request_)
+    assert str(info.value).startswith(said), str(info.value)
+    assert "probes[" not in str(info.value)
