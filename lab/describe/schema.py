@@ -17,6 +17,12 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped", "accepted"]
 
 
+def _axis_value(value: Any) -> Any:
+    """A matrix or `when` value as the matrix holds it: a boolean, or text (a whole number written unquoted, as
+    text). A decimal number is left for the schema to refuse: YAML reads 1.30 as 1.3, which must not be guessed."""
+    return value if isinstance(value, bool | float) else str(value)
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, strict=True)
 
@@ -74,7 +80,7 @@ class Cluster(Strict):
     def _version_as_text(cls, value: Any) -> Any:
         # YAML reads 1.30 as the float 1.3; insist on quoting rather than guess.
         if isinstance(value, float):
-            raise ValueError(f'write the version as a quoted string, e.g. "{value}" (YAML reads {value!r})')
+            raise ValueError(f'write the version in quotes ("1.30", not 1.30): YAML reads {value!r} as a number')
         return value
 
 
@@ -194,7 +200,7 @@ class Conditional(Strict):
     @field_validator("when", mode="before")
     @classmethod
     def _when_as_text(cls, value: Any) -> Any:
-        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+        return {k: _axis_value(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 class Expectation(Conditional):
@@ -354,7 +360,4 @@ class ScenarioFile(Strict):
     def _matrix_as_text(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        return {
-            k: [v if isinstance(v, bool) else str(v) for v in vs] if isinstance(vs, list) else vs
-            for k, vs in value.items()
-        }
+        return {k: [_axis_value(v) for v in vs] if isinstance(vs, list) else vs for k, vs in value.items()}

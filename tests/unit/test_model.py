@@ -105,7 +105,7 @@ def test_cidr_overlap_between_cluster_networks(tmp_path):
 
 def test_unquoted_version_is_refused(tmp_path):
     error = error_for(tmp_path, BASE.replace("cluster: {", "cluster: {kubeVersion: 1.30, "))
-    assert error.field == "cluster.kubeVersion" and '"1.3"' in error.message
+    assert error.field == "cluster.kubeVersion" and 'in quotes ("1.30", not 1.30)' in error.message
 
 
 def test_unsupported_version_lists_the_supported_ones(tmp_path):

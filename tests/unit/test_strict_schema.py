@@ -83,3 +83,21 @@ def test_one_variant_key_given_twice_is_refused_naming_it(tmp_path, capsys):
     assert exited.value.code == 2
     said = capsys.readouterr().err
     assert "--variant proxyMode=ipvs --variant proxyMode=nftables: proxyMode is given twice" in said, said
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (BASE + "matrix:\n  kubeVersion: [1.30, 1.31]\n", "matrix.kubeVersion[0]"),
+        (
+            edited("expect: {outcome: delivered, source: node2}", "expect: {when: {kubeVersion: 1.30}}")
+            + 'matrix:\n  kubeVersion: ["1.30", "1.31"]\n',
+            "probes[0].expect.when.kubeVersion",
+        ),
+    ],
+)
+def test_an_unquoted_version_in_the_matrix_or_a_when_is_refused_not_read_as_another(tmp_path, text, field):
+    # `when: {kubeVersion: 1.30}` was read as "1.3", matched no variant, and the expectation never applied.
+    error = error_for(tmp_path, text)
+    assert error.field == field, str(error)
+    assert 'the number 1.3 (YAML reads 1.30 as 1.3: write it in quotes, "1.30")' in error.message, str(error)

@@ -130,6 +130,8 @@ def _written(value: Any, kind: str) -> str:
         else:
             unquoted = kind != "string_type" and value.strip().lstrip("-").isdigit()
         return f"{value!r} (quoted text: write it without quotes)" if unquoted else repr(value)
+    if isinstance(value, float) and kind == "string_type":
+        return f'the number {value!r} (YAML reads 1.30 as 1.3: write it in quotes, "1.30")'
     if isinstance(value, float):
         return f"{value!r} (a decimal number)"
     if isinstance(value, list | dict):
