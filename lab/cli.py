@@ -34,14 +34,14 @@ from rich.text import Text
 from lab.argtypes import count, seconds
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
-from lab.helptext import MATRIX, STOPPED, VARIANT, exit_codes
+from lab.helptext import STOPPED, exit_codes
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
 from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
-from lab.selection import counts, key_value, load_all, no_variant, require_root, scenario_paths, select
+from lab.selection import add_variant_flags, counts, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
 
 # On a terminal its width; elsewhere tables get 160 columns and messages are never wrapped (grep finds them whole).
@@ -293,15 +293,7 @@ def parser() -> argparse.ArgumentParser:
         help="write DIR/index.html: each scenario drawn, each probe's path over it, the comparison (made if missing)",
     )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
-    run.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help=f"run only the variants {VARIANT}",
-    )
-    run.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
+    add_variant_flags(run, "run only the variants")
     run.add_argument("--compare", metavar="AXIS", help="one table per scenario with a column per value of AXIS")
     run.add_argument("--markdown", action="store_true", help="with --compare: print Markdown tables")
     run.add_argument(
@@ -318,15 +310,7 @@ def parser() -> argparse.ArgumentParser:
     )
     render.add_argument("file", help="a scenario file")
     render.add_argument("--node", required=True, help="a node of the scenario")
-    render.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help=f"render the first variant {VARIANT} (default: the file's first variant)",
-    )
-    render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
+    add_variant_flags(render, "render the first variant")
     render.set_defaults(func=cmd_render)
 
     validate = sub.add_parser(

@@ -13,6 +13,7 @@ from rich.console import Console
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
+from lab.helptext import MATRIX, VARIANT
 
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
 
@@ -59,6 +60,15 @@ def key_value(text: str) -> str:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, e.g. proxyMode=ipvs, got {text!r}")
     return text
+
+
+def add_variant_flags(parser: argparse.ArgumentParser, chosen: str) -> None:
+    """--variant and --matrix, as every command that loads scenarios takes them; `chosen` says which variants
+    --variant picks ("run only the variants", "build the first variant")."""
+    parser.add_argument(
+        "--variant", action="append", default=[], type=key_value, metavar="KEY=VALUE", help=f"{chosen} {VARIANT}"
+    )
+    parser.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
 
 
 def counts(text: str) -> list[int]:

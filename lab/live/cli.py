@@ -10,11 +10,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from lab.helptext import MATRIX, STOPPED, VARIANT, exit_codes
+from lab.helptext import STOPPED, exit_codes
 from lab.live import commands
 from lab.live.record import LiveLabError, pick
 from lab.pipeline import cannot_run
-from lab.selection import key_value, load_all, no_variant, require_root, select
+from lab.selection import add_variant_flags, load_all, no_variant, require_root, select
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -124,22 +124,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         ),
     )
     up.add_argument("file", help="a scenario file")
-    up.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=key_value,
-        metavar="KEY=VALUE",
-        help=f"build the first variant {VARIANT} (default: the file's first variant)",
-    )
-    up.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help=MATRIX)
+    add_variant_flags(up, "build the first variant")
     up.set_defaults(func=run_live(cmd_up))
 
     ls = sub.add_parser(
         "ls",
         help="list the live labs",
-        description="The live labs (lab up), one a line: run name, scenario and variant, how long it has been up, its "
-        "actors, its keeper's pid, its file.",
+        description="The live labs (lab up), one a line: name, variant, time up, actors, keeper's pid, file.",
         epilog=exit_codes((0, "listed (none is no error)")),
     )
     ls.set_defaults(func=run_live(cmd_ls))

@@ -48,34 +48,39 @@ def test_every_schema_error_of_a_file_at_its_line(tmp_path):
     assert "did you mean outcome?" in found[2][2]
 
 
-def test_resolve_errors_of_several_probes_and_none_for_a_flow_of_a_refused_one(tmp_path):
-    text = (
-        BASE
-        + PROBE.replace("NAME", "a").replace("from: client", "from: nobody")
-        + PROBE.replace("NAME", "b").replace("service: web", "service: webb")
-        + "  - name: c\n    flow: a\n    expect: {outcome: delivered}\n"
-        + PROBE.replace("NAME", "d").replace("{outcome: delivered}", "{outcome: delivered, backend: nginx}")
-    )
-    found = errors_of(tmp_path, text)
-    assert [(line, field) for line, field, _ in found] == [
-        (line_of(text, "    from: nobody"), "probes[1].from"),
-        (line_of(text, "    to: {service: webb, port: http, via: nodePort, node: node2}"), "probes[2].to.service"),
-        (line_of(text, "    expect: {outcome: delivered, backend: nginx}"), "probes[4].expect.backend"),
-    ], found
+WEBB = "    to: {service: webb, port: http, via: nodePort, node: node2}"
+FLOW_OF_A = "  - name: c\n    flow: a\n    expect: {outcome: delivered}\n"
 
 
-def test_with_schema_errors_in_probes_the_other_probes_are_still_resolved(tmp_path):
-    text = (
-        BASE
-        + PROBE.replace("NAME", "a").replace("{outcome: delivered}", "{outcome: delivered}\n    attempts: lots")
-        + "  - name: b\n    flow: a\n    expect: {outcome: delivered}\n"
-        + PROBE.replace("NAME", "c").replace("service: web", "service: webb")
-    )
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            BASE
+            + PROBE.replace("NAME", "a").replace("from: client", "from: nobody")
+            + PROBE.replace("NAME", "b").replace("service: web", "service: webb")
+            + FLOW_OF_A
+            + PROBE.replace("NAME", "d").replace("{outcome: delivered}", "{outcome: delivered, backend: nginx}"),
+            [
+                ("    from: nobody", "probes[1].from"),
+                (WEBB, "probes[2].to.service"),
+                ("    expect: {outcome: delivered, backend: nginx}", "probes[4].expect.backend"),
+            ],
+            id="resolve-errors-of-several-probes-none-for-a-flow-of-a-refused-one",
+        ),
+        pytest.param(
+            BASE
+            + PROBE.replace("NAME", "a").replace("{outcome: delivered}", "{outcome: delivered}\n    attempts: lots")
+            + FLOW_OF_A
+            + PROBE.replace("NAME", "d").replace("service: web", "service: webb"),
+            [("    attempts: lots", "probes[1].attempts"), (WEBB, "probes[3].to.service")],
+            id="with-schema-errors-in-probes-the-other-probes-are-still-resolved",
+        ),
+    ],
+)
+def test_every_probe_is_checked(tmp_path, text, expected):
     found = errors_of(tmp_path, text)
-    assert [(line, field) for line, field, _ in found] == [
-        (line_of(text, "    attempts: lots"), "probes[1].attempts"),
-        (line_of(text, "    to: {service: webb, port: http, via: nodePort, node: node2}"), "probes[3].to.service"),
-    ], found
+    assert [(line, field) for line, field, _ in found] == [(line_of(text, at), field) for at, field in expected], found
 
 
 def test_lab_validate_prints_each_error_on_a_line_and_exits_2(tmp_path, capsys):
