@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.describe import schema
-from lab.describe.errors import ScenarioError, raise_all
+from lab.describe.errors import ScenarioError, ScenarioErrors, raise_all
 from lab.describe.resolve.actors import gateway_routes, resolve_egress, resolve_load_balancers, resolve_masq_agent
 from lab.describe.resolve.cluster import resolve_cluster
 from lab.describe.resolve.matrix import Variant, expand
@@ -57,7 +57,7 @@ def load_scenario(
 
 
 def _each(exc: ScenarioError) -> list[ScenarioError]:
-    return list(getattr(exc, "errors", [exc]))
+    return exc.errors if isinstance(exc, ScenarioErrors) else [exc]
 
 
 def _variants(source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]]) -> list[Topology]:
