@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.describe.topology import Expected
 from lab.pipeline import ProbeResult, VariantRun
 
 
 def expected_text(result: ProbeResult) -> str:
-    e = result.probe.expected
+    return expectation_text(result.probe.expected)
+
+
+def expectation_text(e: Expected) -> str:
+    """What a probe expects, in the words of the tables ("delivered by web from node2")."""
     parts = [" or ".join(e.outcomes)]
     if e.backends:
         parts.append("by " + "|".join(e.backends))
