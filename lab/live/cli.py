@@ -13,7 +13,7 @@ from rich.console import Console
 from lab.live import commands
 from lab.live.record import LiveLabError, pick
 from lab.pipeline import cannot_run
-from lab.selection import key_value, load_all, no_variant, require_root, select
+from lab.selection import first_runnable, key_value, load_all, no_variant, require_root, select
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -25,12 +25,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not variants:
         err.print(no_variant([scenario], args.variant), markup=False)
         return 2
-    topo = variants[0]
-    if len(variants) > 1:
-        others = "; ".join(t.variant_label for t in variants[1:])
-        err.print(f"{topo.variant_label}: the first of {len(variants)} variants (--variant picks another: {others})")
-    if reason := cannot_run(topo):
-        err.print(f"{args.file} ({topo.variant_label}) cannot run here: {reason}", markup=False)
+    topo, said = first_runnable(args.file, variants, cannot_run)
+    for line in said:
+        err.print(line, markup=False)
+    if topo is None:
         return 2
     require_root("up")
     axes = {k: [v] for k, v in topo.variant}
@@ -109,7 +107,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "up",
         help="build one variant of a scenario and keep it running (lab down takes it away)",
-        description="Build one variant of FILE, install kube-proxy's rules, start the backends and keep it all "
+        description="Build one variant of FILE (the first that can run on this machine, saying why any before it "
+        "were passed over; --variant picks one), install kube-proxy's rules, start the backends and keep it all "
         "running in a detached keeper process (it outlives this terminal) until `lab down`. Prints the actors, "
         "their addresses, the Services and how to reach them.",
     )

@@ -9,6 +9,7 @@ from lab.describe.load import load_scenario
 from lab.live.adhoc import target
 from lab.live.record import LiveLabError
 from lab.live.summary import summary
+from lab.selection import first_runnable
 
 
 @pytest.fixture
@@ -72,3 +73,18 @@ def test_a_printed_curl_says_what_the_scenarios_probe_expects(tmp_path):
     (curl,) = [line for line in summary(topo, "lab-0abc12") if "curl" in line]
     assert "http://192.168.56.12:" in curl  # where probe p goes: node2's NodePort
     assert "expected dropped: curl shows nothing, then exit 28 after 3 s (timed out)" in curl
+
+
+def test_lab_up_picks_the_first_variant_that_runs_here_and_says_why_it_passed_others_over(tmp_path):
+    axes = {"proxyMode": ["ipvs", "nftables", "iptables"]}
+    variants = list(load_scenario(write(tmp_path, BASE), axes).variants)
+    reasons = {"ipvs": "the kernel has no ip_vs", "nftables": "no nft here"}
+    topo, said = first_runnable("s.yaml", variants, lambda t: reasons.get(t.cluster.proxy_mode, ""))
+    assert topo is variants[2]
+    assert said[0].startswith("proxyMode=iptables: the first of 3 variants that runs here")
+    assert said[1:] == [
+        "  passed over proxyMode=ipvs: the kernel has no ip_vs",
+        "  passed over proxyMode=nftables: no nft here",
+    ]
+    nothing, why = first_runnable("s.yaml", variants[:1], lambda t: "the kernel has no ip_vs")
+    assert nothing is None and why == ["s.yaml (proxyMode=ipvs) cannot run here: the kernel has no ip_vs"]
