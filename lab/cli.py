@@ -11,7 +11,7 @@ lab replay --nft F ...       the same with a node's nft list ruleset (or kube-pr
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
 lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab shell ACTOR: a shell there)
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
-lab down [RUN] [--all]       take a live lab down (the newest without RUN); remove what killed runs left
+lab down [RUN] [--all]       take a live lab down (RUN, or the only one); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
 lab bench [FILE|--replay|--steps|--scale N,..]  time a scenario's stages, replay cases, a step, or N Services per mode
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)

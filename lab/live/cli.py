@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from lab.live import commands
-from lab.live.record import LiveLabError, pick
+from lab.live.record import LiveLabError, NotRunnable, pick
 from lab.pipeline import cannot_run
 from lab.selection import first_runnable, key_value, load_all, no_variant, require_root, select
 
@@ -47,7 +47,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_exec(args: argparse.Namespace) -> int:
     require_root("exec")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    argv = commands.exec_argv(args.run, args.actor, command)
+    try:
+        argv = commands.exec_argv(args.run, args.actor, command)
+    except NotRunnable as exc:
+        err.print(f"lab exec: {exc}", markup=False)
+        return exc.status
     os.execvp(argv[0], argv)
 
 
@@ -155,10 +159,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     down = sub.add_parser(
         "down",
         help="take a live lab down; remove what killed runs left",
-        description="Take the live lab RUN down (without RUN: the newest one), then remove the namespaces that "
-        "lab runs recorded in /run/lab and whose process is gone (the pid no longer exists or belongs to a "
-        "process started at another time). Nothing else is removed: lab-* entries in /run/netns that no run "
-        "recorded, symlinks and directories are listed and left.",
+        description="Take the live lab RUN down (an open `lab shell` of it is told on its terminal first) and "
+        "remove what RUN left, saying nothing of other runs. Without RUN: the only live lab (with several, "
+        "RUN or --all is needed), then the namespaces that lab runs recorded in /run/lab and whose process is "
+        "gone (the pid no longer exists or belongs to a process started at another time). Nothing else is "
+        "removed: lab-* entries in /run/netns that no run recorded, symlinks and directories are listed and left.",
     )
     down.add_argument("run", nargs="?", help="a live lab (lab ls lists them)")
     down.add_argument(

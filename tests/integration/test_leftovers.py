@@ -1,23 +1,14 @@
 """`lab down` removes what lab runs recorded and left behind, and nothing else.
 
-Every scenario runs in a private mount namespace whose /run is a fresh tmpfs: the machine's own /run/netns and
-/run/lab are never seen, let alone changed, and whatever the scenario leaves there goes when it ends.
+Every scenario runs where /run is private (support.private_run): the machine's own /run/netns and /run/lab are
+never seen, let alone changed, and whatever the scenario leaves there goes when it ends.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
-import pytest
-from support.host import REPO
-
-# Its `lab down`s share a worker with the live lab tests under pytest-xdist (test_live_lab.py says why).
-pytestmark = pytest.mark.xdist_group("lab-down")
-
-PRIVATE_RUN = 'mount -t tmpfs -o mode=0755 lab-test /run && mkdir /run/netns /run/lab && exec "$@"'
+from support.private_run import report_of
 
 PRELUDE = """
 import json, os, signal, subprocess, sys, time
@@ -59,24 +50,7 @@ def report(**what):
 
 def in_private_run(script: str, timeout: float = 60) -> dict:
     """Run the PRELUDE and `script` where /run is private; what the script report()s comes back."""
-    code = PRELUDE + textwrap.dedent(script)
-    argv = [
-        "unshare",
-        "-m",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        PRIVATE_RUN,
-        "sh",
-        sys.executable,
-        "-c",
-        code,
-        PRELUDE,
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return report_of(PRELUDE + textwrap.dedent(script), PRELUDE, timeout=timeout)
 
 
 def test_what_no_run_recorded_is_reported_and_left_and_never_breaks_a_later_run(host_unchanged):
