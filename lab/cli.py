@@ -131,7 +131,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not args.markdown:
         colour = "green" if totals["failed"] == 0 else "red"
         console.print(f"[{colour}]{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
-    return 1 if totals["failed"] else 0
+    if totals["failed"]:
+        return 1
+    if totals["skipped"] and not totals["passed"] and not args.allow_skips:
+        err.print(
+            f"every probe was skipped ({totals['skipped']}): nothing was tested on this machine "
+            f"(exit {NOTHING_TESTED}; --allow-skips accepts it)",
+            markup=False,
+        )
+        return NOTHING_TESTED
+    return 0
+
+
+NOTHING_TESTED = 3  # lab run's exit status when every probe was skipped (and no --allow-skips)
 
 
 def _print_json(results: list, runs: list, interrupted: bool) -> None:
@@ -273,6 +285,11 @@ def parser() -> argparse.ArgumentParser:
         help="write DIR/index.html: each scenario drawn, each probe's path over it, the comparison (made if missing)",
     )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
+    run.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help=f"exit 0 when every probe was skipped (this machine cannot run any variant); else exit {NOTHING_TESTED}",
+    )
     run.add_argument(
         "--variant",
         action="append",
