@@ -4,7 +4,9 @@ another user's runs on the host, and whatever they pin in /run goes when the las
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import subprocess
 import sys
 
@@ -26,3 +28,21 @@ def report_of(code: str, *args: str, timeout: float = 60) -> dict:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
+
+
+CLONE_NEWNS = 0x00020000
+
+
+def keep_lab_state_private() -> None:
+    """From now on this process, and every process it starts, has /run/netns and /run/lab of its own (fresh
+    tmpfs in a mount namespace of its own; the rest of the machine's files are shared as before): the test
+    session's runs, `lab down`s and `lab ls`es meet no other run on the machine (another user's, another
+    pytest's, another xdist worker's), and a killed run's namespaces go when the session ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) for a private /run/netns and /run/lab")
+    # Mounts made from here on stay in this namespace, and the machine's never reach it.
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    for path, mode in (("/run/netns", "0755"), ("/run/lab", "0700")):  # as ip netns and lab make them
+        os.makedirs(path, mode=int(mode, 8), exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"mode={mode}", "lab-test", path], check=True)
