@@ -11,7 +11,7 @@ lab replay --nft F ...       the same with a node's nft list ruleset (or kube-pr
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
 lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab shell ACTOR: a shell there)
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
-lab down [RUN] [--all]       take a live lab down (the newest without RUN); remove what killed runs left
+lab down [RUN] [--all]       take a live lab down (RUN, or the only one); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
 lab bench [FILE|--replay|--steps|--scale N,..]  time a scenario's stages, replay cases, a step, or N Services per mode
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
@@ -132,7 +132,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif not args.markdown:
         colour = "green" if totals["failed"] == 0 else "red"
         console.print(f"[{colour}]{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
-    return 1 if totals["failed"] else 0
+    if totals["failed"]:
+        return 1
+    if totals["skipped"] and not totals["passed"] and not args.allow_skips:
+        err.print(
+            f"every probe was skipped ({totals['skipped']}): nothing was tested on this machine "
+            f"(exit {NOTHING_TESTED}; --allow-skips accepts it)",
+            markup=False,
+        )
+        return NOTHING_TESTED
+    return 0
+
+
+NOTHING_TESTED = 3  # lab run's exit status when every probe was skipped (and no --allow-skips)
 
 
 def _print_json(results: list, runs: list, interrupted: bool) -> None:
@@ -268,13 +280,14 @@ def parser() -> argparse.ArgumentParser:
         "each probe against what the file expects (PASS or FAIL), with the evidence of every failure (-v: of "
         "every probe). The namespaces are removed after each variant, whatever happens. Needs root.",
         epilog=exit_codes(
-            (0, "every probe passed (or was skipped)"),
+            (0, "every probe passed (some may have been skipped), or every probe was skipped with --allow-skips"),
             (1, "a probe failed"),
             (
                 2,
                 "nothing or not all was run: a scenario error (file:line: field), a bad flag, not root, a missing "
                 "tool, a step that failed or ran out of time",
             ),
+            (NOTHING_TESTED, "every probe was skipped: this machine can run none of the variants asked for"),
             *STOPPED,
         ),
     )
@@ -293,6 +306,11 @@ def parser() -> argparse.ArgumentParser:
         help="write DIR/index.html: each scenario drawn, each probe's path over it, the comparison (made if missing)",
     )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
+    run.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help=f"exit 0 when every probe was skipped (this machine cannot run any variant); else exit {NOTHING_TESTED}",
+    )
     add_variant_flags(run, "run only the variants")
     run.add_argument("--compare", metavar="AXIS", help="one table per scenario with a column per value of AXIS")
     run.add_argument("--markdown", action="store_true", help="with --compare: print Markdown tables")

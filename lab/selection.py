@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -103,3 +104,26 @@ def select(scenario: Scenario, variant_filter: list[str]) -> list[Topology]:
             )
         wanted[key] = value
     return [t for t in scenario.variants if all(axis_text(dict(t.variant).get(k, "")) == v for k, v in wanted.items())]
+
+
+def first_runnable(
+    file: str, variants: list[Topology], cannot_run: Callable[[Topology], str]
+) -> tuple[Topology | None, list[str]]:
+    """The first of `variants` this machine can run (an ipvs one needs ip_vs), and what to tell the user: which
+    was picked among how many, and why each before it was passed over; None, with every variant's reason, when
+    none can run."""
+    reasons = [cannot_run(t) for t in variants]
+    if all(reasons):
+        return None, [
+            f"{file} ({t.variant_label}) cannot run here: {why}" for t, why in zip(variants, reasons, strict=True)
+        ]
+    chosen = reasons.index("")
+    topo = variants[chosen]
+    if len(variants) == 1:
+        return topo, []
+    others = "; ".join(t.variant_label for t in variants if t is not topo)
+    said = [f"{topo.variant_label}: the first of {len(variants)} variants that runs here (--variant picks: {others})"]
+    said += [
+        f"  passed over {t.variant_label}: {why}" for t, why in zip(variants[:chosen], reasons[:chosen], strict=True)
+    ]
+    return topo, said

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from lab.helptext import STOPPED, exit_codes
 from lab.live import commands
-from lab.live.record import LiveLabError, pick
+from lab.live.record import LiveLabError, NotRunnable, pick
 from lab.pipeline import cannot_run
-from lab.selection import add_variant_flags, load_all, no_variant, require_root, select
+from lab.selection import add_variant_flags, first_runnable, load_all, no_variant, require_root, select
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -26,12 +26,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not variants:
         err.print(no_variant([scenario], args.variant), markup=False)
         return 2
-    topo = variants[0]
-    if len(variants) > 1:
-        others = "; ".join(t.variant_label for t in variants[1:])
-        err.print(f"{topo.variant_label}: the first of {len(variants)} variants (--variant picks another: {others})")
-    if reason := cannot_run(topo):
-        err.print(f"{args.file} ({topo.variant_label}) cannot run here: {reason}", markup=False)
+    topo, said = first_runnable(args.file, variants, cannot_run)
+    for line in said:
+        err.print(line, markup=False)
+    if topo is None:
         return 2
     require_root("up")
     axes = {k: [v] for k, v in topo.variant}
@@ -50,7 +48,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
 def cmd_exec(args: argparse.Namespace) -> int:
     require_root("exec")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    argv = commands.exec_argv(args.run, args.actor, command)
+    try:
+        argv = commands.exec_argv(args.run, args.actor, command)
+    except NotRunnable as exc:
+        err.print(f"lab exec: {exc}", markup=False)
+        return exc.status
     os.execvp(argv[0], argv)
 
 
@@ -110,7 +112,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "up",
         help="build one variant of a scenario and keep it running (lab down takes it away)",
-        description="Build one variant of FILE, install kube-proxy's rules, start the backends and keep it all "
+        description="Build one variant of FILE (the first that can run on this machine, saying why any before it "
+        "were passed over; --variant picks one), install kube-proxy's rules, start the backends and keep it all "
         "running in a detached keeper process (it outlives this terminal) until `lab down`. Prints the actors, "
         "their addresses, the Services and how to reach them. Needs root.",
         epilog=exit_codes(
@@ -193,10 +196,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     down = sub.add_parser(
         "down",
         help="take a live lab down; remove what killed runs left",
-        description="Take the live lab RUN down (without RUN: the newest one), then remove the namespaces that "
-        "lab runs recorded in /run/lab and whose process is gone (the pid no longer exists or belongs to a "
-        "process started at another time). Nothing else is removed: lab-* entries in /run/netns that no run "
-        "recorded, symlinks and directories are listed and left.",
+        description="Take the live lab RUN down (an open `lab shell` of it is told on its terminal first) and "
+        "remove what RUN left, saying nothing of other runs. Without RUN: the only live lab (with several, "
+        "RUN or --all is needed), then the namespaces that lab runs recorded in /run/lab and whose process is "
+        "gone (the pid no longer exists or belongs to a process started at another time). Nothing else is "
+        "removed: lab-* entries in /run/netns that no run recorded, symlinks and directories are listed and left.",
         epilog=exit_codes((0, "done (what was left is listed)"), (2, "no such live lab, not root")),
     )
     down.add_argument("run", nargs="?", help="a live lab (lab ls lists them)")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -13,7 +15,7 @@ from typing import Any
 
 from lab.describe.topology import Axis, Topology
 from lab.live.keeper import start
-from lab.live.record import LiveLab, LiveLabError, live_labs, pick
+from lab.live.record import LiveLab, LiveLabError, NotRunnable, live_labs, pick
 from lab.realize.enter import NETNS_DIR
 from lab.realize.runs import alive, process_start, recorded_runs, remove_leftovers
 
@@ -56,7 +58,28 @@ def exec_argv(run: str | None, actor: str, command: list[str]) -> list[str]:
     """What `lab exec` runs: the command in the actor's network namespace."""
     if not command:
         raise LiveLabError("lab exec ACTOR -- COMMAND: give the command after --")
-    return ["ip", "netns", "exec", namespace_of(pick(run), actor), *command]
+    ns = namespace_of(pick(run), actor)
+    runnable(command[0])
+    return ["ip", "netns", "exec", ns, *command]
+
+
+def runnable(name: str) -> None:
+    """Refuse a command that cannot start, as a shell does (`ip netns exec` would say "exec of ... failed" and
+    return 1, which reads as the command's own failure): 127 when there is no such command, 126 when it is
+    not an executable file. The namespace sees the host's files, so the host's PATH is the one searched."""
+    if "/" in name:
+        found: str | None = name
+        if not os.path.exists(name):
+            raise NotRunnable(f"{name}: no such file", 127)
+    else:
+        found = shutil.which(name)
+        if found is None:
+            somewhere = shutil.which(name, mode=os.F_OK)
+            if somewhere is None:
+                raise NotRunnable(f"{name}: command not found", 127)
+            found = somewhere
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise NotRunnable(f"{found}: not executable", 126)
 
 
 def shell_argv(run: str | None, actor: str) -> tuple[list[str], dict[str, str]]:
@@ -83,19 +106,26 @@ def probe(run: str | None, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def down(run: str | None, everything: bool) -> list[str]:
-    """Take live labs down (RUN; without it the newest; --all every one), then sweep dead runs' leftovers."""
+    """Take live labs down (RUN; without it the only one; --all every one), then sweep dead runs' leftovers: with
+    RUN only its own, and only what concerns it is said."""
     labs = live_labs()
     if everything:
-        chosen = labs
-    elif run is not None:
-        chosen = [lab for lab in labs if lab.prefix == run]
-        if not chosen and not any(state.prefix == run for state in recorded_runs()):
-            known = ", ".join(lab.prefix for lab in labs) or "none"
-            raise LiveLabError(f"no run {run}; the live labs are: {known}")
-    else:
-        chosen = labs[-1:]
+        return [_stop(lab) for lab in labs] + remove_leftovers(include_live=True).lines()
+    if run is None:
+        if len(labs) > 1:
+            listed = "; ".join(f"{lab.prefix} ({lab.name}, {lab.variant_label})" for lab in labs)
+            raise LiveLabError(f"{len(labs)} live labs: give RUN, one of {listed} (or --all: every one)")
+        return [_stop(lab) for lab in labs] + remove_leftovers().lines()
+    chosen = [lab for lab in labs if lab.prefix == run]
+    state = next((state for state in recorded_runs() if state.prefix == run), None)
+    if not chosen and state is None:
+        known = ", ".join(lab.prefix for lab in labs) or "none"
+        raise LiveLabError(f"no run {run}; the live labs are: {known}")
+    if not chosen and state is not None and alive(state):
+        return [f"{run} is no live lab but a run still going (pid {state.pid}): it removes its namespaces itself"]
     said = [_stop(lab) for lab in chosen]
-    return said + remove_leftovers(include_live=everything).lines()
+    cleanup = remove_leftovers(only=run)
+    return said + ([] if chosen and cleanup.empty else cleanup.lines())
 
 
 def _stop(lab: LiveLab) -> str:
@@ -104,6 +134,7 @@ def _stop(lab: LiveLab) -> str:
     state = lab.state
     assert state is not None  # read from the run state
     if alive(state):
+        _warn_shells(lab)
         os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_LIMIT
     while process_start(state.pid) == state.start:
@@ -112,3 +143,27 @@ def _stop(lab: LiveLab) -> str:
             return f"{lab.prefix}: the keeper did not stop within {STOP_LIMIT:.0f} s: killed"
         time.sleep(0.05)
     return f"{lab.prefix}: {lab.name} ({lab.variant_label}) taken down"
+
+
+def _warn_shells(lab: LiveLab) -> None:
+    """Tell every open `lab shell` of the lab, on its terminal, that the lab goes: its teardown kills what runs
+    in the lab's namespaces, the shell too, which would otherwise vanish without a word. A shell is known by
+    the LAB_RUN its environment was started with (shell_argv); each terminal is told once."""
+    marker = f"LAB_RUN={lab.prefix}".encode()
+    told: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker not in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                continue
+            terminal = os.readlink(f"/proc/{pid}/fd/0")
+        except OSError:  # gone meanwhile, or no stdin
+            continue
+        if terminal in told or not terminal.startswith(("/dev/pts/", "/dev/tty")):
+            continue
+        told.add(terminal)
+        with contextlib.suppress(OSError):  # a terminal closed meanwhile has nobody to tell
+            fd = os.open(terminal, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+            try:
+                os.write(fd, f"\r\nlab down: {lab.prefix} is being taken down; this lab shell ends now\r\n".encode())
+            finally:
+                os.close(fd)

@@ -15,6 +15,14 @@ class LiveLabError(Exception):
     """A command about live labs cannot be done: the message says why and what to do."""
 
 
+class NotRunnable(LiveLabError):
+    """`lab exec`'s command cannot be started: the status a shell gives (127 not found, 126 not executable)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class LiveLab:
     prefix: str

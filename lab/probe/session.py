@@ -69,6 +69,8 @@ class Observation:
     # A kept flow checked: what its exchanges met since the previous check, step by step (lab/probe/flows.py).
     flow: tuple[str, ...] = ()
     hops: tuple[Hop, ...] = ()  # `path` as data: where each frame was seen, with its addresses there
+    # Several connections (judge/attempts.py): each one's hops, in the order they were sent (`hops` is one of them).
+    connections: tuple[tuple[Hop, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ fate). The session asks the kernel where it must (lab.probe.session: a packet lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lab.probe.capture import Frame
 from lab.probe.craft import Segment
@@ -58,6 +58,15 @@ def stray_answer(outcome: str, frames: list[Frame], target: str) -> str:
     return ""
 
 
+def dropping_rule(hits: Sequence[tuple[str, RuleHit]]) -> tuple[str, RuleHit] | None:
+    """The rule (or chain policy) that dropped or rejected the probe's packet, with its node: the last such one
+    the packet met. Only meaningful for a probe that was not delivered."""
+    return next(
+        ((node, hit) for node, hit in reversed(hits) if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP"),
+        None,
+    )
+
+
 def explain(
     outcome: str,
     hits: list[tuple[str, RuleHit]],
@@ -70,14 +79,14 @@ def explain(
     client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked)."""
     if outcome == "delivered":
         return ""
-    for node, hit in reversed(hits):
-        if hit.verdict in ("DROP", "REJECT") or hit.rule == "policy DROP":
-            said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
-            if outcome != "dropped":
-                return f"{said}; the client got: {answer}"
-            if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-                return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
-            return said
+    if found := dropping_rule(hits):
+        node, hit = found
+        said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
+        if outcome != "dropped":
+            return f"{said}; the client got: {answer}"
+        if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
+            return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
+        return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
         came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or " icmp " in (f.summary() or "")), None)
         return f"{answer}: {came.where} carried {came.summary()}" if came else answer

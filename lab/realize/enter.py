@@ -48,6 +48,7 @@ def _setns(path: Path) -> None:
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_SHARED = 1 << 20
+MNT_DETACH = 2
 
 
 def _mount(source: str, target: str, flags: int) -> None:
@@ -106,6 +107,9 @@ def create_netns(name: str, inside: Callable[[], T] | None = None) -> T | None:
     try:
         return _run_in_thread(f"create:{name}", unshare_and_pin)
     except BaseException:
+        # Cut short after the pin (a SIGTERM while `inside` ran): a mounted file cannot be unlinked (EBUSY), so it
+        # is unpinned first; unpinning a file where nothing is mounted fails harmlessly.
+        _libc.umount2(str(target).encode(), MNT_DETACH)
         target.unlink(missing_ok=True)
         raise
 

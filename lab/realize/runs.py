@@ -359,6 +359,11 @@ class Cleanup:
     unrecorded: list[str] = field(default_factory=list)  # lab-* entries no run's state names
     bad_states: list[str] = field(default_factory=list)  # files in /run/lab that are no run's state
 
+    @property
+    def empty(self) -> bool:
+        """Nothing removed and nothing left to speak of."""
+        return not (self.removed or self.live or self.not_plain or self.unrecorded or self.bad_states)
+
     def lines(self) -> list[str]:
         said = [f"removed {len(self.removed)} namespaces" + (f": {' '.join(self.removed)}" if self.removed else "")]
         left = [
@@ -371,13 +376,14 @@ class Cleanup:
         return said
 
 
-def remove_leftovers(include_live: bool = False) -> Cleanup:
-    """Remove the recorded namespaces of runs that are gone (with include_live, of every recorded run)."""
+def remove_leftovers(include_live: bool = False, only: str | None = None) -> Cleanup:
+    """Remove the recorded namespaces of runs that are gone (with include_live, of every recorded run); with
+    `only`, of that run alone, and say nothing of any other (other users' runs are theirs to sweep)."""
     cleanup = Cleanup()
     live: set[str] = set()
     with _state_dir() as dir_fd, _exclusive(dir_fd):
         for filename in sorted(os.listdir(dir_fd)):
-            if not (match := STATE_RE.match(filename)):
+            if not (match := STATE_RE.match(filename)) or (only is not None and match.group(1) != only):
                 continue
             state = _read_state(dir_fd, filename, match.group(1))
             if state is None:
@@ -391,6 +397,8 @@ def remove_leftovers(include_live: bool = False) -> Cleanup:
                 cleanup.not_plain += left
                 _unlink_run(dir_fd, state.prefix)
         for name in _netns_entries():
+            if only is not None and not name.startswith(f"{only}-"):
+                continue
             if name.startswith(tuple(f"{prefix}-" for prefix in live)):
                 cleanup.live.append(name)
             elif name not in cleanup.not_plain:

@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.table import Table
 
 from lab.describe.topology import axis_text
 from lab.pipeline import ProbeResult, VariantRun
 
 
-def _cell(result: ProbeResult | None, skipped: str) -> tuple[str, str]:
-    """(text, what is compared across columns) for one probe in one variant."""
+@dataclass(frozen=True)
+class Cell:
+    text: str  # what the table shows
+    compared: str = ""  # what is compared across the columns ("" for a probe that did not run)
+    result: ProbeResult | None = None  # the probe's, when it ran (the HTML report links it)
+
+
+def _cell(result: ProbeResult | None, skipped: str) -> Cell:
+    """One probe in one variant."""
     if result is None:
-        return ("skipped" if skipped else "—", "")
+        return Cell("skipped" if skipped else "—")
     o = result.observed
     # The backend where the scenario names one (which pod a flow reaches); otherwise it is the kernel's random
     # pick, and would make modes differ that do not.
     by = f" by {o.backend}" if o.backend and result.probe.expected.backends else ""
     seen = f" from {o.source_by_entry or o.source or o.source_ip}" if o.source_ip else ""
     mark = "PASS" if result.verdict.ok else "FAIL"
-    return f"{o.outcome}{by}{seen} {mark}", f"{o.outcome}{by}{seen}"
+    return Cell(f"{o.outcome}{by}{seen} {mark}", f"{o.outcome}{by}{seen}", result)
 
 
-def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: the other axes and the probe, then one cell per value of `axis`, then `differs`."""
+def compare_grid(runs: list[VariantRun], axis: str) -> tuple[list[str], list[tuple[str, str, list[Cell], bool]]]:
+    """Header and rows: the other axes, the probe, one cell per value of `axis`, and whether the cells differ."""
     values: list[str] = []
-    rows: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    rows: dict[tuple[str, str], dict[str, Cell]] = {}
     for run in runs:
         variant = dict(run.topology.variant)
         value = axis_text(variant.pop(axis, ""))
@@ -36,9 +45,17 @@ def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[lis
             rows.setdefault((rest, probe.name), {})[value] = _cell(by_probe.get(probe.name), run.skipped)
     body = []
     for (rest, probe), cells in rows.items():
-        compared = {cells[v][1] for v in values if v in cells and cells[v][1]}
-        body.append([rest, probe, *(cells.get(v, ("—", ""))[0] for v in values), "≠" if len(compared) > 1 else ""])
+        compared = {cells[v].compared for v in values if v in cells and cells[v].compared}
+        body.append((rest, probe, [cells.get(v, Cell("—")) for v in values], len(compared) > 1))
     return ["variant", "probe", *values, "differs"], body
+
+
+def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[list[str]]]:
+    """compare_grid as text: the differing rows marked ≠."""
+    header, grid = compare_grid(runs, axis)
+    return header, [
+        [rest, probe, *(c.text for c in cells), "≠" if differs else ""] for rest, probe, cells, differs in grid
+    ]
 
 
 def compare_table(name: str, runs: list[VariantRun], axis: str) -> Table:

@@ -2,8 +2,9 @@
 
 Nodes are boxes holding their pods (a cluster each: the node's addresses, then each pod with its address), beside
 the underlay they share with external hosts, routers and load balancers. A probe's path colours the actors it
-crossed in the order the captures first saw them (numbered), the source, the backend that answered, and the actor
-where the packet was last seen when nothing answered. Every string from the scenario is escaped for dot and for
+crossed in the order the captures first saw them (numbered), the source, the backends that answered, and the actor
+where the packet was last seen when nothing answered; a probe that sent several connections has each one's path
+drawn, numbered. Every string from the scenario is escaped for dot and for
 the SVG that dot writes.
 """
 
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from lab.describe.topology import Topology
 from lab.probe.session import Hop
 
 UNDERLAY = "underlay"
 SOURCE, CROSSED, BACKEND, DIED = "#2e7d32", "#ef6c00", "#1565c0", "#c62828"
+# The paths of a probe's several connections, told apart (the first as a single path, then none of the above).
+CONNECTIONS = ("#ef6c00", "#6a1b9a", "#00838f", "#9e9d24", "#ad1457", "#4e342e", "#283593", "#558b2f")
 
 
 class DrawingError(Exception):
@@ -38,14 +41,34 @@ def path_actors(hops: Sequence[Hop]) -> list[str]:
     return list(dict.fromkeys(h.actor for h in hops))
 
 
-def topology_dot(topo: Topology, hops: Sequence[Hop] = (), source: str = "", backend: str = "", died: str = "") -> str:
-    """The graph in dot's language; with a probe's hops, its path drawn over it."""
-    crossed = path_actors(hops)
-    order = {actor: i for i, actor in enumerate(crossed, 1)}
+def topology_dot(
+    topo: Topology,
+    paths: Sequence[Sequence[Hop]] = (),
+    source: str = "",
+    backends: Collection[str] = (),
+    died: str = "",
+) -> str:
+    """The graph in dot's language; with a probe's paths (one per connection it sent), each drawn over it.
 
-    def style(name: str) -> str:
-        colour = {source: SOURCE, backend: BACKEND, died: DIED}.get(name) or (CROSSED if name in order else "")
-        mark = f" ({order[name]})" if name in order else ""
+    One path numbers the actors it crossed in the order first seen; several (an ECMP router spreading the
+    connections over nodes) each get a colour and their number (#1, #2...) on their edges, and an actor names the
+    connections that crossed it."""
+    paths = [path for path in paths if path]
+    crossings: dict[str, list[int]] = {}
+    for k, path in enumerate(paths, 1):
+        for actor in path_actors(path):
+            crossings.setdefault(actor, []).append(k)
+    order = {actor: i for i, actor in enumerate(path_actors([h for path in paths for h in path]), 1)}
+
+    def style(name: str) -> tuple[str, str]:
+        colour = SOURCE if name == source else BACKEND if name in backends else DIED if name == died else ""
+        colour = colour or (CROSSED if name in order else "")
+        if name not in order:
+            mark = ""
+        elif len(paths) == 1:
+            mark = f" ({order[name]})"
+        else:
+            mark = " (" + " ".join(f"#{k}" for k in crossings[name]) + ")"
         return (f', color="{colour}", penwidth=2.5, fontcolor="{colour}"' if colour else ""), mark
 
     lines = [
@@ -82,10 +105,25 @@ def topology_dot(topo: Topology, hops: Sequence[Hop] = (), source: str = "", bac
         label = f"load balancer {lb.name}\n{lb.address}\nVIP {vips}"
         lines.append(f"  {_id('lb:' + lb.name)} [label={_quote(label)}, shape=hexagon];")
         lines.append(f"  {_id(UNDERLAY)} -- {_id('lb:' + lb.name)} [style=dotted];")
-    for first, second in zip(crossed, crossed[1:], strict=False):
-        lines.append(
-            f'  {_id(first)} -- {_id(second)} [color="{CROSSED}", penwidth=2, style=dashed, constraint=false];'
-        )
+    # Connections that took the same route share its edges: one colour per route, labelled with their numbers.
+    # A connection from an external host starts there and crosses the routers it sits behind, where no capture is.
+    behind = {e.name: e.behind for e in topo.externals if e.behind}
+    start = [source] if source else []
+    while start and start[-1] in behind and behind[start[-1]] not in start:
+        start.append(behind[start[-1]])
+    routes: dict[tuple[str, ...], list[int]] = {}
+    for k, path in enumerate(paths, 1):
+        crossed = path_actors(path)
+        routes.setdefault(tuple([a for a in start if a not in crossed] + crossed), []).append(k)
+    for r, (route, numbers) in enumerate(routes.items()):
+        colour = CROSSED if len(paths) == 1 else CONNECTIONS[r % len(CONNECTIONS)]
+        said = " ".join(f"#{k}" for k in numbers)
+        label = "" if len(paths) == 1 else f', label="{said}", fontcolor="{colour}", fontsize=9'
+        for first, second in zip(route, route[1:], strict=False):
+            lines.append(
+                f'  {_id(first)} -- {_id(second)} [color="{colour}", penwidth=2, style=dashed, constraint=false'
+                f"{label}];"
+            )
     lines.append("}")
     return "\n".join(lines) + "\n"
 

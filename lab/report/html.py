@@ -16,7 +16,8 @@ from lab.describe.topology import Topology
 from lab.pipeline import ProbeResult, VariantRun
 from lab.probe.capture import write_file
 from lab.probe.session import Hop
-from lab.report.compare import compare_rows
+from lab.probe.why import dropping_rule
+from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
 from lab.report.records import expected_text, observed_text
 
@@ -32,11 +33,16 @@ article.probe.fail { border-left-color: #c62828; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 3px; color: #fff; font-size: 12px; }
 .pass .badge { background: #2e7d32; } .fail .badge { background: #c62828; }
 .drawing svg { max-width: 100%; height: auto; } .legend span { margin-right: 1em; }
+td.fail, td.fail a { background: #ffebee; color: #b71c1c; font-weight: bold; } td a { color: inherit; }
+section.failures { border: 2px solid #c62828; background: #fff5f5; padding: 0.3em 1em; margin: 1em 0; }
+section.failures h2 { color: #c62828; border: none; margin-top: 0.3em; }
+tr.dropper td { background: #ffcdd2; font-weight: bold; } tr.dropper td:last-child { color: #b71c1c; }
 """
 LEGEND = (
     '<p class="legend muted"><span style="color:#2e7d32">■ source</span><span style="color:#ef6c00">■ crossed '
     '(in the order first seen)</span><span style="color:#1565c0">■ backend</span><span style="color:#c62828">■ last '
-    "seen (nothing answered)</span></p>"
+    "seen (nothing answered)</span> dashed lines: the path of each connection (#1, #2… when a probe sent several)"
+    "</p>"
 )
 
 
@@ -76,14 +82,46 @@ def hop_rows(hops: Sequence[Hop]) -> list[str]:
     return rows
 
 
+def probe_anchor(result: ProbeResult) -> str:
+    return _anchor(result.topology.scenario, result.topology.variant_label, result.probe.name)
+
+
+def _hop_table(hops: Sequence[Hop], caption: str = "") -> str:
+    head = f"<caption>{_e(caption)}</caption>" if caption else ""
+    return (
+        f"<table class='hops'>{head}<tr><th>#</th><th>seen at</th><th>source</th><th>destination</th><th></th></tr>"
+        + "".join(hop_rows(hops))
+        + "</table>"
+    )
+
+
+def rule_rows(result: ProbeResult) -> list[str]:
+    """One row per rule that met the probe; the one that dropped or rejected it, when it was not delivered,
+    marked (the rule `why` names)."""
+    o = result.observed
+    dropper = dropping_rule(o.rules) if o.outcome != "delivered" else None
+    rows = []
+    for actor, hit in o.rules:
+        dropped = dropper is not None and dropper == (actor, hit)
+        said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} it" if dropped else ""
+        mark = ' class="dropper"' if dropped else ""
+        rows.append(
+            f"<tr{mark}><td>{_e(actor)}</td><td>{_e(hit.table)} {_e(hit.chain)}</td>"
+            f"<td class='mono'>{_e(hit.rule)}</td><td>{hit.packets}</td><td>{said}</td></tr>"
+        )
+    return rows
+
+
 def _probe(result: ProbeResult, directory: Path) -> str:
     o, p = result.observed, result.probe
     state = "pass" if result.verdict.ok else "fail"
     died = ""
     if o.outcome != "delivered" and o.hops:
         died = o.hops[-1].actor
-    drawing = svg(topology_dot(result.topology, o.hops, p.source, o.backend or "", died))
-    anchor = _anchor(result.topology.scenario, result.topology.variant_label, p.name)
+    paths = o.connections or (o.hops,)
+    backends = set((o.backend or "").split("|")) - {""}
+    drawing = svg(topology_dot(result.topology, paths, p.source, backends, died))
+    anchor = probe_anchor(result)
     parts = [
         f'<article class="probe {state}" id="{anchor}">',
         f'<h4><span class="badge">{state.upper()}</span> {_e(p.name)}: {_e(p.source)} → {_e(p.target)} '
@@ -98,20 +136,14 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     if p.why:
         parts.append(f'<p class="muted">scenario says: {_e(p.why)}</p>')
     parts.append(f'<div class="drawing">{drawing}</div>')
-    if o.hops:
-        parts.append(
-            "<table class='hops'><tr><th>#</th><th>seen at</th><th>source</th><th>destination</th><th></th></tr>"
-            + "".join(hop_rows(o.hops))
-            + "</table>"
-        )
+    if len(o.connections) > 1:
+        parts += [_hop_table(hops, f"connection #{k}") for k, hops in enumerate(o.connections, 1) if hops]
+    elif o.hops:
+        parts.append(_hop_table(o.hops))
     if o.rules:
-        rows = "".join(
-            f"<tr><td>{_e(actor)}</td><td>{_e(hit.table)} {_e(hit.chain)}</td><td class='mono'>{_e(hit.rule)}</td>"
-            f"<td>{hit.packets}</td></tr>"
-            for actor, hit in o.rules
-        )
         parts.append(
-            f"<table class='rules'><tr><th>where</th><th>chain</th><th>rule</th><th>pkts</th></tr>{rows}</table>"
+            "<table class='rules'><tr><th>where</th><th>chain</th><th>rule</th><th>pkts</th><th></th></tr>"
+            f"{''.join(rule_rows(result))}</table>"
         )
     for line in (*o.conntrack, *o.flow):
         parts.append(f"<p class='mono'>{_e(line)}</p>")
@@ -124,22 +156,42 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     return "\n".join(parts)
 
 
+def _compare_cell(cell: Cell, differs: bool) -> str:
+    """A comparison cell: a failure in red, and every probe that ran linked to its account below."""
+    failed = cell.result is not None and not cell.result.verdict.ok
+    classes = " ".join(c for c, on in (("differs", differs), ("fail", failed)) if on)
+    text = _e(cell.text)
+    if cell.result is not None:
+        text = f'<a href="#{probe_anchor(cell.result)}">{text}</a>'
+    return f'<td class="{classes}">{text}</td>'
+
+
 def _comparison(runs: Sequence[VariantRun]) -> str:
     axes = list(dict(runs[0].topology.variant)) if runs else []
     axis = "proxyMode" if "proxyMode" in axes else (axes[0] if axes else "")
     if not axis or len(runs) < 2:
         return ""
-    header, body = compare_rows(list(runs), axis)
+    header, grid = compare_grid(list(runs), axis)
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    rows = []
-    for row in body:
-        differs = row[-1] == "≠"
-        cells = "".join(
-            f'<td class="{"differs" if differs and 2 <= k < len(row) - 1 else ""}">{_e(c)}</td>'
-            for k, c in enumerate(row)
-        )
-        rows.append(f"<tr>{cells}</tr>")
+    rows = [
+        f"<tr><td>{_e(rest)}</td><td>{_e(probe)}</td>{''.join(_compare_cell(c, differs) for c in cells)}"
+        f"<td>{'≠' if differs else ''}</td></tr>"
+        for rest, probe, cells, differs in grid
+    ]
     return f"<h3>By {_e(axis)}</h3><table class='compare'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _failures(results: Sequence[ProbeResult]) -> str:
+    """The failed probes first, each linked to its account: what was expected, what came."""
+    failed = [r for r in results if not r.verdict.ok]
+    if not failed:
+        return ""
+    items = "".join(
+        f'<li><a href="#{probe_anchor(r)}">{_e(r.topology.scenario)} · {_e(r.topology.variant_label or "—")} · '
+        f"{_e(r.probe.name)}</a>: expected {_e(expected_text(r))}, observed {_e(observed_text(r))}</li>"
+        for r in failed
+    )
+    return f'<section class="failures"><h2>{len(failed)} failed</h2><ul>{items}</ul></section>'
 
 
 def _scenario(name: str, runs: Sequence[VariantRun], directory: Path) -> str:
@@ -170,7 +222,7 @@ def page(scenarios: Sequence[tuple[str, Sequence[VariantRun]]], directory: Path)
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>lab report</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>lab report</h1>\n"
         f'<p class="muted">{stamp}, kernel {_e(platform.release())}: {passed} passed, {len(results) - passed} failed, '
-        f"{skipped} skipped</p>\n<nav>{nav}</nav>\n{LEGEND}\n{body}\n</body></html>\n"
+        f"{skipped} skipped</p>\n{_failures(results)}\n<nav>{nav}</nav>\n{LEGEND}\n{body}\n</body></html>\n"
     )
 
 

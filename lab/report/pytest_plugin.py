@@ -22,6 +22,7 @@ from lab.realize.terminate import handle_sigterm
 from lab.report.records import evidence_lines, headline
 
 _runs: dict[tuple[str, tuple], VariantRun] = {}
+LAB_CODE = Path(__file__).resolve().parents[1]  # the lab package
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -111,7 +112,11 @@ class ProbeItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ProbeFailed):
             return excinfo.value.describe()
-        return str(super().repr_failure(excinfo))
+        # Anything else (an evidence timeout, a bug) as its message under the frames of lab's own code: pytest's
+        # and pluggy's, hundreds of lines under an item of a plugin, say nothing about it.
+        own = excinfo.traceback.filter(lambda entry: Path(str(entry.path)).is_relative_to(LAB_CODE))
+        excinfo.traceback = own or excinfo.traceback[-1:]
+        return str(excinfo.getrepr(style="short"))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"{self.topology.scenario}: {self.name}"

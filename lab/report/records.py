@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.describe.topology import Expected, ProbeSpec, Topology
 from lab.pipeline import ProbeResult, VariantRun
 
 
 def expected_text(result: ProbeResult) -> str:
-    e = result.probe.expected
+    return expectation_text(result.probe.expected)
+
+
+def expectation_text(e: Expected) -> str:
+    """What a probe expects, in the words of the tables ("delivered by web from node2")."""
     parts = [" or ".join(e.outcomes)]
     if e.backends:
         parts.append("by " + "|".join(e.backends))
@@ -33,23 +38,17 @@ def observed_text(result: ProbeResult) -> str:
     return " ".join(parts)
 
 
-def to_record(result: ProbeResult) -> dict[str, Any]:
-    e, o = result.probe.expected, result.observed
+def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
+    """What every record says of its probe, run or skipped."""
+    e = probe.expected
     return {
-        "scenario": result.topology.scenario,
-        "file": result.topology.file,
-        "variant": dict(result.topology.variant),
-        "probe": result.probe.name,
-        "from": result.probe.source,
-        "to": {
-            "target": result.probe.target,
-            "address": f"{result.probe.dst_ip}:{result.probe.dst_port}",
-            "protocol": result.probe.protocol,
-        },
-        "before": [str(step) for step in result.probe.before],
-        "kube_proxy": [line for done in result.steps for line in done.said],
-        "ok": result.verdict.ok,
-        "reasons": list(result.verdict.reasons),
+        "scenario": topology.scenario,
+        "file": topology.file,
+        "variant": dict(topology.variant),
+        "probe": probe.name,
+        "from": probe.source,
+        "to": {"target": probe.target, "address": f"{probe.dst_ip}:{probe.dst_port}", "protocol": probe.protocol},
+        "before": [str(step) for step in probe.before],
         "expected": {
             "outcome": e.outcome,
             "or": list(e.also),
@@ -60,6 +59,16 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "same_backend": e.same_backend,
             "affinity": e.affinity,
         },
+    }
+
+
+def to_record(result: ProbeResult) -> dict[str, Any]:
+    o = result.observed
+    return _probe_fields(result.topology, result.probe) | {
+        "kube_proxy": [line for done in result.steps for line in done.said],
+        "ok": result.verdict.ok,
+        "skipped": None,
+        "reasons": list(result.verdict.reasons),
         "observed": {
             "outcome": o.outcome,
             "backend": o.backend,
@@ -82,22 +91,40 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
     }
 
 
+# A skipped probe observed nothing: its record has every key a run probe's has, empty (a reader indexes them alike).
+_NOTHING_OBSERVED: dict[str, Any] = {
+    "outcome": None,
+    "backend": None,
+    "node": None,
+    "source": None,
+    "source_ip": None,
+    "source_by_entry": None,
+    "error": None,
+    "explanation": None,
+    "path": [],
+    "rules": [],
+    "flow": [],
+    "conntrack": [],
+    "pcaps": [],
+    "seconds": 0.0,
+}
+
+
 def skipped_records(run: VariantRun) -> list[dict[str, Any]]:
-    return (
-        [
-            {
-                "scenario": run.topology.scenario,
-                "file": run.topology.file,
-                "variant": dict(run.topology.variant),
-                "probe": probe.name,
-                "ok": None,
-                "skipped": run.skipped,
-            }
-            for probe in run.topology.probes
-        ]
-        if run.skipped
-        else []
-    )
+    """The records of a variant this machine could not run: `ok` null, `skipped` saying why."""
+    if not run.skipped:
+        return []
+    return [
+        _probe_fields(run.topology, probe)
+        | {
+            "kube_proxy": [],
+            "ok": None,
+            "skipped": run.skipped,
+            "reasons": [],
+            "observed": dict(_NOTHING_OBSERVED),
+        }
+        for probe in run.topology.probes
+    ]
 
 
 def summary(runs: list[VariantRun], results: list[ProbeResult] | None = None) -> dict[str, Any]:

@@ -28,3 +28,24 @@ def test_a_holder_in_the_hosts_namespace_is_refused(host_unchanged):
     finally:
         netns.holder.kill()
         netns.holder.wait()
+
+
+def test_a_namespace_whose_setup_is_cut_short_is_unpinned_and_gone(host_unchanged):
+    """A SIGTERM (or any error) while the new namespace's setup runs comes after the pin: the pinned file must be
+    unmounted before it can go, and the error raised is the one that cut it short, not EBUSY."""
+    from lab.realize import runs
+    from lab.realize.enter import NETNS_DIR, create_netns
+
+    prefix = runs.new_prefix()
+    name = f"{prefix}-cut"
+    runs.record(prefix, name)
+
+    def cut_short() -> None:
+        raise KeyboardInterrupt  # as lab's SIGTERM handler raises Terminated
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            create_netns(name, cut_short)
+        assert not (NETNS_DIR / name).exists()
+    finally:
+        runs.release(prefix)

@@ -7,6 +7,7 @@ import struct
 
 from lab.probe.capture import Frame
 from lab.probe.evidence.counters import counter_hits, parse_counters
+from lab.probe.evidence.nftrace import marker_missing
 
 BEFORE = """\
 *filter
@@ -166,3 +167,11 @@ table ip filter { # handle 1
         ("filter", "INPUT", 9): "-p tcp -m tcp --dport 30080 -j DROP",
         ("filter", "INPUT", 12): "-j KUBE-FIREWALL",
     }
+
+
+def test_a_trace_marker_that_does_not_come_is_named_a_timeout_with_how_long_it_waited():
+    said = marker_missing("lab-0abc12-node1", 10.04, None, 201)
+    assert said.startswith("timed out after 10.0 s waiting for nft monitor trace in lab-0abc12-node1")
+    assert "(201 sent)" in said and "too busy" in said
+    ended = marker_missing("lab-0abc12-node1", 0.3, 1, 6)
+    assert ended.startswith("nft monitor trace in lab-0abc12-node1 exited with status 1 after 0.3 s")

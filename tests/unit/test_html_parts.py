@@ -3,12 +3,17 @@ and the page escaped (what Chromium makes of the page is tests/integration/test_
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from support.scenario import BASE, write
 
 from lab.describe.load import load_scenario
-from lab.probe.session import Hop
+from lab.judge.verdict import Verdict
+from lab.pipeline import ProbeResult
+from lab.probe.evidence.base import RuleHit
+from lab.probe.session import Hop, Observation
 from lab.report.drawing import path_actors, topology_dot
-from lab.report.html import _e, hop_rows
+from lab.report.html import _e, hop_rows, rule_rows
 
 HOPS = (
     Hop("node2", "eth0", False, "192.168.56.100:40000 > 192.168.56.12:30080 tcp [S]"),
@@ -29,10 +34,32 @@ def test_hops_mark_what_a_nat_changed_in_each_direction():
 def test_the_path_colours_actors_in_the_order_first_seen(tmp_path):
     (topo,) = load_scenario(write(tmp_path, BASE)).variants
     assert path_actors(HOPS) == ["node2", "node1"]
-    dot = topology_dot(topo, HOPS, "client", "web-0")
+    dot = topology_dot(topo, [HOPS], "client", {"web-0"})
     assert '"a:node2" [label="node2 (1)' in dot and '"a:node1" [label="node1 (2)' in dot
     assert '"a:node2" -- "a:node1" [color=' in dot
 
 
 def test_text_from_a_scenario_is_escaped():
     assert _e('<script>"x"</script>') == "&lt;script&gt;&quot;x&quot;&lt;/script&gt;"
+
+
+def test_every_connection_of_a_probe_is_drawn_numbered(tmp_path):
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    through_node1 = (Hop("node1", "eth0", False, "192.168.56.100:40001 > 192.168.56.11:30080 tcp [S]"),)
+    dot = topology_dot(topo, [HOPS, through_node1, HOPS], "client", {"web-0"})
+    # Connections #1 and #3 took one route (client, node2, node1), #2 another (client, node1).
+    assert '"a:client" -- "a:node2" [' in dot and 'label="#1 #3"' in dot
+    assert '"a:client" -- "a:node1" [' in dot and 'label="#2"' in dot
+    assert '"a:node2" [label="node2 (#1 #3)' in dot and '"a:node1" [label="node1 (#1 #2 #3)' in dot
+
+
+def test_the_rule_that_dropped_the_probe_is_marked(tmp_path):
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    seen = RuleHit("filter", "INPUT", "-j KUBE-EXTERNAL-SERVICES", 1)
+    drop = RuleHit("filter", "KUBE-EXTERNAL-SERVICES", "-p tcp --dport 30080 -j DROP", 1)
+    observed = Observation(outcome="dropped", rules=(("node2", seen), ("node2", drop)))
+    result = ProbeResult(topo, topo.probes[0], observed, Verdict(False, ("expected delivered, got dropped",)))
+    rows = rule_rows(result)
+    assert 'class="dropper"' not in rows[0] and rows[1].startswith('<tr class="dropper">') and "dropped it" in rows[1]
+    delivered = replace(result, observed=replace(observed, outcome="delivered"))
+    assert not any("dropper" in row for row in rule_rows(delivered))

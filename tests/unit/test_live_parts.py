@@ -9,6 +9,7 @@ from lab.describe.load import load_scenario
 from lab.live.adhoc import adhoc_probe, target
 from lab.live.record import LiveLabError
 from lab.live.summary import summary
+from lab.selection import first_runnable
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_up_prints_actors_services_and_how_to_reach_them(topo):
     text = "\n".join(lines)
     assert lines[0].startswith("lab-0abc12: t (")
     assert "web-0" in text and "10.244.1.2" in text and "node2" in text and "192.168.56.100" in text
-    assert "NodePort" in text and "lab exec client -- curl -s http://192.168.56.12:" in text
+    assert "NodePort" in text and "lab exec --run lab-0abc12 client -- curl -s -m 3 http://192.168.56.12:" in text
     assert lines[-1] == "  lab down lab-0abc12"
 
 
@@ -74,3 +75,37 @@ def test_an_ad_hoc_probe_is_refused_in_the_words_of_its_flags(tmp_path, request_
         adhoc_probe(path, {}, variant, request_)
     assert str(info.value).startswith(said), str(info.value)
     assert "probes[" not in str(info.value)
+
+
+def test_every_printed_command_names_the_run_and_a_curl_gives_up(topo):
+    """With another lab up, a command without --run fails ("2 live labs: give --run"); a curl to a node that
+    drops the SYN (externalTrafficPolicy Local, no endpoint there) would hang without -m."""
+    commands = [line.split("#")[0].strip() for line in summary(topo, "lab-0abc12") if line.startswith("  lab ")]
+    for command in commands:
+        if command.split()[1] in {"exec", "probe", "shell"}:
+            assert command.split()[2:4] == ["--run", "lab-0abc12"], command
+        if "curl" in command:
+            assert "-m 3" in command, command
+
+
+def test_a_printed_curl_says_what_the_scenarios_probe_expects(tmp_path):
+    dropped = BASE.replace("expect: {outcome: delivered, source: node2}", "expect: {outcome: dropped}")
+    (topo,) = load_scenario(write(tmp_path, dropped)).variants
+    (curl,) = [line for line in summary(topo, "lab-0abc12") if "curl" in line]
+    assert "http://192.168.56.12:" in curl  # where probe p goes: node2's NodePort
+    assert "expected dropped: curl shows nothing, then exit 28 after 3 s (timed out)" in curl
+
+
+def test_lab_up_picks_the_first_variant_that_runs_here_and_says_why_it_passed_others_over(tmp_path):
+    axes = {"proxyMode": ["ipvs", "nftables", "iptables"]}
+    variants = list(load_scenario(write(tmp_path, BASE), axes).variants)
+    reasons = {"ipvs": "the kernel has no ip_vs", "nftables": "no nft here"}
+    topo, said = first_runnable("s.yaml", variants, lambda t: reasons.get(t.cluster.proxy_mode, ""))
+    assert topo is variants[2]
+    assert said[0].startswith("proxyMode=iptables: the first of 3 variants that runs here")
+    assert said[1:] == [
+        "  passed over proxyMode=ipvs: the kernel has no ip_vs",
+        "  passed over proxyMode=nftables: no nft here",
+    ]
+    nothing, why = first_runnable("s.yaml", variants[:1], lambda t: "the kernel has no ip_vs")
+    assert nothing is None and why == ["s.yaml (proxyMode=ipvs) cannot run here: the kernel has no ip_vs"]

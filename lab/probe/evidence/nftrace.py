@@ -164,6 +164,21 @@ def _marker_socket() -> socket.socket:
     return sock
 
 
+def marker_missing(netns: str, waited: float, exit_status: int | None, sent: int) -> str:
+    """Why a barrier failed, as it happened: the monitor ended (its status), or the marker's event did not come
+    in the time given, which a busy machine can cause as well as a kernel whose tracing does not answer."""
+    if exit_status is not None:
+        return (
+            f"nft monitor trace in {netns} exited with status {exit_status} after {waited:.1f} s, before it "
+            "reported its marker packet, so the rules that acted cannot be read"
+        )
+    return (
+        f"timed out after {waited:.1f} s waiting for nft monitor trace in {netns} to report its marker packet "
+        f"({sent} sent): the machine may be too busy to deliver the events in time, or this kernel's nftables "
+        f"tracing does not answer ({platform.release()}); the rules that acted cannot be read"
+    )
+
+
 class KernelTrace(MonitorLines):
     """`nft monitor trace` (ARGS) in one namespace, with a barrier so that a probe's events are all read: a marker
     datagram sent through the hooks, waited for until its trace arrives. The lab-trace table (TRACE_TABLE) sets
@@ -183,25 +198,25 @@ class KernelTrace(MonitorLines):
             self.close()  # no object is returned to close it later
             raise
 
-    def barrier(self, timeout: float = 2.0) -> None:
+    def barrier(self, timeout: float = 10.0) -> None:
         """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel
-        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`."""
+        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`. The marker comes
+        back in milliseconds; the time limit is generous, as a machine busy with other work can hold the events
+        back for seconds."""
         sock = in_netns(self.netns, _marker_socket)
         try:
             self.marker_port = sock.getsockname()[1]
             needle = f"udp sport {self.marker_port} udp dport {MARKER_PORT}"
-            deadline = time.monotonic() + timeout
-            start = self.count()
+            started = time.monotonic()
+            start, sent = self.count(), 1
             sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
             # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
             while not self.wait_for(needle, start, 0.05):
-                if time.monotonic() >= deadline or not self.alive():
-                    raise EvidenceError(
-                        f"nft monitor trace in {self.netns} did not report its marker packet within {timeout:g} s: "
-                        f"this kernel's nftables tracing did not answer ({platform.release()}), so the rules that "
-                        "acted cannot be read"
-                    )
+                waited = time.monotonic() - started
+                if waited >= timeout or not self.alive():
+                    raise EvidenceError(marker_missing(self.netns, waited, self._proc.poll(), sent))
                 sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+                sent += 1
         finally:
             sock.close()
 

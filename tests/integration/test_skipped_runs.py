@@ -1,0 +1,41 @@
+"""A run that tested nothing says so by its exit status, and a skipped probe's --json record reads like a run one's.
+
+nftables mode of kube-proxy 1.20 is skipped on every machine (kube-proxy had no nftables mode before 1.29)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from support.host import REPO
+
+SCENARIO = str(REPO / "topologies" / "externalip-node-ip.yaml")
+
+
+def lab_run(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "lab", "run", SCENARIO, "--variant", "kubeVersion=1.20", *args]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def shape(value: object) -> object:
+    """The keys of a record, nested, without the values."""
+    return {k: shape(v) for k, v in value.items()} if isinstance(value, dict) else None
+
+
+def test_a_run_whose_every_probe_was_skipped_exits_3_unless_allow_skips(host_unchanged):
+    skipped = lab_run("--variant", "proxyMode=nftables")
+    assert skipped.returncode == 3, skipped.stdout + skipped.stderr
+    assert "every probe was skipped (8): nothing was tested on this machine (exit 3" in skipped.stderr
+    allowed = lab_run("--variant", "proxyMode=nftables", "--allow-skips")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+
+
+def test_skipped_records_have_the_shape_of_run_ones(host_unchanged):
+    done = lab_run("--matrix", "proxyMode=iptables,nftables", "--probe", "apiserver-from-node2", "--json")
+    assert done.returncode == 0, done.stderr
+    records = json.loads(done.stdout)["results"]
+    ran = [r for r in records if r["skipped"] is None]
+    skipped = [r for r in records if r["skipped"]]
+    assert ran and skipped and all(r["ok"] is None for r in skipped)
+    assert {json.dumps(shape(r)) for r in records} == {json.dumps(shape(ran[0]))}
