@@ -62,9 +62,9 @@ def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
     """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
     that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
     sync, said in words, not an error of the lab."""
-    replace = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
+    replacing = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
     try:
-        nft_apply(ns, replace + script)
+        nft_apply(ns, replacing + script)
     except InstallError as refused:
         kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
         return (f"{SYNC_FAILED}: {_refusal(str(refused))} — {kept}; it retries every sync period and fails again",)
@@ -72,8 +72,8 @@ def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
 
 
 def _refusal(message: str) -> str:
-    """nft's reason, and the object it refused: `comment too long, 128 characters maximum allowed (on the line
-    adding ... comment "ns/svc:port")`."""
+    """nft's reason, and the object it refused: `comment too long, 128 characters maximum allowed (element ip
+    kube-proxy no-endpoint-services commented "ns/svc:port...")`."""
     reason = re.search(r"Error: ([^\n]+)", message)
     line = re.search(r"rejected line \d+ of the [^:]+: ([^\n]+)", message)
     said = reason.group(1).strip() if reason else message.splitlines()[0]
