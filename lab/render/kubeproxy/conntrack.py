@@ -111,6 +111,11 @@ def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
         if not serving and not release.reconciler_cleans_scaled_to_zero:
             why.append(f"{port.port_name_string} has no serving endpoint: its entries are left alone (#139628)")
             continue
+        if not serving:
+            nodeport = ", those to its NodePort are left alone" if port.node_port else ""
+            why.append(
+                f"{port.port_name_string} has no serving endpoint: its Service IPs' entries go (#139629){nodeport}"
+            )
         for ip in _ips(port):
             frontends.setdefault(Frontend(ip, port.port), set()).update(serving)
         # A NodePort is matched by port alone, so with nothing serving it would delete every UDP flow to that
