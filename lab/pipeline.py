@@ -107,6 +107,7 @@ class Standing:
     rendered: float  # perf_counter when render was done
     built: float  # ... realize
     installed: float  # ... and install
+    said: tuple[str, ...] = ()  # what each node's first kube-proxy sync said ("node: line"): a failed sync
 
 
 @contextmanager
@@ -119,12 +120,12 @@ def standing(topo: Topology) -> Iterator[Standing]:
     with ExitStack() as stack:
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
         built = time.perf_counter()
-        install(realized, planes)
+        said = install(realized, planes)
         ports = PortHolder(realized)
         stack.callback(ports.close)
         ports.sync(planes)
         install_actors(realized, stack)
-        yield Standing(realized, ports, rendered, built, time.perf_counter())
+        yield Standing(realized, ports, rendered, built, time.perf_counter(), said)
 
 
 def run_variant(
@@ -148,6 +149,7 @@ def run_variant(
         )
         with ProbeSession(realized, timeout, pcap_dir) as session:
             session_started = time.perf_counter()
+            session.kube_proxy_synced(stood.said)
             running = topo  # what kube-proxy was last told: steps change the workload
             for probe in topo.probes:
                 steps: list[StepDone] = []
@@ -155,6 +157,9 @@ def run_variant(
                     session.note(f"steps before {probe.name}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
                     session.rules_changed(running)
+                    for done in steps:
+                        if not done.step.argv:  # a workload change: every node's kube-proxy synced
+                            session.kube_proxy_synced(done.said)
                     session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
                     if probe.keep_every:  # the flow it keeps goes on for later probes to check

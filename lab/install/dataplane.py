@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from lab.install.tools import (
+    InstallError,
     ip_batch,
     ipset_restore_all,
     ipset_sync,
@@ -35,8 +37,7 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
             ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
             ipset_restore_all(ns, plane.ipsets)
     if plane.mode == "nftables":
-        nft_apply(ns, ("delete table ip kube-proxy\n" if resync else "") + plane.nft)
-        return ()
+        return _nft_sync(ns, plane.nft, resync)
     iptables_restore(ns, plane.iptables, backend)
     said: tuple[str, ...] = ()
     if plane.mode == "ipvs":
@@ -46,6 +47,41 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
             said = _graceful_terminations(ns)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
+    return said
+
+
+# What a node's kube-proxy says when the kernel refuses its nftables sync. nft applies a transaction whole or not
+# at all, so the node keeps what its last good sync wrote (nothing, at the first); kube-proxy logs "nftables sync
+# failed", marks the next sync a full one and is run again after its sync period, with the same Services and so
+# the same refusal (syncProxyRules in pkg/proxy/nftables/proxier.go at
+# kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes).
+SYNC_FAILED = "kube-proxy's nftables sync failed"
+
+
+def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
+    """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
+    that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
+    sync, said in words, not an error of the lab."""
+    replacing = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
+    try:
+        nft_apply(ns, replacing + script)
+    except InstallError as refused:
+        kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
+        return (f"{SYNC_FAILED}: {_refusal(str(refused))} — {kept}; it retries every sync period and fails again",)
+    return ()
+
+
+def _refusal(message: str) -> str:
+    """nft's reason, and the object it refused: `comment too long, 128 characters maximum allowed (element ip
+    kube-proxy no-endpoint-services commented "ns/svc:port...")`."""
+    reason = re.search(r"Error: ([^\n]+)", message)
+    line = re.search(r"rejected line \d+ of the [^:]+: ([^\n]+)", message)
+    said = reason.group(1).strip() if reason else message.splitlines()[0]
+    if line:
+        words = line.group(1).split()
+        comment = re.search(r'comment "([^"]*)"', line.group(1))
+        what = " ".join(words[1:5]) if words[:1] == ["add"] else line.group(1)[:60]
+        said += f" ({what}" + (f' commented "{comment.group(1)[:40]}..."' if comment else "") + ")"
     return said
 
 

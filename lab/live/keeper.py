@@ -90,6 +90,7 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
         digest = file_digest(path)
         topo = next(t for t in load_scenario(path, matrix).variants if t.variant == variant)
         with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
+            session.kube_proxy_synced(stood.said)  # a refused first sync: every `lab probe` says so
             realized = stood.realized
             actors = dict(realized.namespaces) | {p.name: realized.ns_of(p.name) for p in topo.built_pods}
             lab = LiveLab(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
+from lab.install.dataplane import SYNC_FAILED
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
@@ -117,6 +118,7 @@ class ProbeSession:
         self.flows: dict[str, KeptFlow] = {}  # by the name of the probe that kept it
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
         self.client_sockets: set[str] = set()  # "ip:port" of every client socket a probe used so far
+        self.sync_failures: dict[str, str] = {}  # node -> why kube-proxy's last sync there failed
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
@@ -180,6 +182,15 @@ class ProbeSession:
         """Something done to the cluster now, in every kept flow's history."""
         for flow in self.flows.values():
             flow.note(text)
+
+    def kube_proxy_synced(self, said: tuple[str, ...]) -> None:
+        """What a kube-proxy sync on every node said ("node: line"): the nodes where it failed, until a later sync
+        there succeeds."""
+        self.sync_failures = {
+            node: line.removeprefix(f"{SYNC_FAILED}: ")
+            for node, _, line in (entry.partition(": ") for entry in said)
+            if line.startswith(SYNC_FAILED)
+        }
 
     def rules_changed(self, topo: Topology) -> None:
         """Rules were replaced (a step), now kube-proxy's for `topo`: their counters start again from zero."""
@@ -260,6 +271,9 @@ class ProbeSession:
             crafted += f", dropped on {drops[-1]}" if drops else ""
         if crafted:
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
+        if self.sync_failures:  # whatever happened, it happened without the Service rules of that sync
+            failed = "; ".join(f"{SYNC_FAILED} on {node}: {why}" for node, why in self.sync_failures.items())
+            explanation = f"{failed}; {explanation}" if explanation else failed
         return Observation(
             outcome=outcome,
             backend=backend,

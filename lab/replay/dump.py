@@ -59,22 +59,36 @@ def dnat_targets(dump: str) -> list[Target]:
     return list(found)
 
 
-# nftables: `dnat to 10.0.0.1:80`, `dnat ip to 10.0.0.1` (inet tables); not maps or ranges.
+# nftables: `dnat to 10.0.0.1:80`, `dnat ip to 10.0.0.1` (inet tables); not ranges, nor maps keyed by address.
 _NFT_DNAT = re.compile(r"\bdnat (?:ip )?to (\d{1,3}(?:\.\d{1,3}){3})(?::(\d+))?(?=[\s;}]|$)")
+# kube-proxy 1.36+ picks the endpoint itself: `dnat ip addr . port to numgen random mod 2 map { 0 : IP . PORT ,
+# 1 : IP . PORT }` as written, `dnat ip to numgen random mod 2 map { 0 : IP . PORT, ... }` as listed.
+_NFT_DNAT_NUMGEN = re.compile(r"\bdnat ip (?:addr \. port )?to numgen (?:random|inc) mod \d+ map \{([^}]*)\}")
+_NFT_NUMGEN_ELEMENT = re.compile(r"\d+ : (\d{1,3}(?:\.\d{1,3}){3}) \. (\d+)")
 _NFT_PROTO = re.compile(r"\b(?:meta l4proto|ip protocol) (tcp|udp|sctp)\b|\b(tcp|udp|sctp) dport\b")
 
 
 def nft_dnat_targets(dump: str) -> list[Target]:
     """Every literal IPv4 `dnat to` of an `nft list ruleset` dump or an `nft -f` script (kube-proxy's
-    endpoint chains: `meta l4proto tcp dnat to IP:PORT`), in dump order, without repeats."""
+    endpoint chains: `meta l4proto tcp dnat to IP:PORT`), and every endpoint of a numgen-map DNAT (kube-proxy
+    1.36+'s service chains), in dump order, without repeats."""
     found: dict[Target, None] = {}
     for line in dump.splitlines():
         for statement in line.split(";"):
             for match in _NFT_DNAT.finditer(statement):
-                proto = _NFT_PROTO.search(statement[: match.start()])
                 port = int(match.group(2)) if match.group(2) else None
-                found[Target(match.group(1), port, next(filter(None, proto.groups())) if proto else "tcp")] = None
+                found[Target(match.group(1), port, _nft_proto(statement[: match.start()]))] = None
+            for match in _NFT_DNAT_NUMGEN.finditer(statement):
+                proto = _nft_proto(statement[: match.start()])
+                for ip, port in _NFT_NUMGEN_ELEMENT.findall(match.group(1)):
+                    found[Target(ip, int(port), proto)] = None
     return list(found)
+
+
+def _nft_proto(before: str) -> str:
+    """The protocol a DNAT statement is limited to by what precedes it in its rule (tcp if nothing)."""
+    proto = _NFT_PROTO.search(before)
+    return next(filter(None, proto.groups())) if proto else "tcp"
 
 
 def chain_candidates(dump: str, chain: str) -> list[str]:

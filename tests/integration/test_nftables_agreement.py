@@ -12,9 +12,10 @@ result is compared with kube-proxy's `output` (the endpoints reached, "DROP", "R
 not NATed) and `masq` (the receiver saw another source than the one sent).
 
 Every flow runs against each distinct transaction: kube-proxy 1.30, 1.31-1.33 (the same script:
-see lab.render.kubeproxy.nftables) and 1.34-1.35, so a case id starts with the versions it stands for.
-kube-proxy's tests only know the 1.34+ layout; the older ones are what those releases wrote, and
-their kernel result is expected to be the same unless listed below.
+see lab.render.kubeproxy.nftables), 1.34-1.35, 1.36 and 1.37 (a case without a one-endpoint Service gives
+both the same script, "1.36-1.37"), so a case id starts with the versions it stands for. kube-proxy's tests
+only know the 1.34-1.35 layout; the others are what those releases wrote (1.36-1.37: derived from the source,
+docs/kubeproxy-versions.md), and their kernel result is expected to be the same unless listed below.
 
 The node is the one of tests/integration/test_kubeproxy_agreement.py (read its docstring for why):
 - addresses 192.168.0.2 (the node IP), 192.168.1.2, 192.168.99.11 (testNodeIPs, which the tracer

@@ -7,7 +7,7 @@ back there with `nft -j list table ip kube-proxy`: the kernel must hold the same
 same number of rules, and the same sets and maps with the same number of elements, as the
 knftables-style fake the unit tests dump. The host's own netns is never touched.
 
-Findings on this host (nft 1.0.6, Debian 12): every construct kube-proxy 1.30-1.35 writes loads,
+Findings on this host (nft 1.0.6, Debian 12): every construct kube-proxy 1.30-1.37 writes loads,
 so the renderer has no compatibility option.
 """
 

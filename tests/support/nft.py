@@ -24,7 +24,10 @@ NODE_IPS = (TEST_NODE_IP, "127.0.0.1", TEST_NODE_IP_ALT, TEST_EXTERNAL_IP)
 FAKE = ProxyConfig(cluster_cidr="10.0.0.0/8", masquerade_mark="0x4000", service_cidrs=("172.30.0.0/16",))
 
 # Which golden directory holds what kube-proxy of each version writes.
-GOLDEN_DIR = {"1.30": "1.30", "1.31": "1.33", "1.32": "1.33", "1.33": "1.33", "1.34": "1.35", "1.35": "1.35"}
+GOLDEN_DIR = {
+    "1.30": "1.30", "1.31": "1.33", "1.32": "1.33", "1.33": "1.33", "1.34": "1.35", "1.35": "1.35",
+    "1.36": "1.36", "1.37": "1.37",
+}  # fmt: skip
 assert set(GOLDEN_DIR) == set(NFTABLES_VERSIONS)
 
 

@@ -94,6 +94,17 @@ def test_reconciler_skips_services_scaled_to_zero():
     assert dict(kept.reconcile)[Frontend("10.96.0.20", 8125)] == frozenset({"10.244.1.2"})
 
 
+def test_reconciler_cleans_services_scaled_to_zero_from_1_37():
+    """#139629 (1.37): a Service left without a serving endpoint is reconciled against nothing, so every entry to
+    its ClusterIP and external IP goes; its NodePort is still skipped (matched by port alone)."""
+    plan = cleanup([statsd(A)], [statsd()], Release.of("1.37"))
+    assert dict(plan.reconcile) == {
+        Frontend("10.96.0.20", 8125): frozenset(),
+        Frontend("203.0.113.9", 8125): frozenset(),
+    }
+    assert "#139629" in plan.why[0] and "NodePort are left alone" in plan.why[0]
+
+
 LISTING = """\
 udp      17 29 src=10.244.1.2 dst=10.96.0.20 sport=40125 dport=8125 src=10.244.1.2 dst=10.244.1.2 sport=8125 dport=40125 [ASSURED] mark=0 use=1
 udp      17 12 src=10.244.1.3 dst=10.96.0.20 sport=40126 dport=8125 [UNREPLIED] src=10.244.2.2 dst=10.244.1.3 sport=8125 dport=40126 mark=0 use=1

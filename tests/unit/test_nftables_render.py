@@ -50,6 +50,7 @@ from support.nft import (
 
 from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig
+from lab.render.kubeproxy.versions import Release
 
 
 def golden_params() -> list:
@@ -148,7 +149,8 @@ def test_script_is_a_fresh_node_transaction_in_kube_proxy_order(version):
     # sets and maps are emptied after setup, before the first Service's elements
     first_element = next(i for i, line in enumerate(lines) if line.startswith("add element ip kube-proxy cluster-ips"))
     flushes = [i for i, line in enumerate(lines) if re.match(r"flush (set|map) ip kube-proxy (?!nodeport-ips)", line)]
-    assert len(flushes) == 6 and max(flushes) < first_element
+    # (1.36 adds hairpin-connections)
+    assert len(flushes) == 6 + Release.of(version).nft_masquerade_rework and max(flushes) < first_element
     # the whole script applies cleanly (every reference exists when used)
     FakeTable().run("\n".join(lines))
 
@@ -158,12 +160,55 @@ def test_script_is_a_fresh_node_transaction_in_kube_proxy_order(version):
     [
         ("1.30", ["cluster-ips", "firewall-ips", "no-endpoint-services", "no-endpoint-nodeports", "service-ips"]),
         ("1.31", ["cluster-ips", "service-ips", "firewall-ips", "no-endpoint-services", "no-endpoint-nodeports"]),
+        ("1.36", ["cluster-ips", "service-ips", "firewall-ips", "no-endpoint-services", "no-endpoint-nodeports"]),
     ],
 )
 def test_set_and_map_flush_order(version, order):
-    """1.30 flushes in syncProxyRules; 1.31's nftElementStorage resets at the end of setupNFTables."""
+    """1.30 flushes in syncProxyRules; 1.31's nftElementStorage resets at the end of setupNFTables; 1.36
+    resets hairpin-connections last."""
     flushed = [line.split()[4] for line in render([], version).commands if re.match(r"flush (set|map) ", line)]
-    assert flushed == ["nodeport-ips", *order, "service-nodeports"]
+    hairpin = ["hairpin-connections"] if version == "1.36" else []
+    assert flushed == ["nodeport-ips", *order, "service-nodeports", *hairpin]
+
+
+def test_masquerade_rework_in_1_36():
+    """#135800/#136499: no mark-for-masquerade chain; only a local endpoint goes into hairpin-connections, and a
+    Service without affinity DNATs from its service chain (no endpoint chain); 1.35 marks in endpoint chains."""
+    service = svc("ns1", "svc1", "172.30.0.41", endpoints=(ep("10.180.0.1", local=True), ep("10.180.0.2")))
+    old, new = render([service], "1.35").script(), render([service], "1.36").script()
+    assert "mark-for-masquerade" in old and "mark-for-masquerade" not in new
+    assert "add element ip kube-proxy hairpin-connections { 10.180.0.1 . 10.180.0.1 . tcp . 80 }" in new
+    assert "hairpin-connections { 10.180.0.2" not in new
+    assert "chain ip kube-proxy endpoint-" in old and "chain ip kube-proxy endpoint-" not in new
+    dnat = (
+        "meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.180.0.1 . 80 , 1 : 10.180.0.2 . 80 }"
+    )
+    assert f"add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 {dnat}" in new
+    everything = replace(FAKE, masquerade_all=True)
+    rules = render([service], "1.36", everything).commands
+    mark_all = 'ip daddr @cluster-ips mark set mark or 0x4000 comment "masquerade all clusterIP traffic"'
+    assert f"add rule ip kube-proxy services {mark_all}" in rules
+
+
+def test_single_endpoint_dnat_in_1_37():
+    """#140723: a one-endpoint Service DNATs without a map from 1.37."""
+    service = svc("ns1", "svc1", "172.30.0.41", endpoints=(ep("10.180.0.1"),))
+    chain = "add rule ip kube-proxy service-ULMVA6XW-ns1/svc1/tcp/p80 meta l4proto tcp"
+    assert (
+        f"{chain} dnat ip addr . port to numgen random mod 1 map {{ 0 : 10.180.0.1 . 80 }}"
+        in render([service], "1.36").commands
+    )
+    assert f"{chain} dnat to 10.180.0.1:80" in render([service], "1.37").commands
+
+
+@pytest.mark.parametrize(("version", "length"), [("1.36", 137), ("1.37", 128)])
+def test_comment_cut_to_128_bytes_from_1_37(version, length):
+    """#139516: a 63-character namespace and Service name make a no-endpoints comment of 137 bytes, which 1.36
+    writes whole (and nft refuses) and 1.37 cuts to the kernel's 128."""
+    service = svc("n" * 63, "s" * 63, "172.30.0.41", port_name="http-alt1")
+    comments = re.findall(r'comment "([^"]*)"', "\n".join(render([service], version).commands))
+    name = f"{'n' * 63}/{'s' * 63}:http-alt1"
+    assert name[:length] in comments and max(map(len, comments)) == length
 
 
 def test_firewall_rule_position_moved_in_1_31():

@@ -36,8 +36,25 @@ def test_dnat_targets_of_a_script_and_of_a_listing():
         Target("10.180.0.1", 80, "tcp"),
         Target("10.180.0.2", 53, "udp"),
     ]
-    # maps are not followed: only literal addresses are endpoints
+    # maps keyed by address are not followed: only literal addresses are endpoints
     assert nft_dnat_targets(LISTED) == [Target("10.0.0.9", 80, "tcp"), Target("10.0.0.8", None, "udp")]
+
+
+def test_dnat_targets_of_kube_proxy_1_36_numgen_maps():
+    """1.36+ DNATs from the service chain through a numgen map: written (`nft -f`) and listed (`nft list`)."""
+    written = (
+        "add rule ip kube-proxy service-X-ns1/svc1/udp/dns meta l4proto udp dnat ip addr . port to numgen random"
+        " mod 2 map { 0 : 10.180.0.1 . 53 , 1 : 10.180.0.2 . 5353 }\n"
+    )
+    listed = (
+        "\t\tmeta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.244.0.10 . 9898, 1 : 10.244.0.8 . 9898 }\n"
+    )
+    assert nft_dnat_targets(written + listed) == [
+        Target("10.180.0.1", 53, "udp"),
+        Target("10.180.0.2", 5353, "udp"),
+        Target("10.244.0.10", 9898, "tcp"),
+        Target("10.244.0.8", 9898, "tcp"),
+    ]
 
 
 SETUP = Setup(("192.168.0.2",), "10.0.0.0/8", "10.0.0.2", "172.30.0.41", 80, "TCP", ())

@@ -111,9 +111,17 @@ def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
         if not serving and not release.reconciler_cleans_scaled_to_zero:
             why.append(f"{port.port_name_string} has no serving endpoint: its entries are left alone (#139628)")
             continue
+        if not serving:
+            nodeport = ", those to its NodePort are left alone" if port.node_port else ""
+            why.append(
+                f"{port.port_name_string} has no serving endpoint: its Service IPs' entries go (#139629){nodeport}"
+            )
         for ip in _ips(port):
             frontends.setdefault(Frontend(ip, port.port), set()).update(serving)
-        if port.node_port:
+        # A NodePort is matched by port alone, so with nothing serving it would delete every UDP flow to that
+        # port number, kube-proxy's or not: 1.37 still skips it (addService in pkg/proxy/conntrack/cleanup.go at
+        # kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb).
+        if port.node_port and serving:
             frontends.setdefault(Frontend(None, port.node_port), set()).update(serving)
     reconcile = tuple((frontend, frozenset(ips)) for frontend, ips in frontends.items())
     return Cleanup(reconcile=reconcile, why=tuple(why))

@@ -1,4 +1,4 @@
-"""kube-proxy's iptables mode, Kubernetes 1.19 to 1.35, as a pure function.
+"""kube-proxy's iptables mode, Kubernetes 1.19 to 1.37, as a pure function.
 
 `render_iptables(services, config, node_ips, version)` reproduces a full sync of syncProxyRules()
 in pkg/proxy/iptables/proxier.go as kube-proxy of `version` writes it: the iptables-restore
@@ -160,7 +160,7 @@ def render_iptables(
     *,
     kubelet_iptables_cleanup: bool | None = None,
 ) -> IptablesRules:
-    """Render kube-proxy's rules for one node, as kube-proxy `version` ("1.19".."1.35") writes them.
+    """Render kube-proxy's rules for one node, as kube-proxy `version` ("1.19".."1.37") writes them.
 
     node_ips are the node's own addresses (kube-proxy reads them from the interfaces); the first
     is the node IP kube-proxy was given (--node-ip), used to let the node through

@@ -1,4 +1,4 @@
-"""kube-proxy's ipvs mode (Kubernetes 1.19 to 1.35) as a pure function.
+"""kube-proxy's ipvs mode (Kubernetes 1.19 to 1.37) as a pure function.
 
 `render_ipvs()` reproduces a full syncProxyRules() of pkg/proxy/ipvs/proxier.go: the addresses bound
 on kube-ipvs0, the ipsets and their entries, the iptables rules written around the sets, the IPVS
@@ -16,6 +16,10 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
   commit not recorded; the version whose NewProxier takes a context and nodeName): sync logic, sets, chains and rules
   identical to S1.30, so 1.31-1.35 render as 1.30. kube-proxy's own tests at
   531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree.
+- 1.36-1.37 render as 1.35 too (INFERRED): their changelogs name no ipvs rule change, only when it syncs
+  (#135631 periodic full resync again, 1.36; #138571 no full resync above 1000 endpoints, 1.37), how fast it
+  lists addresses (#138927, 1.37) and the KubeProxyIPVS gate that starts the mode's deprecation (#139397,
+  KEP-5495, 1.37; on by default, so the mode still runs).
 - 1.19 has no vendored copy: S1.18 and S1.20 have identical writeIptablesRules, syncEndpoint and
   acceptIPVSTraffic (diffed), so 1.19 renders as 1.20 (inferred, not read).
 
@@ -69,7 +73,7 @@ from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView, unique
 from lab.render.kubeproxy.xtables import KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_DROP, KUBE_MARK_MASQ, KUBE_POSTROUTING
 
-IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 36))
+IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 38))
 DEFAULT_VERSION = "1.31"
 
 DUMMY_DEVICE = "kube-ipvs0"

@@ -1,4 +1,4 @@
-"""kube-proxy's nftables mode, Kubernetes 1.30 to 1.35, as a pure function.
+"""kube-proxy's nftables mode, Kubernetes 1.30 to 1.37, as a pure function.
 
 `render_nftables(services, config, node_ips, version)` reproduces the first syncProxyRules() of
 pkg/proxy/nftables/proxier.go on a FRESH node: the one knftables transaction kube-proxy pipes into
@@ -26,9 +26,16 @@ Versions and where each layout comes from (the `Release` switches name the chang
              masquerade rule no longer matches the port). Where the rules go in the transaction
              is the 1.33 order with those two changes applied (the once-per-process add+delete
              covers the new base chains): inferred.
+  1.36-1.37  kiarashazarnia/kubernetes 4426ed5de01a08d75530f9e4c4814f6a28d806eb proxier.go, a master
+             snapshot of August 2026 (after 1.37.0, with no test files), with the changes that came
+             after 1.37 left out, and a 1.36.2 node's `nft list table ip kube-proxy` for 1.36: no
+             mark-for-masquerade chain, the hairpin-connections set, one ClusterIP masquerade rule,
+             "dnat ip addr . port to numgen ... map" (#135800, #136499, 1.36); 1.37 adds the plain
+             DNAT of a one-endpoint Service (#140723) and cuts comments to 128 bytes (#139516). No
+             kube-proxy test output of either release is stored: their goldens are the lab's own
+             rendering, reviewed against that source.
   1.29 (alpha: "firewall"/"firewall-allow" sets, a "forward" chain dropping ct state invalid,
-  one endpoints-check chain) is not reproduced; 1.36+ (#135800, #136499: no mark-for-masquerade
-  chain, hairpin-connections set, "dnat ip addr . port to ... map") neither.
+  one endpoints-check chain) is not reproduced.
 
 On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - Service ports are written in the caller's order (kube-proxy walks a Go map), nodeport-ips in
@@ -39,7 +46,10 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
   ("172.30.0.041" -> "172.30.0.41"), as kube-proxy 1.30+ writes them (TestBadIPs).
 - Topology-aware routing (zone and node hints) as in every mode (endpoints.py); ProxyTerminatingEndpoints is GA.
 - The caller leaves out LoadBalancer IPs with ipMode Proxy, as kube-proxy leaves them out.
-- Localhost NodePorts are never served (no KubeProxyNFTablesLocalhostNodePorts gate).
+- Localhost NodePorts are never served (the KubeProxyNFTablesLocalhostNodePorts gate of 1.37, #138427, is
+  alpha and off). With the gate off, 1.37's setupNFTables still adds and at once deletes its
+  localhost-nodeport-reject map, chains and counters; those add+delete pairs leave nothing behind and are
+  not written here.
 """
 
 from __future__ import annotations
@@ -56,7 +66,7 @@ from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView
 
 OLDEST_MINOR = 30
-NEWEST_MINOR = 35
+NEWEST_MINOR = 37
 NFTABLES_VERSIONS = tuple(f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1))
 DEFAULT_VERSION = "1.33"
 
@@ -79,6 +89,7 @@ FIREWALL_IPS = "firewall-ips"
 FIREWALL_CHECK = "firewall-check"
 MARK_MASQ = "mark-for-masquerade"
 MASQUERADING = "masquerading"
+HAIRPIN = "hairpin-connections"
 
 # Per-service prefixes; each is followed by servicePortChainNameBase / ...EndpointChainNameBase.
 SERVICE_PREFIX = "service-"
@@ -203,7 +214,7 @@ def render_nftables(
     node_ips: Sequence[str] = (),
     version: str = DEFAULT_VERSION,
 ) -> NftRules:
-    """Render the first nftables sync of kube-proxy `version` ("1.30".."1.35") on a fresh node.
+    """Render the first nftables sync of kube-proxy `version` ("1.30".."1.37") on a fresh node.
 
     node_ips are the node's own addresses; the first IPv4 one is the node IP kube-proxy was given
     (the primary IP that serves NodePorts by default, and that lets the node through
@@ -450,16 +461,17 @@ def _write_setup(tx: _Tx, node: _Node, release: Release) -> None:
     for jump in _jumps(release):
         tx.ensure_chain(jump.dst, setup_chains)
         tx.add_rule(jump.src, jump.match, "jump", jump.dst)
-    for name in (SERVICES, CLUSTER_IPS_CHECK, MASQUERADING, MARK_MASQ):
+    top_level = (SERVICES, CLUSTER_IPS_CHECK, MASQUERADING)
+    for name in top_level if release.nft_masquerade_rework else (*top_level, MARK_MASQ):
         tx.ensure_chain(name, setup_chains)
-    _write_masquerading(tx, node)
+    _write_masquerading(tx, node, release)
     _write_cluster_ips_check(tx, node)
     _write_nodeport_ips(tx, node)
     _write_no_endpoint_handling(tx, node)
     tx.add_set("map", FIREWALL_IPS, _IP_PORT_PROTO, comment="destinations that are subject to LoadBalancerSourceRanges")
     tx.ensure_chain(FIREWALL_CHECK, setup_chains)  # already there: a no-op, as in kube-proxy
     tx.add_rule(FIREWALL_CHECK, "ip daddr . meta l4proto . th dport vmap", "@", FIREWALL_IPS)
-    _write_dispatch(tx, node)
+    _write_dispatch(tx, node, release)
     # Every sync rebuilds the sets and maps from scratch (1.31+: only what changed, but on a fresh
     # node nothing can be read back, so everything is flushed and added).
     flushed = (
@@ -467,13 +479,23 @@ def _write_setup(tx: _Tx, node: _Node, release: Release) -> None:
         if release.nft_element_storage
         else (CLUSTER_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_IPS, SERVICE_NODEPORTS)
     )
-    for name in flushed:
-        tx.flush("set" if name == CLUSTER_IPS else "map", name)
+    for name in flushed + ((HAIRPIN,) if release.nft_masquerade_rework else ()):
+        tx.flush("set" if name in (CLUSTER_IPS, HAIRPIN) else "map", name)
 
 
-def _write_masquerading(tx: _Tx, node: _Node) -> None:
+def _write_masquerading(tx: _Tx, node: _Node, release: Release) -> None:
     """Mark in PREROUTING/OUTPUT, masquerade in POSTROUTING; the mark is cleared first so that a
-    packet re-entering the stack (e.g. after VXLAN encapsulation) is not masqueraded twice."""
+    packet re-entering the stack (e.g. after VXLAN encapsulation) is not masqueraded twice. From
+    1.36 a hairpin connection (a local endpoint reaching itself through the Service) is recognised
+    in POSTROUTING by the hairpin-connections set instead of being marked in its endpoint chain."""
+    if release.nft_masquerade_rework:
+        hairpin_type = "ipv4_addr . ipv4_addr . inet_proto . inet_service"
+        tx.add_set("set", HAIRPIN, hairpin_type, comment="service hairpin connections")
+        marked = ("mark and", node.mark, "!= 0 mark set mark xor", node.mark, "masquerade fully-random")
+        tx.add_rule(MASQUERADING, *marked)
+        hairpin = ("ct status dnat ip saddr . ip daddr . meta l4proto . th dport", "@", HAIRPIN)
+        tx.add_rule(MASQUERADING, *hairpin, "masquerade fully-random")
+        return
     tx.add_rule(MARK_MASQ, "mark set mark or", node.mark)
     tx.add_rule(MASQUERADING, "mark and", node.mark, "== 0 return")
     tx.add_rule(MASQUERADING, "mark set mark xor", node.mark)
@@ -527,10 +549,18 @@ def _nodeport_match(node: _Node, *, local: bool = False) -> str:
     return f"fib daddr type local {_NO_LOCALHOST}" if local else _NO_LOCALHOST
 
 
-def _write_dispatch(tx: _Tx, node: _Node) -> None:
-    """The services chain: one vmap lookup for service IPs, one for NodePorts."""
+def _write_dispatch(tx: _Tx, node: _Node, release: Release) -> None:
+    """The services chain: one vmap lookup for service IPs, one for NodePorts; from 1.36 the
+    ClusterIP masquerade rule for every Service before them."""
     tx.add_set("map", SERVICE_IPS, _IP_PORT_PROTO, comment="ClusterIP, ExternalIP and LoadBalancer IP traffic")
     tx.add_set("map", SERVICE_NODEPORTS, _PORT_PROTO, comment="NodePort traffic")
+    if release.nft_masquerade_rework:
+        cluster_ips = ("ip daddr", "@", CLUSTER_IPS)
+        if node.config.masquerade_all:
+            tx.add_rule(SERVICES, *cluster_ips, _mark(node, release), comment="masquerade all clusterIP traffic")
+        elif node.detector:
+            comment = "masquerade clusterIP traffic from outside cluster"
+            tx.add_rule(SERVICES, *cluster_ips, "ip saddr !=", node.detector, _mark(node, release), comment=comment)
     tx.add_rule(SERVICES, "ip daddr . meta l4proto . th dport vmap", "@", SERVICE_IPS)
     tx.add_rule(SERVICES, _nodeport_match(node, local=True), "meta l4proto . th dport vmap", "@", SERVICE_NODEPORTS)
 
@@ -542,7 +572,10 @@ def _write_service(tx: _Tx, node: _Node, release: Release, plan: _Plan, created:
     """One iteration of syncProxyRules' service loop, in its order."""
     svc = plan.svc
     for ep in plan.reachable:
-        tx.ensure_chain(ENDPOINT_PREFIX + svc.endpoint_base(ep), created)
+        if _has_endpoint_chain(release, plan):
+            tx.ensure_chain(ENDPOINT_PREFIX + svc.endpoint_base(ep), created)
+        if release.nft_masquerade_rework and ep.is_local:
+            tx.add_element(HAIRPIN, [ep.ip, ep.ip, svc.proto, str(ep.port)])
     if plan.uses_cluster_chain:
         tx.ensure_chain(plan.cluster_chain, created)
     if plan.uses_local_chain:
@@ -550,20 +583,32 @@ def _write_service(tx: _Tx, node: _Node, release: Release, plan: _Plan, created:
     if plan.uses_external_chain:
         tx.ensure_chain(plan.external_chain, created)
     _write_service_elements(tx, node, release, plan, created)
-    if plan.has_internal_endpoints:
+    if plan.has_internal_endpoints and not release.nft_masquerade_rework:
         _write_internal_masquerade(tx, node, release, plan)
     if plan.uses_external_chain:
-        _write_external_chain(tx, node, plan)
+        _write_external_chain(tx, node, release, plan)
     if plan.uses_firewall_chain and release.nft_element_storage:
         _write_firewall_rule(tx, node, plan)
     if svc.port.affinity_timeout:
         _write_affinity_sets(tx, plan)
     if plan.uses_cluster_chain:
-        _write_balancing(tx, plan, plan.cluster_chain, plan.cluster)
+        _write_balancing(tx, release, plan, plan.cluster_chain, plan.cluster)
     if plan.uses_local_chain:
-        _write_balancing(tx, plan, plan.local_chain, plan.local)
-    for ep in plan.reachable:
-        _write_endpoint_chain(tx, plan, ep)
+        _write_balancing(tx, release, plan, plan.local_chain, plan.local)
+    if _has_endpoint_chain(release, plan):
+        for ep in plan.reachable:
+            _write_endpoint_chain(tx, release, plan, ep)
+
+
+def _has_endpoint_chain(release: Release, plan: _Plan) -> bool:
+    """Every used endpoint has an endpoint-* chain until 1.36; from then only with ClientIP affinity,
+    which needs one to remember the client in."""
+    return not release.nft_masquerade_rework or bool(plan.svc.port.affinity_timeout)
+
+
+def _mark(node: _Node, release: Release) -> str:
+    """Mark a packet for masquerading: a jump to mark-for-masquerade, inlined from 1.36."""
+    return f"mark set mark or {node.mark}" if release.nft_masquerade_rework else f"jump {MARK_MASQ}"
 
 
 def _key(ip: str, plan: _Plan) -> list[str]:
@@ -573,7 +618,7 @@ def _key(ip: str, plan: _Plan) -> list[str]:
 def _write_service_elements(tx: _Tx, node: _Node, release: Release, plan: _Plan, created: set[str]) -> None:
     """Where the Service's addresses are caught (service-ips, service-nodeports, firewall-ips) and
     what happens when nothing can serve them (no-endpoint-services, no-endpoint-nodeports)."""
-    svc, name = plan.svc, plan.svc.name
+    svc, name = plan.svc, _comment(plan.svc.name, release)
     internal_verdict, external_verdict = plan.verdicts()
     tx.add_element(CLUSTER_IPS, [svc.cluster_ip])
     if plan.has_internal_endpoints:
@@ -610,25 +655,31 @@ def _write_service_elements(tx: _Tx, node: _Node, release: Release, plan: _Plan,
             tx.add_element(NO_ENDPOINT_NODEPORTS, [svc.proto, str(node_port)], external_verdict, name)
 
 
+def _comment(text: str, release: Release) -> str:
+    """A comment as the release writes it: whole up to 1.36, whose nft then refuses one over 128 bytes."""
+    limit = release.nft_comment_limit
+    return text if limit is None else text.encode()[:limit].decode(errors="ignore")
+
+
 def _write_internal_masquerade(tx: _Tx, node: _Node, release: Release, plan: _Plan) -> None:
     """Masquerade ClusterIP traffic from outside the pod network (the Service range may be routed
     to any node, whose reply must come back through it); everything with --masquerade-all; nothing
-    without a local-traffic detector."""
+    without a local-traffic detector. Up to 1.35, in each Service's own chain."""
     svc = plan.svc
     port = (svc.proto, "dport", str(svc.port.port)) if release.nft_masquerade_matches_port else ()
     if node.config.masquerade_all:
-        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, "jump", MARK_MASQ)
+        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, _mark(node, release))
     elif node.detector:
         not_local = ("ip saddr !=", node.detector)
-        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, not_local, "jump", MARK_MASQ)
+        tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, not_local, _mark(node, release))
 
 
-def _write_external_chain(tx: _Tx, node: _Node, plan: _Plan) -> None:
+def _write_external_chain(tx: _Tx, node: _Node, release: Release, plan: _Plan) -> None:
     """external-*: every NodePort, externalIP and LoadBalancer packet goes through here."""
     chain = plan.external_chain
     if not plan.svc.external_local:
         # Cluster policy may send the packet to another node: masquerade so the reply returns.
-        tx.add_rule(chain, "jump", MARK_MASQ)
+        tx.add_rule(chain, _mark(node, release), comment="masquerade" if release.nft_masquerade_rework else None)
     else:
         if node.detector:
             # Pods reaching an external address behave as if they went out to the LB and came
@@ -637,7 +688,7 @@ def _write_external_chain(tx: _Tx, node: _Node, plan: _Plan) -> None:
             tx.add_rule(chain, pods, "goto", plan.cluster_chain, comment="short-circuit pod traffic")
         # The node itself picks a local address (often the LB IP) as source, which must be
         # masqueraded, and it may use any endpoint.
-        tx.add_rule(chain, "fib saddr type local jump", MARK_MASQ, comment="masquerade local traffic")
+        tx.add_rule(chain, "fib saddr type local", _mark(node, release), comment="masquerade local traffic")
         tx.add_rule(chain, "fib saddr type local goto", plan.cluster_chain, comment="short-circuit local traffic")
     if plan.has_external_endpoints:
         tx.add_rule(chain, "goto", plan.external_policy_chain)
@@ -660,9 +711,19 @@ def _write_affinity_sets(tx: _Tx, plan: _Plan) -> None:
         tx.add_set("set", name, "ipv4_addr", flags="dynamic,timeout", timeout=plan.svc.port.affinity_timeout)
 
 
-def _write_balancing(tx: _Tx, plan: _Plan, chain: str, endpoints: Sequence[Endpoint]) -> None:
-    """service-* / local-*: affinity hits first, then one random pick among the endpoints."""
+def _write_balancing(tx: _Tx, release: Release, plan: _Plan, chain: str, endpoints: Sequence[Endpoint]) -> None:
+    """service-* / local-*: affinity hits first, then one random pick among the endpoints' chains;
+    from 1.36, without affinity, a DNAT straight to the endpoint the random pick maps to (1.37: to
+    the only endpoint, without a map)."""
     svc = plan.svc
+    if not _has_endpoint_chain(release, plan):
+        if len(endpoints) == 1 and release.nft_single_endpoint_dnat:
+            tx.add_rule(chain, "meta l4proto", svc.proto, "dnat to", endpoints[0].address)
+            return
+        picks = " , ".join(f"{i} : {ep.ip} . {ep.port}" for i, ep in enumerate(endpoints))
+        dnat = ("meta l4proto", svc.proto, "dnat ip addr . port to")
+        tx.add_rule(chain, *dnat, f"numgen random mod {len(endpoints)} map {{", picks, "}")
+        return
     if svc.port.affinity_timeout:
         for ep in endpoints:
             base = svc.endpoint_base(ep)
@@ -671,11 +732,13 @@ def _write_balancing(tx: _Tx, plan: _Plan, chain: str, endpoints: Sequence[Endpo
     tx.add_rule(chain, f"numgen random mod {len(endpoints)} vmap {{", picks, "}")
 
 
-def _write_endpoint_chain(tx: _Tx, plan: _Plan, ep: Endpoint) -> None:
-    """endpoint-*: masquerade hairpin traffic (a pod reaching itself), remember affinity, DNAT."""
+def _write_endpoint_chain(tx: _Tx, release: Release, plan: _Plan, ep: Endpoint) -> None:
+    """endpoint-*: masquerade hairpin traffic (a pod reaching itself; from 1.36 the hairpin set's
+    job), remember affinity, DNAT."""
     base = plan.svc.endpoint_base(ep)
     chain = ENDPOINT_PREFIX + base
-    tx.add_rule(chain, "ip saddr", ep.ip, "jump", MARK_MASQ)
+    if not release.nft_masquerade_rework:
+        tx.add_rule(chain, "ip saddr", ep.ip, "jump", MARK_MASQ)
     if plan.svc.port.affinity_timeout:
         tx.add_rule(chain, "update", "@", AFFINITY_PREFIX + base, "{ ip saddr }")
     tx.add_rule(chain, "meta l4proto", plan.svc.proto, "dnat to", ep.address)

@@ -185,8 +185,8 @@ class Release:
 
     @property
     def reconciler_cleans_scaled_to_zero(self) -> bool:
-        """The reconciler also cleans a Service left with no serving endpoint (#139629, fixing #139628; opened in
-        the 1.37 cycle, so 1.37 is INFERRED and no supported release has it)."""
+        """The reconciler also cleans a Service left with no serving endpoint (#139629, fixing #139628; merged in
+        June 2026 and listed in v1.37.0-alpha.2, so first released in 1.37; no cherry-pick to 1.32-1.36 found)."""
         return self.minor >= 37
 
     # --- what kube-proxy does on the node besides rules (iptables and ipvs modes) -----------------------
@@ -412,3 +412,24 @@ class Release:
     def nft_pre_dnat_chains(self) -> bool:
         """filter-*-pre-dnat chains; input/forward/output at priority 0 (#132456, 1.34)."""
         return self.minor >= 34
+
+    @property
+    def nft_masquerade_rework(self) -> bool:
+        """1.36 reworked masquerading for speed (#135800, #136499; both merged in the 1.36 cycle, and a 1.36.2
+        node's `nft list` shows both, so no release has one without the other): no mark-for-masquerade chain (every
+        jump to it becomes "mark set mark or MARK"); the masquerading chain masquerades a marked packet in one rule
+        and a hairpin connection by the hairpin-connections set of local endpoints; one ClusterIP masquerade rule in
+        the services chain instead of one per Service; endpoint chains only for ClientIP affinity, other Services
+        DNAT through a numgen map (pkg/proxy/nftables/proxier.go at kiarashazarnia/kubernetes@4426ed5d)."""
+        return self.minor >= 36
+
+    @property
+    def nft_single_endpoint_dnat(self) -> bool:
+        """A Service port with one endpoint DNATs to it without a numgen map (#140723, in v1.37.0-rc.0)."""
+        return self.minor >= 37
+
+    @property
+    def nft_comment_limit(self) -> int | None:
+        """Comments are cut to the kernel's 128 bytes (#139516, in v1.37.0-alpha.1, fixing #139515); before, a
+        longer one (a 63-character namespace and Service name) made nft refuse kube-proxy's whole transaction."""
+        return 128 if self.minor >= 37 else None
