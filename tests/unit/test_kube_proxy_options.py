@@ -64,7 +64,7 @@ def test_node_port_addresses_narrow_the_nodeport_rules(tmp_path):
     [
         ("ipvs: {scheduler: fifo}", "cluster.ipvs.scheduler", "'rr'"),
         ("nodePortAddresses: [10.0.0.0/33]", "cluster.nodePortAddresses", "10.0.0.0/33"),
-        ("masqueradeAll: maybe", "cluster.masqueradeAll", "valid boolean"),
+        ("masqueradeAll: maybe", "cluster.masqueradeAll", "expected true or false"),
     ],
 )
 def test_bad_values_are_refused_at_their_field(tmp_path, fields, field, message):
