@@ -187,6 +187,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         probes = sum(len(v.probes) for v in scenario.variants)
         console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
+        for warning in scenario.warnings:
+            console.print(Text("warning: ", style="yellow") + Text(warning), highlight=False)
     return 2 if failed else 0
 
 

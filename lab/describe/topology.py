@@ -302,6 +302,7 @@ class Topology:
     # Replicas a later `scale:` step creates: built at the start (network up, backends listening, idle), in no
     # Service's endpoints until that step.
     pending_pods: tuple[PodSpec, ...] = ()
+    warnings: tuple[str, ...] = ()  # what is allowed and likely unintended (a Service selecting no pod yet)
 
     @property
     def has_actors(self) -> bool:

@@ -18,14 +18,19 @@ DEFAULT_EVERY_MS = 200  # a kept flow's exchange interval unless `every:` says
 
 
 def resolve_probes(
-    variant: Variant, declared: list[schema.Probe], topo: Topology, potential: tuple[ServiceSpec, ...]
+    variant: Variant,
+    declared: list[schema.Probe],
+    topo: Topology,
+    potential: tuple[ServiceSpec, ...],
+    controllers: frozenset[tuple[str, str, str]],
 ) -> tuple[ProbeSpec, ...]:
     """Every probe of the file; `topo` is this variant's topology without them, `potential` its Services as if
-    every built pod ran (where a scale-up's new replicas find their endpoints)."""
+    every built pod ran (where a scale-up's new replicas find their endpoints), `controllers` the Deployments
+    and ReplicaSets a step may scale, (kind, namespace, name)."""
     src = variant.source
     actors = {p.name for p in topo.built_pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
     probes = []
-    now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential)
+    now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential, controllers=controllers)
     kept: dict[str, ProbeSpec] = {}
     for i, p in enumerate(declared):
         path: FieldPath = ("probes", i)

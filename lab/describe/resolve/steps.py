@@ -25,13 +25,14 @@ class Workload:
     pending: tuple[PodSpec, ...] = ()  # replicas built for a later scale-up, not created yet
     # Every Service with the endpoints it would have if every built pod ran: where a created replica's come from.
     potential: tuple[ServiceSpec, ...] = ()
+    controllers: frozenset[tuple[str, str, str]] = frozenset()  # (kind, namespace, name) of each one a step scales
 
 
 def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8s.Manifest]) -> Demand:
     """How many replicas each Deployment or ReplicaSet's scale steps create beyond those it declares, in this
     variant and file order: a scale-up makes new pods (new names, new addresses), never re-creates deleted
     ones, so realize builds them all at the start."""
-    running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in _SCALED}
+    running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in SCALED}
     created = dict.fromkeys(running, 0)
     for i, probe in enumerate(probes):
         for k, step in enumerate(probe.before):
@@ -53,7 +54,7 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
     return {key: n for key, n in created.items() if n}
 
 
-_SCALED = ("Deployment", "ReplicaSet")
+SCALED = ("Deployment", "ReplicaSet")
 
 
 def resolve_steps(
@@ -166,8 +167,9 @@ def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workloa
     """Scaling down removes the highest-numbered replicas, as a ReplicaSet removes the newest pods first."""
     kind, namespace, name = _reference(src, (*spath, "scale"), text, ("Deployment", "ReplicaSet"))
     owned = [p for p in now.pods if p.owner == f"{kind}/{name}" and p.namespace == namespace]
-    if not owned and not any(n.startswith(f"{name}-") for n, _ in now.deleted):
-        raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload")
+    if (kind, namespace, name) not in now.controllers:
+        known = ", ".join(f"{k}/{ns}/{n}" for k, ns, n in sorted(now.controllers)) or "none"
+        raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload; it has {known}")
     ordered = sorted(owned, key=lambda p: int(p.name.rsplit("-", 1)[1]))
     if replicas == len(owned):
         return f"scale {kind} {name} to {replicas} (no change)", now

@@ -232,8 +232,6 @@ def _service(
         for p in pods
         if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
     ]
-    if spec.selector and not selected:
-        raise src.error((*path, "selector"), f"{spec.selector} selects no pod in namespace {m.metadata.namespace!r}")
     external = spec.type != "ClusterIP"
     ports = []
     for j, p in enumerate(spec.ports):
@@ -334,9 +332,28 @@ def _endpoints(
             eps.append(
                 EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready, zone=zones[pod.node])
             )
-    if isinstance(target, str) and not eps:
+    if isinstance(target, str) and pods and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
     return tuple(eps)
+
+
+def unselected(src: Source, workload: list[k8s.Manifest], pods: tuple[PodSpec, ...]) -> tuple[str, ...]:
+    """A warning for each Service whose selector matches no pod running at the start: normal (created before its
+    Deployment, or its pods all gone), and kube-proxy rejects its traffic until one runs; said in case a label is
+    misspelt."""
+    said = []
+    for i, m in enumerate(workload):
+        if not isinstance(m, k8s.Service) or not m.spec.selector:
+            continue
+        namespace, wanted = m.metadata.namespace, set(m.spec.selector.items())
+        if not any(p.namespace == namespace and wanted <= set(p.labels) for p in pods):
+            error = src.error(
+                ("workload", i, "spec", "selector"),
+                f"{m.spec.selector} selects no pod running at the start in namespace {namespace!r}: Service "
+                f"{m.metadata.name} has no endpoints, and kube-proxy rejects its traffic until one runs",
+            )
+            said.append(str(error))
+    return tuple(said)
 
 
 def without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
