@@ -283,7 +283,7 @@ def test_a_matrix_past_the_bound_is_refused_with_its_size(tmp_path):
     [
         ({"proxyMode": ["iptables", "bogus"]}, "--matrix proxyMode=iptables,bogus", "'bogus': expected 'iptables'"),
         ({"kubeVersion": ["1.12"]}, "--matrix kubeVersion=1.12", "'1.12': kube-proxy 1.12"),
-        ({"externalTrafficPolicy": ["Lokal"]}, "--matrix externalTrafficPolicy=Lokal", "'Lokal': expected 'Cluster' or 'Local'"),
+        ({"externalTrafficPolicy": ["Lokal"]}, "--matrix externalTrafficPolicy=Lokal", "'Lokal': expected 'Cluster'"),
         ({"proxyMod": ["ipvs"]}, "--matrix proxyMod=ipvs", "unknown matrix axis"),
         ({"proxyMode": ["ipvs", "ipvs"]}, "--matrix proxyMode=ipvs,ipvs", "'ipvs' is listed twice"),
     ],

@@ -122,13 +122,14 @@ def _delete_service(src: Source, path: FieldPath, text: str, now: Workload) -> t
 
 def _pod(src: Source, path: FieldPath, text: str, now: Workload) -> PodSpec:
     _, namespace, name = _reference(src, path, text, ("Pod",))
-    pod = next((p for p in now.pods if (p.namespace, p.name) == (namespace, name)), None)
+    pod = next((p for p in now.pods if (p.namespace, p.kube_name) == (namespace, name)), None)
     if pod is not None:
         return pod
-    gone = dict(now.deleted).get(name)
+    deleted = dict(now.deleted)
+    gone = deleted.get(f"{namespace}/{name}") or deleted.get(name)
     if gone is not None:
         raise src.error(path, f"pod {namespace}/{name} was deleted before, at line {src.line_of(gone)}")
-    known = ", ".join(p.name for p in now.pods) or "none left"
+    known = ", ".join(f"{p.namespace}/{p.kube_name}" for p in now.pods) or "none left"
     raise src.error(path, f"no pod {namespace}/{name} in the workload at this step; it has {known}")
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
+from lab.describe.names import DNS1123_SUBDOMAIN
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
@@ -56,15 +58,18 @@ def resolve_pods(
     start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
     wanted = _plans(src, workload, nodes, demand)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
+    unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
+    # A name two namespaces use is the pods' NAMESPACE/NAME, in the lab and its reports: each is told apart.
+    shared = {name for name, n in Counter(w.name for w in wanted).items() if n > 1}
     pods, pending = [], []
     for w, address in zip(wanted, addresses, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
         labels = tuple(sorted(w.labels.items()))
+        name = f"{w.namespace}/{w.name}" if w.name in shared else w.name
         spec = PodSpec(
-            w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
+            name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
         )
         (pending if w.pending else pods).append(spec)
-    unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
     return tuple(pods), tuple(pending)
 
 
@@ -97,7 +102,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 )
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
-                name = f"{m.metadata.name}-{r}"
+                name = _replica_name(m.metadata.name, r)
                 owner = f"{m.kind}/{m.metadata.name}"
                 plan = _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
                 if r < m.spec.replicas:
@@ -105,6 +110,14 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 else:
                     later.append(plan._replace(pending=True))
     return wanted + later
+
+
+def _replica_name(owner: str, index: int) -> str:
+    """The lab's name for a replica, OWNER-INDEX, within a pod name's 253 characters: a long owner's name is cut,
+    as Kubernetes cuts a generateName prefix (k8s.io/apiserver's names.SimpleNameGenerator), never past a '.'
+    that would end a part of the name."""
+    suffix = f"-{index}"
+    return owner[: DNS1123_SUBDOMAIN.longest - len(suffix)].rstrip(".") + suffix
 
 
 def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
