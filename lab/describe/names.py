@@ -21,6 +21,7 @@ name namespaces of this machine, report rows and files, and appear in the rules 
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -36,37 +37,47 @@ class Rule:
     longest: int
     form: re.Pattern[str]
     words: str  # what it is made of, for a sentence "... is at most N characters of WORDS"
+    chars: str  # every character it may hold
 
     def problem(self, value: str) -> str | None:
         """Why `value` is not such a name, in words (None when it is one)."""
         if len(value) > self.longest:
             return f"{len(value)} characters is too long"
-        if not self.form.fullmatch(value):
-            return "it has a character or an end that is not allowed" if value else "it is empty"
-        return None
+        if self.form.fullmatch(value):
+            return None
+        if not value:
+            return "it is empty"
+        if bad := next((c for c in value if c not in self.chars), None):
+            return f"{bad!r} is not allowed"
+        return "a character is not allowed where it stands (the start, the end, or beside a '-' or '.')"
 
     def describe(self, what: str) -> str:
         return f"{what} is at most {self.longest} characters of {self.words} (Kubernetes' {self.title})"
 
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_LOWER = string.ascii_lowercase + string.digits + "-"
+_ANY_CASE = string.ascii_letters + string.digits + "-_."
 DNS1123_LABEL = Rule(
     "DNS-1123 label",
     63,
     re.compile(_LABEL),
     "lower-case letters, digits and '-', starting and ending with a letter or digit",
+    _LOWER,
 )
 DNS1035_LABEL = Rule(
     "DNS-1035 label",
     63,
     re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"),
     "lower-case letters, digits and '-', starting with a letter and ending with a letter or digit",
+    _LOWER,
 )
 DNS1123_SUBDOMAIN = Rule(
     "DNS-1123 subdomain",
     253,
     re.compile(rf"{_LABEL}(\.{_LABEL})*"),
     "lower-case letters, digits, '-' and '.', each part between dots starting and ending with a letter or digit",
+    _LOWER + ".",
 )
 # IsValidPortName: [-a-z0-9], at least one letter, no hyphen at either end, no two in a row.
 PORT_NAME = Rule(
@@ -74,6 +85,7 @@ PORT_NAME = Rule(
     15,
     re.compile(r"(?=[-a-z0-9]*[a-z])[a-z0-9]+(-[a-z0-9]+)*"),
     "lower-case letters, digits and '-', with at least one letter, no '-' at either end and no two '-' in a row",
+    _LOWER,
 )
 _KEY_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 LABEL_VALUE = Rule(
@@ -81,12 +93,14 @@ LABEL_VALUE = Rule(
     63,
     re.compile(rf"({_KEY_NAME})?"),
     "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (or nothing at all)",
+    _ANY_CASE,
 )
 LABEL_KEY_NAME = Rule(
     "label key",
     63,
     re.compile(_KEY_NAME),
     "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+    _ANY_CASE,
 )
 
 
