@@ -5,7 +5,7 @@ lab run [FILE...]            build each scenario, install kube-proxy's rules, se
 lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
-lab validate [FILE...]       check scenario files without building anything
+lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
@@ -303,7 +303,7 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--matrix", action="append", metavar="KEY=V1,V2", help="e.g. proxyMode=ipvs")
     render.set_defaults(func=cmd_render)
 
-    validate = sub.add_parser("validate", help="check scenario files")
+    validate = sub.add_parser("validate", help="check scenario files (and warn of a Service with no pod)")
     validate.add_argument("files", nargs="*")
     validate.set_defaults(func=cmd_validate)
 
