@@ -9,10 +9,13 @@ staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go: IsDNS1123Labe
 IsDNS1123Subdomain, IsValidPortName; and at 26c0309663d6df7426e5ce03835f15c34b1c7399,
 staging/src/k8s.io/apimachinery/pkg/api/validate/content/kube.go: IsLabelKey, IsLabelValue). Which rule each field
 takes is pkg/apis/core/validation/validation.go's (a7264f95ffc8b56377da16e83461aa59467ebb3e): a namespace is a
-DNS-1123 label, a Service's name a DNS-1035 label (ValidateServiceName), a Pod's a DNS-1123 subdomain, a Service
-port's name a DNS-1123 label (validateServicePort), a container port's name and a named targetPort an
-IANA_SVC_NAME (validateContainerPorts, ValidatePortNumOrName); an EndpointSlice port's name is a DNS-1123 label
-(pkg/apis/discovery/validation/validation.go at 006614ef0bd74f44f847e57dc090e99589c244a0, validatePorts).
+DNS-1123 label (ValidateNamespaceName), a Service's name a DNS-1035 label (ValidateServiceName), a Pod's a DNS-1123
+subdomain (ValidatePodName), a Service port's name a DNS-1123 label (validateServicePort), a container's name a
+DNS-1123 label, a container port's name and a named targetPort an IANA_SVC_NAME (validateContainerPorts,
+ValidatePortNumOrName), labels by ValidateLabels; a Deployment's and a ReplicaSet's name is a DNS-1123 subdomain
+(pkg/apis/apps/validation/validation.go at 2dd1588c490775be7cd90d0afc59c6dcef07032a, ValidateDeploymentName), an
+EndpointSlice's too and its ports' names DNS-1123 labels (pkg/apis/discovery/validation/validation.go at
+006614ef0bd74f44f847e57dc090e99589c244a0, ValidateEndpointSliceName, validatePorts).
 
 The lab's own names (the scenario, nodes, external hosts, load balancers) follow the DNS-1123 label rule too: they
 name namespaces of this machine, report rows and files, and appear in the rules the fabric runs.

@@ -113,9 +113,12 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
 
 
 def _replica_name(owner: str, index: int) -> str:
-    """The lab's name for a replica, OWNER-INDEX, within a pod name's 253 characters: a long owner's name is cut,
-    as Kubernetes cuts a generateName prefix (k8s.io/apiserver's names.SimpleNameGenerator), never past a '.'
-    that would end a part of the name."""
+    """The lab's name for a replica, OWNER-INDEX (readable, and the same in every run), within a pod name's 253
+    characters: a long owner's name is cut, never leaving a '.' before the '-' (an empty part of the name).
+    Kubernetes names a replica by generateName instead, OWNER-HASH- and five random characters, the prefix cut
+    to 58 (kubernetes/kubernetes 18b46af2bc28de9f6f15b9359c8789735bef1b7e,
+    staging/src/k8s.io/apiserver/pkg/storage/names/generate.go), so its replicas' names are at most 63: a pod
+    name past that comes from a Pod written with it."""
     suffix = f"-{index}"
     return owner[: DNS1123_SUBDOMAIN.longest - len(suffix)].rstrip(".") + suffix
 
