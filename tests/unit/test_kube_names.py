@@ -169,3 +169,16 @@ def test_kernel_names_fit_and_stay_apart():
     parts = [netns_part(n) for n in long]
     assert all(len(p) <= NETNS_ROOM and "/" not in p for p in parts) and len(set(parts)) == len(parts)
     assert netns_part("a/web") == "a_web" and netns_part("node1") == "node1"
+
+
+def test_a_deleted_replica_of_a_cut_name_is_replaced_by_a_scale_up(tmp_path):
+    longest = ".".join(["d" * 63] * 4)[:253]
+    text = at_limits().replace(DEPLOY251, longest)
+    first = f"{longest[:251]}-0"
+    steps = f"    before: [{{delete: Pod/{NS63}/{first}}}, {{scale: ReplicaSet/{NS63}/{longest}, replicas: 2}}]\n"
+    text = text.replace("kind: Deployment", "kind: ReplicaSet").replace(
+        "    to: {service:", steps + "    to: {service:"
+    )
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    (probe,) = topo.probes
+    assert sorted(p.name[-2:] for p in probe.before[-1].pods) == ["-1", "-2"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from lab.describe import k8s, schema
 from lab.describe.resolve.checks import node_names
 from lab.describe.resolve.matrix import Variant
-from lab.describe.resolve.workload import Demand, without_endpoints
+from lab.describe.resolve.workload import Demand, replica_name, without_endpoints
 from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -46,10 +46,10 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
                 created[key] += max(0, step.replicas - running[key])
                 running[key] = step.replicas
             elif step.delete is not None and kind == "Pod":
-                # A replica is NAME-N: deleting one leaves its Deployment a pod short (no controller replaces it).
-                owner, _, index = name.rpartition("-")
+                # A replica is OWNER-N: deleting one leaves its Deployment a pod short (no controller replaces it).
+                index = name.rpartition("-")[2]
                 for key in running:
-                    if index.isdigit() and key[1:] == (namespace, owner):
+                    if index.isdigit() and key[1] == namespace and replica_name(key[2], int(index)) == name:
                         running[key] -= 1
     return {key: n for key, n in created.items() if n}
 

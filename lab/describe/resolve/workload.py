@@ -102,7 +102,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 )
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
-                name = _replica_name(m.metadata.name, r)
+                name = replica_name(m.metadata.name, r)
                 owner = f"{m.kind}/{m.metadata.name}"
                 plan = _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
                 if r < m.spec.replicas:
@@ -112,7 +112,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
     return wanted + later
 
 
-def _replica_name(owner: str, index: int) -> str:
+def replica_name(owner: str, index: int) -> str:
     """The lab's name for a replica, OWNER-INDEX (readable, and the same in every run), within a pod name's 253
     characters: a long owner's name is cut, never leaving a '.' before the '-' (an empty part of the name).
     Kubernetes names a replica by generateName instead, OWNER-HASH- and five random characters, the prefix cut
