@@ -5,7 +5,7 @@ lab run [FILE...]            build each scenario, install kube-proxy's rules, se
 lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
-lab validate [FILE...]       check scenario files without building anything
+lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
@@ -202,6 +202,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         probes = sum(len(v.probes) for v in scenario.variants)
         console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
+        for warning in scenario.warnings:
+            console.print(Text("warning: ", style="yellow") + Text(warning), highlight=False)
     return 2 if failed else 0
 
 
@@ -333,10 +335,11 @@ def parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser(
         "validate",
-        help="check scenario files",
+        help="check scenario files (and warn of a Service with no pod)",
         description="Check scenario files without building anything: every error of a file in one pass, each "
         "with its file:line, the field and what was expected (the file's fields first, then what can still be "
-        "checked against the rest of it); a file that is fine prints its variants and probes.",
+        "checked against the rest of it); a file that is fine prints its variants and probes, then its warnings "
+        "(a Service that selects no pod yet).",
         epilog=exit_codes((0, "every file is fine"), (2, "a file has an error")),
     )
     validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")

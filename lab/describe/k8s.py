@@ -11,11 +11,23 @@ import functools
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lab.describe.errors import did_you_mean
 from lab.describe.ipv4 import Address, SourceRange
 from lab.describe.k8s_fields import FIELDS
+from lab.describe.names import (
+    TARGET_PORT,
+    Annotations,
+    ContainerName,
+    EndpointPortName,
+    Labels,
+    Namespace,
+    ObjectName,
+    PortName,
+    ServiceName,
+    ServicePortName,
+)
 from lab.describe.yamlsrc import FieldPath
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -79,26 +91,30 @@ class Loose(BaseModel):
 
 
 class Metadata(Loose):
-    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
-    namespace: str = "default"
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    name: ObjectName
+    namespace: Namespace = "default"
+    labels: Labels = {}
+    annotations: Annotations = {}
+
+
+class ServiceMetadata(Metadata):
+    name: ServiceName
 
 
 class ContainerPort(Loose):
-    name: str | None = None
+    name: PortName | None = None
     container_port: int = Field(alias="containerPort", ge=1, le=65535)
     protocol: Literal["TCP", "UDP"] = "TCP"
 
 
 class Container(Loose):
-    name: str = "main"
+    name: ContainerName = "main"
     ports: list[ContainerPort] = []
 
 
 class PodSpec(Loose):
     node_name: str | None = Field(None, alias="nodeName")
-    node_selector: dict[str, str] = Field({}, alias="nodeSelector")
+    node_selector: Labels = Field({}, alias="nodeSelector")
     host_network: bool = Field(False, alias="hostNetwork")
     containers: list[Container] = []
 
@@ -116,7 +132,7 @@ class Pod(Loose):
 
 
 class TemplateMetadata(Loose):
-    labels: dict[str, str] = {}
+    labels: Labels = {}
 
 
 class PodTemplate(Loose):
@@ -125,7 +141,7 @@ class PodTemplate(Loose):
 
 
 class Selector(Loose):
-    match_labels: dict[str, str] = Field({}, alias="matchLabels")
+    match_labels: Labels = Field({}, alias="matchLabels")
 
 
 class WorkloadSpec(Loose):
@@ -141,11 +157,16 @@ class Deployment(Loose):
 
 
 class ServicePortSpec(Loose):
-    name: str = ""
+    name: ServicePortName = ""
     port: int = Field(ge=1, le=65535)
     target_port: Port | str | None = Field(None, alias="targetPort")
     node_port: int | None = Field(None, alias="nodePort", ge=1, le=65535)
     protocol: Literal["TCP", "UDP"] = "TCP"
+
+    @field_validator("target_port")
+    @classmethod
+    def _named(cls, value: int | str | None) -> int | str | None:
+        return TARGET_PORT(value) if isinstance(value, str) else value
 
 
 class ClientIPConfig(Loose):
@@ -158,7 +179,7 @@ class AffinityConfig(Loose):
 
 class ServiceSpec(Loose):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    selector: dict[str, str] = {}
+    selector: Labels = {}
     cluster_ip: Address | None = Field(None, alias="clusterIP")
     ports: list[ServicePortSpec] = Field(min_length=1)
     external_ips: list[Address] = Field([], alias="externalIPs")
@@ -190,7 +211,7 @@ class ServiceStatus(Loose):
 
 class Service(Loose):
     kind: Literal["Service"]
-    metadata: Metadata
+    metadata: ServiceMetadata
     spec: ServiceSpec
     status: ServiceStatus = ServiceStatus()
 
@@ -221,7 +242,7 @@ class SliceEndpoint(Loose):
 
 
 class EndpointPort(Loose):
-    name: str = ""
+    name: EndpointPortName = ""
     port: Port | None = None
     protocol: Literal["TCP", "UDP"] = "TCP"
 

@@ -20,8 +20,8 @@ from lab.describe.resolve.network import resolve_externals, resolve_nodes
 from lab.describe.resolve.parse import check_manifests, parse
 from lab.describe.resolve.probes import resolve_probes
 from lab.describe.resolve.remainder import as_written, probes_refused, without_probes
-from lab.describe.resolve.steps import scale_demand
-from lab.describe.resolve.workload import resolve_pods, resolve_services, without_endpoints
+from lab.describe.resolve.steps import SCALED, scale_demand
+from lab.describe.resolve.workload import resolve_pods, resolve_services, unselected, without_endpoints
 from lab.describe.topology import Axis, Topology
 from lab.describe.yamlsrc import Source, load_yaml
 
@@ -32,6 +32,11 @@ class Scenario:
     file: str
     description: str
     variants: tuple[Topology, ...]
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every variant's warnings, each once."""
+        return tuple(dict.fromkeys(w for v in self.variants for w in v.warnings))
 
 
 def load_scenario(
@@ -115,5 +120,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
         pending_pods=pending,
+        warnings=unselected(src, f.workload, pods),
     )
-    return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric, potential))
+    controllers = frozenset((m.kind, m.metadata.namespace, m.metadata.name) for m in f.workload if m.kind in SCALED)
+    return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric, potential, controllers))

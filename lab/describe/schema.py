@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lab.describe.ipv4 import address as _address
 from lab.describe.ipv4 import network as _network
 from lab.describe.k8s import Manifest, Port
+from lab.describe.names import Labels
+from lab.describe.names import LabName as Name
 
-Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 # What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
 # a RST once established, another ICMP error (net/host unreachable, time exceeded...), nothing, or a TCP
 # handshake with nothing behind it (accepted: a socket that never reads, as kube-proxy's held NodePorts up to 1.23).
@@ -50,7 +52,7 @@ class Ipvs(Strict):
 
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
-    kube_version: str = Field("1.31", alias="kubeVersion", pattern=r"^1\.\d+$")
+    kube_version: str = Field("1.31", alias="kubeVersion")
     iptables_backend: Literal["nft", "legacy"] = Field("nft", alias="iptablesBackend")
     cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
     kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
@@ -83,12 +85,19 @@ class Cluster(Strict):
             raise ValueError(f'write the version in quotes ("1.30", not 1.30): YAML reads {value!r} as a number')
         return value
 
+    @field_validator("kube_version")
+    @classmethod
+    def _minor_version(cls, value: str) -> str:
+        if not re.fullmatch(r"1\.[0-9]+", value):
+            raise ValueError(f'expected a Kubernetes release as 1.MINOR, e.g. "1.31", not {value!r}')
+        return value
+
 
 class Node(Strict):
     name: Name
     ip: str
     pod_cidr: str = Field(alias="podCIDR")
-    labels: dict[str, str] = {}
+    labels: Labels = {}
 
     _ip = field_validator("ip")(_address)
     _cidr = field_validator("pod_cidr")(_network)

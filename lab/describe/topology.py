@@ -46,7 +46,7 @@ class PortSpec:
 
 @dataclass(frozen=True)
 class PodSpec:
-    name: str
+    name: str  # how the lab names it: its name, or NAMESPACE/NAME when a pod of another namespace has that name
     namespace: str
     node: str
     ip: str
@@ -56,6 +56,11 @@ class PodSpec:
     ready: bool = True
     terminating: bool = False  # deleted, still shutting down (its endpoints stay, serving as readiness says)
     owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
+
+    @property
+    def kube_name(self) -> str:
+        """Its name in Kubernetes (metadata.name)."""
+        return self.name.rpartition("/")[2]
 
 
 @dataclass(frozen=True)
@@ -304,6 +309,7 @@ class Topology:
     # Replicas a later `scale:` step creates: built at the start (network up, backends listening, idle), in no
     # Service's endpoints until that step.
     pending_pods: tuple[PodSpec, ...] = ()
+    warnings: tuple[str, ...] = ()  # what is allowed and likely unintended (a Service selecting no pod yet)
 
     @property
     def has_actors(self) -> bool:

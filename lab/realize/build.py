@@ -38,6 +38,7 @@ from types import MappingProxyType
 
 from lab.describe.topology import ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.realize.enter import NETNS_DIR, NamespaceError, ensure_br_netfilter, write_sysctls
+from lab.realize.kernel_names import ifname
 from lab.realize.links import NetBuilder
 from lab.realize.rtnl import Batch
 from lab.realize.runs import new_prefix, release, remove_namespaces
@@ -104,8 +105,9 @@ def _prefixlen(cidr: str) -> int:
 
 
 def _veth_name(pod: PodSpec, index: int) -> str:
-    name = f"veth-{pod.name}"
-    return name if len(name) <= 15 else f"veth{index}"
+    """veth-NAME when it fits and NAME is plain, else by the pod's index (unique on its node)."""
+    name = ifname(pod.name, "veth-")
+    return name if name == f"veth-{pod.name}" else f"veth{index}"
 
 
 class _Builder(NetBuilder):
@@ -141,12 +143,13 @@ class _Builder(NetBuilder):
                 )
 
     def attach_to_underlay(self, actor: str, ip: str) -> None:
-        self.veth(actor, "eth0", FABRIC, actor[:15])
-        self.up(FABRIC, actor[:15], master=self.index(FABRIC, "br0"))
+        port = ifname(actor)
+        self.veth(actor, "eth0", FABRIC, port)
+        self.up(FABRIC, port, master=self.index(FABRIC, "br0"))
         if (self.topo.load_balancers or self.topo.egress) and actor in {n.name for n in self.topo.nodes}:
             # br_netfilter DNATs a load balancer's frame at the bridge: sent back to the node it came from,
             # the bridge would need hairpin mode on that port (a cloud network delivers it, so allow it).
-            self.ipr[FABRIC].brport("set", index=self.index(FABRIC, actor[:15]), mode=1)
+            self.ipr[FABRIC].brport("set", index=self.index(FABRIC, port), mode=1)
         self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay))
         self.ipr[actor].route("add", dst="0.0.0.0/0", gateway=self.topo.cluster.gateway_ip)
 
@@ -315,8 +318,9 @@ class _Builder(NetBuilder):
         self.open(ext.name)
         if ext.behind:
             router = next(e for e in self.topo.externals if e.name == ext.behind)
-            self.veth(ext.name, "eth0", router.name, ext.name[:15])
-            self.up(router.name, ext.name[:15], master=self.index(router.name, LAN_BRIDGE))
+            port = ifname(ext.name)
+            self.veth(ext.name, "eth0", router.name, port)
+            self.up(router.name, port, master=self.index(router.name, LAN_BRIDGE))
             self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))
             self.ipr[ext.name].route("add", dst="0.0.0.0/0", gateway=router.lan_ip)
             return

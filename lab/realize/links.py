@@ -16,6 +16,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from lab.realize.enter import create_netns, create_netns_all, in_netns
+from lab.realize.kernel_names import netns_part
 from lab.realize.rtnl import Batch
 from lab.realize.runs import record
 from lab.realize.terminate import deferred
@@ -52,7 +53,7 @@ class NetBuilder:
         return self.names[actor]
 
     def open(self, actor: str) -> Requests:
-        name = f"{self.prefix}-{actor}"
+        name = f"{self.prefix}-{netns_part(actor)}"
         record(self.prefix, name)  # first, so that a run killed at any moment leaves nothing `lab down` ignores
         # One thread makes the namespace and, from inside it, turns IPv6 off (router solicitations and MLD would
         # only add noise to every capture) and opens the netlink socket, so every request acts there.
@@ -70,7 +71,7 @@ class NetBuilder:
     def open_all(self, actors: list[str]) -> dict[str, Batch]:
         """Namespaces for many actors at once (recorded in one write, made on every core), each with an empty
         batch of requests on its own raw netlink socket; its `lo` is not up yet (the caller's batch says so)."""
-        names = [f"{self.prefix}-{actor}" for actor in actors]
+        names = [f"{self.prefix}-{netns_part(actor)}" for actor in actors]
         record(self.prefix, *names)
         self.names.update(zip(actors, names, strict=True))
         socks = create_netns_all(names, _no_ipv6_netlink)

@@ -133,7 +133,7 @@ def test_pytest_collects_a_scenario_file_named_on_its_command_line_wherever_it_l
         capture_output=True, text=True, cwd=tmp_path, check=False,
     )  # fmt: skip
     assert "pod-to-own-service[" in done.stdout and "tests collected" in done.stdout
-    assert "broken.yaml:2: nodes: Input should be a valid list" in done.stdout
+    assert "broken.yaml:2: nodes: expected a list" in done.stdout
     assert "Traceback" not in done.stdout
 
 

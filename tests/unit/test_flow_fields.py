@@ -45,7 +45,7 @@ def test_every_defaults_to_200_ms(tmp_path):
         (BASE + KEEP + CHECK + "    attempts: 3\n", "probes[1]", "leave out attempts"),
         (BASE + "    every: 100\n", "probes[0]", "`every` goes with `keep: true`"),
         (BASE + KEEP + "    attempts: 2\n", "probes[0]", "keeps one connection"),
-        (BASE + KEEP + "    every: 5\n", "probes[0].every", "greater than or equal to 20"),
+        (BASE + KEEP + "    every: 5\n", "probes[0].every", "a number of at least 20"),
         (BASE + KEEP + "    craft: outOfWindow\n", "probes[0]", "cannot be kept"),
         (BASE.replace("    from: client\n", ""), "probes[0]", "needs `from:` and `to:`"),
     ],

@@ -54,13 +54,6 @@ def test_matrix_expands_variants_and_picks_expectations(tmp_path):
             "nodes[1].podCIDR",
             "overlaps node1's 10.244.1.0/24",
         ),
-        (
-            "selector: {app: web}\n      ports",
-            "selector: {app: nothing}\n      ports",
-            23,
-            "workload[1].spec.selector",
-            "selects no pod",
-        ),
         ("ip: 192.168.56.100}", "ip: 192.168.57.100}", 7, "externalHosts[0].ip", "outside the underlay"),
         ("kind: Service", "kind: Ingress", 19, "workload[1]", "unsupported kind 'Ingress'"),
         ("port: http, via", "port: https, via", 28, "probes[0].to.port", "has no port 'https'"),

@@ -196,7 +196,7 @@ def test_ip_mode_proxy_is_honoured_from_1_30_only(tmp_path):
         ),
         ("entries: [node1]", "entries: [node5]", 41, "probes[0].expect.entries[0]", "unknown node 'node5'"),
         ("source: client,", "source: entry/tunl0,", 41, "probes[0].expect.source", "expected one of entry"),
-        ("attempts: 4", "attempts: 0", 40, "probes[0].attempts", "greater than or equal to 1"),
+        ("attempts: 4", "attempts: 0", 40, "probes[0].attempts", "a number of at least 1"),
     ],
 )
 def test_errors_name_file_line_field_and_expectation(tmp_path, old, new, line, field, message):

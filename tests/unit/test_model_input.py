@@ -203,12 +203,12 @@ def test_two_pods_with_one_pod_ip_are_refused(tmp_path):
 @pytest.mark.parametrize(
     ("old", "new", "field", "message"),
     [
-        ("targetPort: http}", "targetPort: 0}", "workload[1].spec.ports[0].targetPort", "greater than or equal to 1"),
+        ("targetPort: http}", "targetPort: 0}", "workload[1].spec.ports[0].targetPort", "a number of at least 1"),
         (
             "targetPort: http}",
             "targetPort: 70000}",
             "workload[1].spec.ports[0].targetPort",
-            "less than or equal to 65535",
+            "a number of at most 65535",
         ),
         (
             "type: NodePort",
@@ -216,13 +216,13 @@ def test_two_pods_with_one_pod_ip_are_refused(tmp_path):
             "workload[1].spec.healthCheckNodePort",
             "30000-32767",
         ),
-        ("port: http, via", "port: 70000, via", "probes[0].to.port", "less than or equal to 65535"),
+        ("port: http, via", "port: 70000, via", "probes[0].to.port", "a number of at most 65535"),
         (
             "type: NodePort",
             "type: NodePort\n      sessionAffinity: ClientIP\n"
             "      sessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}",
             "workload[1].spec.sessionAffinityConfig.clientIP.timeoutSeconds",
-            "greater than or equal to 1",
+            "a number of at least 1",
         ),
     ],
 )
@@ -281,9 +281,9 @@ def test_a_matrix_past_the_bound_is_refused_with_its_size(tmp_path):
 @pytest.mark.parametrize(
     ("matrix", "flag", "message"),
     [
-        ({"proxyMode": ["iptables", "bogus"]}, "--matrix proxyMode=iptables,bogus", "'bogus': Input should be"),
+        ({"proxyMode": ["iptables", "bogus"]}, "--matrix proxyMode=iptables,bogus", "'bogus': expected 'iptables'"),
         ({"kubeVersion": ["1.12"]}, "--matrix kubeVersion=1.12", "'1.12': kube-proxy 1.12"),
-        ({"externalTrafficPolicy": ["Lokal"]}, "--matrix externalTrafficPolicy=Lokal", "'Lokal': Input should be"),
+        ({"externalTrafficPolicy": ["Lokal"]}, "--matrix externalTrafficPolicy=Lokal", "'Lokal': expected 'Cluster'"),
         ({"proxyMod": ["ipvs"]}, "--matrix proxyMod=ipvs", "unknown matrix axis"),
         ({"proxyMode": ["ipvs", "ipvs"]}, "--matrix proxyMode=ipvs,ipvs", "'ipvs' is listed twice"),
     ],
@@ -503,7 +503,7 @@ def test_nodes_carry_the_labels_kubelet_gives_them(tmp_path):
             "- {outcome: maybe,",
             22,
             "probes[0].expect[0].outcome",
-            "Input should be 'delivered'",
+            "expected 'delivered'",
         ),
         ("- {outcome: delivered,", "- {outcome: maybe,", 22, "probes[0].expect[0].outcome", "not 'maybe'"),
         ("- {outcome: delivered,", "- {outcme: dropped,", 22, "probes[0].expect[0].outcme", "did you mean outcome?"),

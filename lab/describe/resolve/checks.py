@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
-from lab.describe.topology import ClusterSpec, NodeSpec
+from lab.describe.topology import ClusterSpec, NodeSpec, PodSpec
 from lab.describe.yamlsrc import FieldPath, Source
 
 
@@ -43,3 +43,14 @@ def disjoint(src: Source, path: FieldPath, cidr: str, cluster: ClusterSpec, what
     for name, net in nets.items():
         if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(net)):
             raise src.error(path, f"{what} {cidr} overlaps {name} {net}")
+
+
+def pod_named(src: Source, path: FieldPath, text: str, pods: tuple[PodSpec, ...]) -> PodSpec | None:
+    """The pod `text` names, NAMESPACE/NAME or a NAME only one namespace's pod has; None when no pod has it. A
+    bare name that pods of two namespaces have is refused, naming both."""
+    namespace, slash, name = text.rpartition("/")
+    found = [p for p in pods if p.kube_name == name and (not slash or p.namespace == namespace)]
+    if len(found) > 1:
+        each = " and ".join(f"{p.namespace}/{name}" for p in found)
+        raise src.error(path, f"{name!r} names more than one pod ({each}): write NAMESPACE/NAME")
+    return found[0] if found else None

@@ -103,11 +103,38 @@ def _explain(error: Any) -> str:
         return f"unsupported kind {error['input'].get('kind')!r}; expected {kinds}"
     if kind == "union_tag_not_found":
         return "every manifest needs a `kind` (Pod, Deployment, ReplicaSet, Service or EndpointSlice)"
-    if kind == "literal_error":
-        return f"{message}, not {error['input']!r}"
+    if kind == "value_error":
+        return message.removeprefix("Value error, ")
     if kind in _EXPECTED:
         return f"expected {_EXPECTED[kind]}, not {_written(error['input'], kind)}"
-    return message.removeprefix("Value error, ")
+    words = _WORDS.get(kind)
+    if words is None:  # a check no scenario field has today: pydantic's sentence, in the file's words
+        return message.replace("Input should be", "expected").replace(" should ", " must ")
+    said = words.format(**error.get("ctx", {}))
+    shown = error.get("input")
+    return f"{said}, not {shown!r}" if isinstance(shown, str | int | float) else said
+
+
+# pydantic's error types the schema can raise, in the words of the file (its own messages say "Input should be").
+_WORDS = {
+    "greater_than_equal": "expected a number of at least {ge}",
+    "greater_than": "expected a number above {gt}",
+    "less_than_equal": "expected a number of at most {le}",
+    "less_than": "expected a number below {lt}",
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_parsing": "expected a number",
+    "bool_parsing": "expected true or false",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping (KEY: VALUE)",
+    "model_type": "expected a mapping of fields",
+    "model_attributes_type": "expected a mapping of fields",
+    "too_short": "expected at least {min_length} item(s), got {actual_length}",
+    "too_long": "expected at most {max_length} item(s), got {actual_length}",
+    "string_too_short": "expected at least {min_length} character(s)",
+    "string_too_long": "expected at most {max_length} character(s)",
+    "literal_error": "expected {expected}",
+}
 
 
 # Types the schema reads strictly, as Kubernetes' API does: `replicas: true` or `keep: "yes"` is refused, not

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
-from lab.describe.resolve.checks import node_names, unique
+from lab.describe.resolve.checks import node_names, pod_named, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
 from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, ServiceSpec, StepSpec, Topology
@@ -19,14 +19,19 @@ DEFAULT_EVERY_MS = 200  # a kept flow's exchange interval unless `every:` says
 
 
 def resolve_probes(
-    variant: Variant, declared: list[schema.Probe], topo: Topology, potential: tuple[ServiceSpec, ...]
+    variant: Variant,
+    declared: list[schema.Probe],
+    topo: Topology,
+    potential: tuple[ServiceSpec, ...],
+    controllers: frozenset[tuple[str, str, str]],
 ) -> tuple[ProbeSpec, ...]:
     """Every probe of the file; `topo` is this variant's topology without them, `potential` its Services as if
-    every built pod ran (where a scale-up's new replicas find their endpoints)."""
+    every built pod ran (where a scale-up's new replicas find their endpoints), `controllers` the Deployments
+    and ReplicaSets a step may scale, (kind, namespace, name)."""
     src = variant.source
     actors = {p.name for p in topo.built_pods} | {n.name for n in topo.nodes} | {e.name for e in topo.externals}
     probes = []
-    now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential)
+    now = Workload(topo.pods, topo.services, pending=topo.pending_pods, potential=potential, controllers=controllers)
     kept: dict[str, ProbeSpec] = {}
     held: dict[tuple[str, int, str, int], FieldPath] = {}  # the TCP connections kept from a fixed port, by 4-tuple
     errors: list[ScenarioError] = []
@@ -70,6 +75,8 @@ def _resolve_probe(
         probes.append(_flow_check(variant, path, p, topo, kept, before, now))
         return
     assert p.source is not None and p.to is not None  # the schema's check: from and to, or flow
+    named = pod_named(src, (*path, "from"), p.source, topo.built_pods)
+    p = p.model_copy(update={"source": named.name}) if named else p
     if gone := dict(now.deleted).get(p.source):
         raise src.error((*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe")
     if p.source in {q.name for q in now.pending}:
@@ -217,10 +224,8 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
     known = {p.name for p in topo.built_pods} | {
         ep.pod for s in topo.services for port in s.ports for ep in port.endpoints
     }
-    backends = tuple([e.backend] if isinstance(e.backend, str) else e.backend or [])
-    for b in backends:
-        if b not in known:
-            raise src.error((*path, "backend"), f"unknown pod {b!r}; expected one of {', '.join(sorted(known))}")
+    written = [e.backend] if isinstance(e.backend, str) else e.backend or []
+    backends = tuple(_backend(src, (*path, "backend"), b, topo, known) for b in written)
     nodes = [n.name for n in topo.nodes]
     if e.node and e.node not in nodes and e.node != ENTRY:
         raise src.error((*path, "node"), f"unknown node {e.node!r}")
@@ -241,6 +246,16 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
     return Expected(
         first, backends, e.node, source, source_ip, local, remote, entries, e.same_backend, e.affinity, tuple(also)
     )
+
+
+def _backend(src: Source, path: FieldPath, name: str, topo: Topology, known: set[str]) -> str:
+    """The lab's name of a backend: a pod (NAMESPACE/NAME or NAME), or an external host a slice names."""
+    pod = pod_named(src, path, name, topo.built_pods)
+    if pod is not None:
+        return pod.name
+    if name not in known:
+        raise src.error(path, f"unknown pod {name!r}; expected one of {', '.join(sorted(known))}")
+    return name
 
 
 def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topology) -> None:
@@ -264,6 +279,8 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
         return None
+    if (pod := pod_named(src, path, name, topo.built_pods)) is not None and not pod.host_network:
+        return pod.ip
     by_name = {n: ip for ip, n in topo.address_names().items()}
     by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
     if name in by_name:

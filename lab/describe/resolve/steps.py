@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from lab.describe import k8s, schema
 from lab.describe.resolve.checks import node_names
 from lab.describe.resolve.matrix import Variant
-from lab.describe.resolve.workload import Demand, without_endpoints
+from lab.describe.resolve.workload import Demand, replica_name, without_endpoints
 from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -27,13 +27,14 @@ class Workload:
     pending: tuple[PodSpec, ...] = ()  # replicas built for a later scale-up, not created yet
     # Every Service with the endpoints it would have if every built pod ran: where a created replica's come from.
     potential: tuple[ServiceSpec, ...] = ()
+    controllers: frozenset[tuple[str, str, str]] = frozenset()  # (kind, namespace, name) of each one a step scales
 
 
 def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8s.Manifest]) -> Demand:
     """How many replicas each Deployment or ReplicaSet's scale steps create beyond those it declares, in this
     variant and file order: a scale-up makes new pods (new names, new addresses), never re-creates deleted
     ones, so realize builds them all at the start."""
-    running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in _SCALED}
+    running = {(m.kind, m.metadata.namespace, m.metadata.name): m.spec.replicas for m in workload if m.kind in SCALED}
     created = dict.fromkeys(running, 0)
     largest: dict[tuple[str, str, str], tuple[int, FieldPath]] = {}  # the step asking for the most at once
     for i, probe in enumerate(probes):
@@ -51,15 +52,15 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
                 if step.replicas > largest.get(key, (-1, ()))[0]:
                     largest[key] = (step.replicas, spath)
             elif step.delete is not None and kind == "Pod":
-                # A replica is NAME-N: deleting one leaves its Deployment a pod short (no controller replaces it).
-                owner, _, index = name.rpartition("-")
+                # A replica is OWNER-N: deleting one leaves its Deployment a pod short (no controller replaces it).
+                index = name.rpartition("-")[2]
                 for key in running:
-                    if index.isdigit() and key[1:] == (namespace, owner):
+                    if index.isdigit() and key[1] == namespace and replica_name(key[2], int(index)) == name:
                         running[key] -= 1
     return {key: (n, largest[key][1]) for key, n in created.items() if n}
 
 
-_SCALED = ("Deployment", "ReplicaSet")
+SCALED = ("Deployment", "ReplicaSet")
 
 
 def resolve_steps(
@@ -133,13 +134,14 @@ def _delete_service(src: Source, path: FieldPath, text: str, now: Workload) -> t
 
 def _pod(src: Source, path: FieldPath, text: str, now: Workload) -> PodSpec:
     _, namespace, name = _reference(src, path, text, ("Pod",))
-    pod = next((p for p in now.pods if (p.namespace, p.name) == (namespace, name)), None)
+    pod = next((p for p in now.pods if (p.namespace, p.kube_name) == (namespace, name)), None)
     if pod is not None:
         return pod
-    gone = dict(now.deleted).get(name)
+    deleted = dict(now.deleted)
+    gone = deleted.get(f"{namespace}/{name}") or deleted.get(name)
     if gone is not None:
         raise src.error(path, f"pod {namespace}/{name} was deleted before, at line {src.line_of(gone)}")
-    known = ", ".join(p.name for p in now.pods) or "none left"
+    known = ", ".join(f"{p.namespace}/{p.kube_name}" for p in now.pods) or "none left"
     raise src.error(path, f"no pod {namespace}/{name} in the workload at this step; it has {known}")
 
 
@@ -178,8 +180,9 @@ def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workloa
     """Scaling down removes the highest-numbered replicas, as a ReplicaSet removes the newest pods first."""
     kind, namespace, name = _reference(src, (*spath, "scale"), text, ("Deployment", "ReplicaSet"))
     owned = [p for p in now.pods if p.owner == f"{kind}/{name}" and p.namespace == namespace]
-    if not owned and not any(n.startswith(f"{name}-") for n, _ in now.deleted):
-        raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload")
+    if (kind, namespace, name) not in now.controllers:
+        known = ", ".join(f"{k}/{ns}/{n}" for k, ns, n in sorted(now.controllers)) or "none"
+        raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload; it has {known}")
     ordered = sorted(owned, key=lambda p: int(p.name.rsplit("-", 1)[1]))
     if replicas == len(owned):
         return f"scale {kind} {name} to {replicas} (no change)", now

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
+from lab.describe.names import DNS1123_SUBDOMAIN
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
@@ -58,15 +60,18 @@ def resolve_pods(
     start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
     wanted = _plans(src, workload, nodes, demand)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
+    unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
+    # A name two namespaces use is the pods' NAMESPACE/NAME, in the lab and its reports: each is told apart.
+    shared = {name for name, n in Counter(w.name for w in wanted).items() if n > 1}
     pods, pending = [], []
     for w, address in zip(wanted, addresses, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
         labels = tuple(sorted(w.labels.items()))
+        name = f"{w.namespace}/{w.name}" if w.name in shared else w.name
         spec = PodSpec(
-            w.name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
+            name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
         )
         (pending if w.pending else pods).append(spec)
-    unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
     return tuple(pods), tuple(pending)
 
 
@@ -106,7 +111,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 )
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
-                name = f"{m.metadata.name}-{r}"
+                name = replica_name(m.metadata.name, r)
                 owner = f"{m.kind}/{m.metadata.name}"
                 plan = _PodPlan(path, name, m.metadata.namespace, node, tpl.metadata.labels, tpl.spec, owner=owner)
                 if r < m.spec.replicas:
@@ -114,6 +119,17 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 else:
                     later.append(plan._replace(pending=True))
     return wanted + later
+
+
+def replica_name(owner: str, index: int) -> str:
+    """The lab's name for a replica, OWNER-INDEX (readable, and the same in every run), within a pod name's 253
+    characters: a long owner's name is cut, never leaving a '.' before the '-' (an empty part of the name).
+    Kubernetes names a replica by generateName instead, OWNER-HASH- and five random characters, the prefix cut
+    to 58 (kubernetes/kubernetes 18b46af2bc28de9f6f15b9359c8789735bef1b7e,
+    staging/src/k8s.io/apiserver/pkg/storage/names/generate.go), so its replicas' names are at most 63: a pod
+    name past that comes from a Pod written with it."""
+    suffix = f"-{index}"
+    return owner[: DNS1123_SUBDOMAIN.longest - len(suffix)].rstrip(".") + suffix
 
 
 def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
@@ -241,8 +257,6 @@ def _service(
         for p in pods
         if p.namespace == m.metadata.namespace and spec.selector and set(spec.selector.items()) <= set(p.labels)
     ]
-    if spec.selector and not selected:
-        raise src.error((*path, "selector"), f"{spec.selector} selects no pod in namespace {m.metadata.namespace!r}")
     external = spec.type != "ClusterIP"
     ports = []
     for j, p in enumerate(spec.ports):
@@ -343,9 +357,28 @@ def _endpoints(
             eps.append(
                 EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready, zone=zones[pod.node])
             )
-    if isinstance(target, str) and not eps:
+    if isinstance(target, str) and pods and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
     return tuple(eps)
+
+
+def unselected(src: Source, workload: list[k8s.Manifest], pods: tuple[PodSpec, ...]) -> tuple[str, ...]:
+    """A warning for each Service whose selector matches no pod running at the start: normal (created before its
+    Deployment, or its pods all gone), and kube-proxy rejects its traffic until one runs; said in case a label is
+    misspelt."""
+    said = []
+    for i, m in enumerate(workload):
+        if not isinstance(m, k8s.Service) or not m.spec.selector:
+            continue
+        namespace, wanted = m.metadata.namespace, set(m.spec.selector.items())
+        if not any(p.namespace == namespace and wanted <= set(p.labels) for p in pods):
+            error = src.error(
+                ("workload", i, "spec", "selector"),
+                f"{m.spec.selector} selects no pod running at the start in namespace {namespace!r}: Service "
+                f"{m.metadata.name} has no endpoints, and kube-proxy rejects its traffic until one runs",
+            )
+            said.append(str(error))
+    return tuple(said)
 
 
 def without_endpoints(svc: ServiceSpec, pods: set[str]) -> ServiceSpec:
