@@ -31,11 +31,13 @@ class ReadError(Exception):
         super().__init__(f"line {line}: {reason}" if line else reason)
 
 
-def read_bytes(path: Path | str, limit: int | None = None) -> bytes:
-    """The bytes of the regular file at `path`, if there are at most `limit` (MAX_BYTES) of them."""
+def read_bytes(path: Path | str, limit: int | None = None, dir_fd: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of the regular file at `path`, if there are at most `limit` (MAX_BYTES) of them; `dir_fd` and
+    `follow=False` (never through a symlink) for lab's own state, in a directory opened once."""
     limit = MAX_BYTES if limit is None else limit
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError as exc:
         raise ReadError(f"cannot read it: {exc.strerror or exc}") from None
     mode = os.fstat(fd).st_mode
@@ -52,9 +54,9 @@ def read_bytes(path: Path | str, limit: int | None = None) -> bytes:
     return data
 
 
-def read_text(path: Path | str, limit: int | None = None) -> str:
+def read_text(path: Path | str, limit: int | None = None, dir_fd: int | None = None, follow: bool = True) -> str:
     """The file as UTF-8 text; a byte that is not names its line."""
-    data = read_bytes(path, limit)
+    data = read_bytes(path, limit, dir_fd, follow)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

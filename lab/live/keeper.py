@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from lab.describe.load import load_scenario
+from lab.describe.readfile import read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
 from lab.judge.attempts import run_probe
 from lab.live.adhoc import adhoc_probe
@@ -40,7 +41,7 @@ REQUEST_LIMIT = 300.0  # seconds a `lab probe` connection may take to send its r
 
 
 def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 def start(path: Path, matrix: dict[str, list[Axis]], topo: Topology) -> list[str]:
