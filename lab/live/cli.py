@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from lab.live import commands
 from lab.live.record import LiveLabError, pick
 from lab.pipeline import cannot_run
+from lab.report.literal import literal
 from lab.selection import key_value, load_all, no_variant, require_root, select
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
@@ -23,26 +25,28 @@ def cmd_up(args: argparse.Namespace) -> int:
     (scenario,) = load_all([args.file], args.matrix)
     variants = select(scenario, args.variant)
     if not variants:
-        err.print(no_variant([scenario], args.variant), markup=False)
+        err.print(literal(no_variant([scenario], args.variant)))
         return 2
     topo = variants[0]
     if len(variants) > 1:
         others = "; ".join(t.variant_label for t in variants[1:])
-        err.print(f"{topo.variant_label}: the first of {len(variants)} variants (--variant picks another: {others})")
+        err.print(
+            literal(f"{topo.variant_label}: the first of {len(variants)} variants (--variant picks another: {others})")
+        )
     if reason := cannot_run(topo):
-        err.print(f"{args.file} ({topo.variant_label}) cannot run here: {reason}", markup=False)
+        err.print(literal(f"{args.file} ({topo.variant_label}) cannot run here: {reason}"))
         return 2
     require_root("up")
     axes = {k: [v] for k, v in topo.variant}
     for line in commands.up(Path(args.file), axes, topo):
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     require_root("ls")
     for line in commands.listing():
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
@@ -80,7 +84,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     require_root("down")
     for line in commands.down(args.run, args.all):
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
@@ -91,7 +95,7 @@ def run_live(func):  # noqa: ANN001, ANN201 - wraps a command
         try:
             return func(args)
         except LiveLabError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(Text("error: ", style="red") + literal(exc))
             return 2
 
     return wrapped

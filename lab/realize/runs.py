@@ -39,7 +39,7 @@ STATE_DIR = Path("/run/lab")
 PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
 STATE_RE = re.compile(r"^(lab-[0-9a-f]{6})\.json$")
 LOCK_NAME = ".lock"
-BESIDE = (".live.json", ".sock")  # what a run may keep beside its state file, named <prefix><suffix>
+BESIDE = (".live.json", ".sock", ".log")  # what a run may keep beside its state file, named <prefix><suffix>
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _libc = ctypes.CDLL(None, use_errno=True)
