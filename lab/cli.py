@@ -315,7 +315,10 @@ def parser() -> argparse.ArgumentParser:
         "NATed it; null when the connection failed and no rule says why), whether the source was masqueraded, "
         "the rules that moved, and session affinity (-m recent) when the rules have it. A dump that cannot "
         "answer is refused: empty, without kube-proxy's chains, or with kube-proxy's chains but no built-in "
-        "chain jumping there (see --add-kube-jumps). nfacct objects the rules name are created first, as "
+        "chain jumping there (see --add-kube-jumps). Every dump is reviewed first and refused, with its line, for "
+        "what its tool never writes and what would act outside the lab (nft include, define and variables; "
+        "iptables -m bpf --object-pinned, -j LED; ipset -file; ipvsadm lines other than -A and -a); each file "
+        "must be a regular file of at most 4 MiB. nfacct objects the rules name are created first, as "
         "kube-proxy creates them on the node.",
     )
     dump = replay.add_mutually_exclusive_group(required=True)
