@@ -24,7 +24,7 @@ class ProbeRequest(BaseModel):
     via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] | None = None
     node: str | None = Field(None, min_length=1, max_length=_TEXT)
     verbose: bool = False
-    width: int = Field(120, ge=20, le=1000)  # the client's terminal columns, for the answer's text
+    width: int = Field(120, ge=1, le=10000)  # the client's terminal columns (any a terminal has), for the answer
     color: bool = False
 
     @model_validator(mode="after")
