@@ -82,13 +82,19 @@ def review_nft(text: str) -> None:
 
 
 def _words(dump: str, line: str, number: int) -> list[str]:
-    """A line's words as iptables-restore and ipset split them: double quotes group, a backslash escapes a quote."""
+    """A line's words as iptables-restore and ipset split them: double quotes group, a backslash escapes a quote.
+    The save commands quote whole words, so a quote or backslash inside an unquoted word (where the tools' and
+    this splitting could differ) is refused."""
     words: list[str] = []
     for match in re.finditer(r'"((?:[^"\\]|\\.)*)("?)|(\S+)', line):
         if match.group(3) is not None:
+            if '"' in match.group(3) or "\\" in match.group(3):
+                raise DumpError(dump, f"a quote or backslash inside the word {match.group(3)[:40]}", number)
             words.append(match.group(3))
         elif not match.group(2):
             raise DumpError(dump, 'a string opened with " is not closed on its line', number)
+        elif match.end() < len(line) and not line[match.end()].isspace():
+            raise DumpError(dump, f"a quoted string joined to the word after it: {line[match.start() :][:40]}", number)
         else:
             words.append(match.group(1))
     return words

@@ -72,6 +72,8 @@ def test_nft_keywords_inside_strings_and_comments_are_harmless():
         ("-A KUBE-SERVICES -m cgroup --path user.slice -j DROP", "-m cgroup --path resolves a path"),
         ('-A KUBE-SERVICES -m comment --comment "x -j DROP', 'a string opened with " is not closed on its line'),
         ("include /etc/shadow", "not a line of iptables-save"),
+        ('-A KUBE-SERVICES "-"j LED', 'a quoted string joined to the word after it: "-"j LED'),  # iptables reads -j
+        ('-A KUBE-SERVICES -m comment --comment x" -j "LED', 'a quote or backslash inside the word x"'),
     ],
 )
 def test_rules_that_reach_outside_the_lab_are_refused_with_their_line(tmp_path, rule, said):
