@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.timelimit import Hung, time_limit
 
 from lab.cli import main
 
@@ -142,31 +143,12 @@ def mutants(original: str, edits: list[TextEdit], seed: int, count: int) -> Iter
         yield number, data
 
 
-class Hung(Exception):
-    pass
-
-
-def _on_alarm(*_: object) -> None:
-    raise Hung
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_cli(argv: list[str]) -> tuple[int, str]:
     """`lab ARGV` in this process: its exit status and what it printed to stderr. Raises what escapes main()."""
     term = signal.getsignal(signal.SIGTERM)  # lab replay installs its own handler: give pytest its own back
     stderr = io.StringIO()
     try:
-        with _time_limit(HANG_SECONDS), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+        with time_limit(HANG_SECONDS), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
             main(argv)
     except SystemExit as done:
         return (done.code if isinstance(done.code, int) else 0), stderr.getvalue()
@@ -281,7 +263,7 @@ def live_lab():
 
 def ask(prefix: str, data: bytes) -> object:
     """One request line to the keeper, under the hang limit; its answer as JSON."""
-    with _time_limit(HANG_SECONDS), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    with time_limit(HANG_SECONDS), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(f"/run/lab/{prefix}.sock")
         sock.sendall(data + b"\n")
         return json.loads(sock.makefile("rb").readline())

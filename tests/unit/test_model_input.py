@@ -10,6 +10,7 @@ from typing import get_args
 
 import pytest
 from support.scenario import NODES, SERVICE_AND_PROBE
+from support.timelimit import time_limit
 
 from lab import cli
 from lab.describe import readfile, yamlsrc
@@ -144,7 +145,7 @@ def test_a_file_larger_than_the_bound_is_refused_unread(tmp_path, monkeypatch):
 def test_what_is_no_regular_file_is_refused_unread(tmp_path, make, said):
     path = tmp_path / "scenario.yaml"
     make(path)
-    with pytest.raises(ScenarioError) as info:
+    with pytest.raises(ScenarioError) as info, time_limit(5):  # read unbounded, a FIFO blocks and /dev/zero grows
         load_scenario(path)
     assert str(info.value) == f"{path}: {said}: give a file"
 

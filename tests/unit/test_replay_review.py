@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.timelimit import time_limit
 
 from lab.cli import parser
 from lab.describe import readfile
@@ -120,7 +121,7 @@ def test_ipvsadm_lines_no_save_holds_are_refused(tmp_path):
 def test_a_dump_that_is_no_regular_file_is_refused_unread(tmp_path, make, said):
     path = tmp_path / "dump"
     make(path)
-    with pytest.raises(InstallError) as caught:
+    with pytest.raises(InstallError) as caught, time_limit(5):  # read unbounded, a FIFO blocks and /dev/zero grows
         replay_from_args(parser().parse_args(["replay", "--rules", str(path), *PROBE]))
     assert str(caught.value) == f"--rules {path}: {said}"
 
