@@ -67,8 +67,8 @@ def review_nft(text: str) -> None:
         if word in "{};":
             statement_start = word != "}"  # `{ 10.0.0.0/8 } drop`: a rule goes on after an anonymous set
             continue
-        if word.startswith("$"):
-            raise DumpError("nft", f"`{word}` is a variable, which `nft list ruleset` never writes", line)
+        if "$" in word:  # nft's scanner starts a variable at a `$` inside a word too: `a$b` is `a` and `$b`
+            raise DumpError("nft", f"`{word}` holds a variable ($), which `nft list ruleset` never writes", line)
         if word in _NFT_NEVER:
             raise DumpError("nft", _NFT_NEVER[word], line)
         if statement_start and depth == 0 and word not in _NFT_COMMANDS:
