@@ -4,11 +4,15 @@ whose probe fails inside the keeper is answered with an error and logged with it
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 from types import SimpleNamespace
 
 import pytest
 
+from lab.live import commands
 from lab.live.keeper import _answer
+from lab.live.record import LiveLabError
 from lab.live.request import RequestError, parse_request
 
 
@@ -56,3 +60,39 @@ def test_a_failure_inside_the_keeper_is_answered_and_logged(tmp_path):
     assert answer["error"].startswith("the keeper failed on this request (ZeroDivisionError: a bug); the lab is")
     logged = (tmp_path / "keeper.log").read_text()
     assert "ZeroDivisionError: a bug" in logged and "Traceback" in logged
+
+
+@pytest.mark.parametrize(
+    ("said", "error"),
+    [
+        (b"", "closed the connection without an answer"),
+        (b"{}\n", "answered something that is no probe's result: b'{}\\n'"),
+        (b'{"text": "x"}\n', "answered something that is no probe's result"),
+        (b"[" * 5000 + b"\n", "did not answer"),
+        (b'{"error": "bad request: width: Input should be a valid integer"}\n', "bad request: width: Input should"),
+    ],
+    ids=["nothing", "empty", "no-record", "nesting", "refused"],
+)
+def test_lab_probe_says_what_the_keeper_answered_instead_of_a_result(tmp_path, monkeypatch, said, error):
+    """The client side of the socket: whatever comes back (a keeper that died says nothing), one clear error."""
+    path = str(tmp_path / "keeper.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.makefile("rb").readline()
+            conn.sendall(said)
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    monkeypatch.setattr(commands, "pick", lambda _: SimpleNamespace(socket=path, prefix="lab-000000"))
+    try:
+        with pytest.raises(LiveLabError) as caught:
+            commands.probe(None, {"name": "x"})
+    finally:
+        thread.join(5)
+        server.close()
+    assert error in str(caught.value)
