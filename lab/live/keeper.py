@@ -24,7 +24,6 @@ import os
 import selectors
 import socket
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,7 +292,7 @@ def _answer(requests: _Requests, line: bytes, log: logging.Logger) -> dict[str, 
     try:
         return requests.answer(line)
     except Exception as exc:  # noqa: BLE001 - whatever one probe raised, the lab stays up for the next one
-        log.error("request %r failed:\n%s", line[:500], traceback.format_exc())
+        log.exception("request %r failed", line[:500])
         return {
             "error": f"the keeper failed on this request ({type(exc).__name__}: {exc}); the lab is still up; "
             f"details in {requests.lab.log}"
