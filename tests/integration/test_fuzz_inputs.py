@@ -66,6 +66,8 @@ DUMP_LINES = [
     'include "/etc/hostname"', "define x = 10.0.0.1", "add rule ip kube-proxy x ip daddr $x drop", "monitor",
     '-A KUBE-SERVICES -m comment --comment "-j LED COMMIT" -j RETURN', "-A KUBE-SERVICES -j LED --led-trigger-id x",
     "-A KUBE-SERVICES -m bpf --object-pinned /sys/fs/bpf/x -j DROP", '-A KUBE-SERVICES -m comment --comment "open',
+    "save -file /tmp/lab-fuzz", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80 -fi /etc/hostname", "destroy",
+    "add KUBE-CLUSTER-IP 10.96.0.11,tcp:80", "create KUBE-X hash:ip family inet",
 ]  # fmt: skip
 
 
@@ -199,6 +201,11 @@ DUMPS = {
     "nft": (REPO / "tests/fixtures/replay/two-endpoints.nft", ["--nft"]),
     # kube-proxy's own golden: only its chains, replayed as a node holds it
     "golden": (REPO / "tests/golden/iptables/overall_iptables_rules.txt", ["--add-kube-jumps", "--rules"]),
+    # the sets beside a node's rules (ipset restore runs them as root, in the node's namespace)
+    "ipsets": (
+        REPO / "tests/fixtures/replay/kube-proxy.ipsets",
+        ["--rules", str(REPO / "tests/fixtures/replay/two-endpoints.rules"), "--ipsets"],
+    ),
 }
 REPLAY_PROBE = ["--node-ip", "192.168.0.2", "--pod-cidr", "10.0.0.0/8", "--timeout", "0.2"]
 REPLAY_FLOWS = [
