@@ -276,6 +276,7 @@ def ask(prefix: str, data: bytes) -> object:
         return json.loads(sock.makefile("rb").readline())
 
 
+@pytest.mark.xdist_group("lab-down")  # as test_live_lab's: a bare `lab down` of another test never takes this lab
 def test_a_live_keeper_answers_every_mutant_of_a_request(live_lab):
     """Every mutant answered with an error or a probe's result, and the keeper answers a good request after."""
     answered, failures = {"error": 0, "result": 0}, []
