@@ -41,6 +41,7 @@ from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
 from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
+from lab.report.literal import literal
 from lab.selection import add_variant_flags, counts, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
 
@@ -78,16 +79,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     scenarios = load_all(args.files, args.matrix)
     if args.compare and (problem := _check_compare(scenarios, args.compare)):
-        err.print(problem)
+        err.print(literal(problem))
         return 2
     selected = [(scenario, select(scenario, args.variant)) for scenario in scenarios]
     if not any(variants for _, variants in selected):
-        err.print(no_variant(scenarios, args.variant))
+        err.print(literal(no_variant(scenarios, args.variant)))
         return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
     if only and not only & known:
-        err.print(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}")
+        err.print(literal(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}"))
         return 2
     require_root("run")
     handle_sigterm()
@@ -124,9 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             written = write_report(args.html, reported)
         except DrawingError as exc:
-            err.print(f"--html: {exc}", markup=False)
+            err.print(literal(f"--html: {exc}"))
             return 2
-        err.print(f"report: {written}", markup=False, highlight=False)
+        err.print(literal(f"report: {written}"))
     if args.json:
         _print_json(finished, all_runs, interrupted=False)
     elif not args.markdown:
@@ -160,16 +161,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     scenario = load_all([args.file], args.matrix)[0]
     variants = select(scenario, args.variant)
     if not variants:
-        err.print(no_variant([scenario], args.variant))
+        err.print(literal(no_variant([scenario], args.variant)))
         return 2
     topo = variants[0]
     if args.node not in {n.name for n in topo.nodes}:
-        err.print(f"{args.file}: no node {args.node!r}; nodes are {', '.join(n.name for n in topo.nodes)}")
+        err.print(literal(f"{args.file}: no node {args.node!r}; nodes are {', '.join(n.name for n in topo.nodes)}"))
         return 2
     if len(variants) > 1:
-        err.print(f"# variant {topo.variant_label} (choose with --variant KEY=VALUE)")
+        err.print(literal(f"# variant {topo.variant_label} (choose with --variant KEY=VALUE)"))
     if topo.cluster.proxy_mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
-        err.print(f"{args.file}: {problem}")
+        err.print(literal(f"{args.file}: {problem}"))
         return 2
     print(node_dataplane(topo, args.node).text(), end="")
     return 0
@@ -178,32 +179,32 @@ def cmd_render(args: argparse.Namespace) -> int:
 def running(what: str) -> AbstractContextManager[object]:
     """Which variant runs: a status line on a terminal (gone when it ends), else one line on stderr."""
     if err.is_terminal:
-        return err.status(what)
-    err.print(f"running {what}", markup=False, highlight=False)
+        return err.status(literal(what))
+    err.print(literal(f"running {what}"))
     return nullcontext()
 
 
 def _error_text(exc: Exception) -> Text:
-    """`error: ` and the message, as written (brackets in it, of nft rules or iptables matches, are no markup);
-    each of several errors of a file on a line of its own."""
+    """`error: ` and the message, as written (brackets in it, of nft rules or iptables matches, are no markup;
+    control characters escaped); each of several errors of a file on a line of its own."""
     errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
-    return Text("\n").join(Text("error: ", style="red") + Text(str(e)) for e in errors)
+    return Text("\n").join(Text("error: ", style="red") + literal(e) for e in errors)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     failed = False
     for path in scenario_paths(args.files):  # every file is checked, whichever fail
         try:
-            with err.status(f"checking {path}…") if err.is_terminal else nullcontext():
+            with err.status(literal(f"checking {path}…")) if err.is_terminal else nullcontext():
                 scenario = load_scenario(path)
         except ScenarioError as exc:
             err.print(_error_text(exc), highlight=False)
             failed = True
             continue
         probes = sum(len(v.probes) for v in scenario.variants)
-        console.print(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))")
+        console.print(literal(f"{scenario.file}: ok ({len(scenario.variants)} variant(s), {probes} probe(s))"))
         for warning in scenario.warnings:
-            console.print(Text("warning: ", style="yellow") + Text(warning), highlight=False)
+            console.print(Text("warning: ", style="yellow") + literal(warning), highlight=False)
     return 2 if failed else 0
 
 
@@ -354,7 +355,10 @@ def parser() -> argparse.ArgumentParser:
         "NATed it; null when the connection failed and no rule says why), whether the source was masqueraded, "
         "the rules that moved, and session affinity (-m recent) when the rules have it. A dump that cannot "
         "answer is refused: empty, without kube-proxy's chains, or with kube-proxy's chains but no built-in "
-        "chain jumping there (see --add-kube-jumps). nfacct objects the rules name are created first, as "
+        "chain jumping there (see --add-kube-jumps). Every dump is reviewed first and refused, with its line, for "
+        "what its tool never writes and what would act outside the lab (nft include, define and variables; "
+        "iptables -m bpf --object-pinned, -j LED; ipset -file; ipvsadm lines other than -A and -a); each file "
+        "must be a regular file of at most 4 MiB. nfacct objects the rules name are created first, as "
         "kube-proxy creates them on the node.",
     )
     dump = replay.add_mutually_exclusive_group(required=True)

@@ -15,6 +15,7 @@ from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
 from lab.helptext import MATRIX, VARIANT
+from lab.report.literal import literal
 
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
 
@@ -37,7 +38,7 @@ def require_root(command: str) -> None:
 def scenario_paths(files: list[str]) -> list[Path]:
     paths = [Path(f) for f in files] or default_scenarios()
     if not paths:
-        err.print(f"no scenario files given and no catalogue in {CATALOGUE}")
+        err.print(literal(f"no scenario files given and no catalogue in {CATALOGUE}"))
         sys.exit(2)
     return paths
 
@@ -48,10 +49,10 @@ def load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario
     for item in matrix or []:
         key, _, values = item.partition("=")
         if not values:
-            err.print(f"--matrix {item}: expected KEY=VALUE[,VALUE...], e.g. proxyMode=iptables,nftables")
+            err.print(literal(f"--matrix {item}: expected KEY=VALUE[,VALUE...], e.g. proxyMode=iptables,nftables"))
             sys.exit(2)
         if key in axes:
-            err.print(f"--matrix {item}: {key} is given twice; list every value once, e.g. {key}=A,B")
+            err.print(literal(f"--matrix {item}: {key} is given twice; list every value once, e.g. {key}=A,B"))
             sys.exit(2)
         axes[key] = values.split(",")
     return [load_scenario(p, axes) for p in paths]

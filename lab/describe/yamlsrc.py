@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from lab.describe.errors import ScenarioError
+from lab.describe.readfile import ReadError, read_text
 
 FieldPath = tuple[str | int, ...]
 
-MAX_BYTES = 4 * 2**20  # a scenario is a few kB; real manifests pasted into one, a few hundred kB at most
 MAX_DEPTH = 64  # Kubernetes objects nest about 20 deep (managedFields' fieldsV1 the deepest)
 MAX_VALUES = 100_000  # every value counted as often as aliases repeat it: an alias bomb stops here
 
@@ -159,19 +159,10 @@ class _Builder:
 
 def _read(name: str, path: Path | str) -> str:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ScenarioError(name, None, "", f"cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_BYTES:
-        raise ScenarioError(name, None, "", f"more than {MAX_BYTES} bytes: not a scenario file")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ScenarioError(
-            name, line, "", f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); is it a YAML file?"
-        ) from None
+        return read_text(path)
+    except ReadError as exc:
+        hint = "; is it a YAML file?" if exc.line else ""
+        raise ScenarioError(name, exc.line, "", f"{exc.reason}{hint}") from None
 
 
 def _compose(name: str, text: str) -> yaml.Node | None:

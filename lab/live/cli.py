@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from lab.helptext import STOPPED, exit_codes
 from lab.live import commands
 from lab.live.record import LiveLabError, NotRunnable, pick
 from lab.pipeline import cannot_run
+from lab.report.literal import literal
 from lab.selection import add_variant_flags, first_runnable, load_all, no_variant, require_root, select
 
 out = Console(width=None if sys.stdout.isatty() else 160, highlight=False, soft_wrap=True)
@@ -24,24 +26,24 @@ def cmd_up(args: argparse.Namespace) -> int:
     (scenario,) = load_all([args.file], args.matrix)
     variants = select(scenario, args.variant)
     if not variants:
-        err.print(no_variant([scenario], args.variant), markup=False)
+        err.print(literal(no_variant([scenario], args.variant)))
         return 2
     topo, said = first_runnable(args.file, variants, cannot_run)
     for line in said:
-        err.print(line, markup=False)
+        err.print(literal(line))
     if topo is None:
         return 2
     require_root("up")
     axes = {k: [v] for k, v in topo.variant}
     for line in commands.up(Path(args.file), axes, topo):
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     require_root("ls")
     for line in commands.listing():
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
@@ -83,7 +85,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     require_root("down")
     for line in commands.down(args.run, args.all):
-        out.print(line, markup=False)
+        out.print(literal(line))
     return 0
 
 
@@ -94,7 +96,7 @@ def run_live(func):  # noqa: ANN001, ANN201 - wraps a command
         try:
             return func(args)
         except LiveLabError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(Text("error: ", style="red") + literal(exc))
             return 2
 
     return wrapped

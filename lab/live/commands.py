@@ -97,11 +97,16 @@ def probe(run: str | None, request: dict[str, Any]) -> dict[str, Any]:
         try:
             sock.connect(lab.socket)
             sock.sendall(json.dumps(request).encode() + b"\n")
-            answer = json.loads(sock.makefile("rb").readline() or b"{}")
-        except (OSError, ValueError) as exc:
+            said = sock.makefile("rb").readline()
+            answer = json.loads(said) if said else None
+        except (OSError, ValueError, RecursionError) as exc:
             raise LiveLabError(f"{lab.prefix}'s keeper did not answer: {exc}") from None
-    if "error" in answer:
+    if answer is None:
+        raise LiveLabError(f"{lab.prefix}'s keeper closed the connection without an answer (is it up? lab ls)")
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
         raise LiveLabError(answer["error"])
+    if not isinstance(answer, dict) or not {"ok", "text", "record"} <= answer.keys():
+        raise LiveLabError(f"{lab.prefix}'s keeper answered something that is no probe's result: {said[:200]!r}")
     return answer
 
 

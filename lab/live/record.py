@@ -9,6 +9,7 @@ from lab.realize.runs import RunState, alive, read_beside, recorded_runs
 
 LIVE = ".live.json"
 SOCKET = ".sock"
+LOG = ".log"  # the keeper's: requests that failed inside it
 
 
 class LiveLabError(Exception):
@@ -60,6 +61,10 @@ class LiveLab:
     @property
     def socket(self) -> str:
         return f"/run/lab/{self.prefix}{SOCKET}"
+
+    @property
+    def log(self) -> str:
+        return f"/run/lab/{self.prefix}{LOG}"
 
     @property
     def variant_label(self) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.describe.readfile import ReadError, read_text
 from lab.realize.enter import NETNS_DIR, NamespaceError
 from lab.realize.terminate import deferred
 
@@ -38,7 +39,7 @@ STATE_DIR = Path("/run/lab")
 PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
 STATE_RE = re.compile(r"^(lab-[0-9a-f]{6})\.json$")
 LOCK_NAME = ".lock"
-BESIDE = (".live.json", ".sock")  # what a run may keep beside its state file, named <prefix><suffix>
+BESIDE = (".live.json", ".sock", ".log")  # what a run may keep beside its state file, named <prefix><suffix>
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -154,15 +155,16 @@ def _write_state(dir_fd: int, state: RunState) -> None:
 
 
 def _read_state(dir_fd: int, filename: str, prefix: str) -> RunState | None:
+    text = _read_own(dir_fd, filename)
+    return None if text is None else RunState.from_json(prefix, text)
+
+
+def _read_own(dir_fd: int, filename: str) -> str | None:
+    """A file of /run/lab, if it is a plain one of bounded size (never a symlink's target, a FIFO or a device)."""
     try:
-        # Not a symlink's target; not blocked by a FIFO put there.
-        fd = os.open(filename, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
+        return read_text(filename, dir_fd=dir_fd, follow=False)
+    except ReadError:
         return None
-    with os.fdopen(fd) as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None
-        return RunState.from_json(prefix, handle.read())
 
 
 # ---------------------------------------------------------------- this process's runs
@@ -244,12 +246,7 @@ def write_beside(prefix: str, suffix: str, text: str) -> None:
 def read_beside(prefix: str, suffix: str) -> str | None:
     """What a run keeps beside its state, if it is a plain file (None otherwise)."""
     with _state_dir() as dir_fd:
-        try:
-            fd = os.open(f"{prefix}{suffix}", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError:
-            return None
-        with os.fdopen(fd) as handle:
-            return handle.read() if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else None
+        return _read_own(dir_fd, f"{prefix}{suffix}")
 
 
 def recorded_runs() -> list[RunState]:

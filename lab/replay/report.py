@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 
 from lab.replay.run import ReplayResult
+from lab.report.literal import literal
 
 _SAYS = {
     "dnat": "DNATed to {endpoints}",
@@ -21,24 +23,26 @@ def print_replay(result: ReplayResult, console: Console) -> None:
     s = result.setup
     says = _SAYS.get(result.outcome, result.outcome).format(endpoints=", ".join(result.endpoints))
     console.print(
-        f"[bold]{s.protocol.lower()} {s.source} → {s.dst_ip}:{s.dst_port}[/bold] (from the {s.source_role}): {says}",
-        highlight=False,
+        Text.assemble(
+            literal(f"{s.protocol.lower()} {s.source} → {s.dst_ip}:{s.dst_port}", "bold"),
+            literal(f" (from the {s.source_role}): {says}"),
+        )
     )
     if result.source_seen:
         masq = "masqueraded" if result.masq else "source kept"
-        console.print(f"  source seen by the receiver: {', '.join(result.source_seen)} ({masq})", highlight=False)
+        console.print(literal(f"  source seen by the receiver: {', '.join(result.source_seen)} ({masq})"))
     if a := result.affinity:
         stuck = "stuck to" if a.sticky else "did not stick to"
         console.print(
-            f"  session affinity: a second connection from the same client {stuck} {a.endpoint} "
-            f"(recent list {', '.join(a.lists)}, {a.seconds} s); the lists were emptied before each later one",
-            highlight=False,
+            literal(
+                f"  session affinity: a second connection from the same client {stuck} {a.endpoint} "
+                f"(recent list {', '.join(a.lists)}, {a.seconds} s); the lists were emptied before each later one"
+            )
         )
     output = "None" if result.output is None else repr(result.output)
-    console.print(
-        f"  output={output} masq={str(result.masq).lower()} after {result.attempts} attempt(s)", highlight=False
-    )
+    console.print(literal(f"  output={output} masq={str(result.masq).lower()} after {result.attempts} attempt(s)"))
+    # The rules as the dump wrote them: its comments are the user's text.
     for line in result.trace:
-        console.print(f"  rule  {line}", highlight=False, markup=False, soft_wrap=True)
+        console.print(literal(f"  rule  {line}"), soft_wrap=True)
     for line in result.added:
-        console.print(f"  added {line}", highlight=False, markup=False, soft_wrap=True)
+        console.print(literal(f"  added {line}"), soft_wrap=True)

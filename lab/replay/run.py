@@ -13,8 +13,8 @@ import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
+from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
@@ -33,6 +33,7 @@ from lab.replay.dump import (
 from lab.replay.env import SINK_ARP_ADDRESS, WORLD_ARP_ADDRESS, Env, Setup, build
 from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
 from lab.replay.nfacct import create_nfacct_objects
+from lab.replay.review import review_ipsets, review_iptables, review_ipvs, review_nft
 from lab.replay.watch import Seen, Watcher, counter_watcher, nft_trace_watcher
 
 
@@ -146,7 +147,13 @@ def replay(
     kube_jumps: str | None = None,
 ) -> ReplayResult:
     """An `iptables-save` dump (with the node's ipsets and ipvs virtual servers, if any). `kube_jumps`: a
-    kube-proxy version whose jumps from the built-in chains to add (lab.replay.jumps)."""
+    kube-proxy version whose jumps from the built-in chains to add (lab.replay.jumps). Every dump is reviewed
+    (lab.replay.review) before anything is built."""
+    review_iptables(rules)
+    if ipsets:
+        review_ipsets(ipsets)
+    if ipvs:
+        review_ipvs(ipvs)
     rules, added = add_kube_jumps(rules, kube_jumps) if kube_jumps else (rules, [])
     check_reaches_kube_proxy(rules)
     table = ipvs_table(ipvs) if ipvs else {}
@@ -167,7 +174,9 @@ def replay(
 
 
 def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5) -> ReplayResult:
-    """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction."""
+    """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction (reviewed first:
+    lab.replay.review)."""
+    review_nft(ruleset)
     check_nft_hooks(ruleset)
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
     return _replay(
@@ -253,26 +262,21 @@ def _summarise(
 
 
 def read(option: str, path: str | None) -> str | None:
+    """A dump the user gave, bounded and checked as lab.describe.readfile reads every file."""
     if not path:
         return None
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InstallError(f"{option} {path}: cannot read it: {exc.strerror}") from None
-    try:
-        return data.decode()
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InstallError(
-            f"{option} {path} line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); iptables-save, nft and "
-            "ipvsadm write UTF-8, so this is not one of their dumps as written"
-        ) from None
+        return read_text(path)
+    except ReadError as exc:
+        where = f"{option} {path}" + (f" line {exc.line}" if exc.line else "")
+        hint = "; iptables-save, nft and ipvsadm write UTF-8, so this is not one of their dumps as written"
+        raise InstallError(f"{where}: {exc.reason}{hint if exc.line else ''}") from None
 
 
 def replay_from_args(args: argparse.Namespace) -> ReplayResult:
     """`lab replay`: --rules (iptables-save, with --ipsets, --ipvs) or --nft (nft list ruleset)."""
     setup = setup_from_args(args)
-    given = {"rules": args.rules, "nft": args.nft, "ipvs": args.ipvs}
+    given = {"rules": args.rules, "nft": args.nft, "ipvs": args.ipvs, "ipsets": args.ipsets}
     try:
         return _replay_dumps(args, setup)
     except DumpError as exc:
@@ -288,14 +292,9 @@ def _replay_dumps(args: argparse.Namespace, setup: Setup) -> ReplayResult:
         return replay_nft(read("--nft", args.nft) or "", setup, timeout=args.timeout)
     if args.kube_jumps and (problem := check_version(args.kube_jumps)):
         raise InstallError(f"--add-kube-jumps {args.kube_jumps}: {problem}")
+    rules, ipsets, ipvs = read("--rules", args.rules) or "", read("--ipsets", args.ipsets), read("--ipvs", args.ipvs)
     return replay(
-        read("--rules", args.rules) or "",
-        setup,
-        ipsets=read("--ipsets", args.ipsets),
-        backend=args.backend,
-        timeout=args.timeout,
-        ipvs=read("--ipvs", args.ipvs),
-        kube_jumps=args.kube_jumps,
+        rules, setup, ipsets=ipsets, backend=args.backend, timeout=args.timeout, ipvs=ipvs, kube_jumps=args.kube_jumps
     )
 
 

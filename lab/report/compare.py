@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.table import Table
+from rich.text import Text
 
 from lab.describe.topology import axis_text
 from lab.pipeline import ProbeResult, VariantRun
+from lab.report.literal import literal, visible
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,11 @@ def compare_rows(runs: list[VariantRun], axis: str) -> tuple[list[str], list[lis
 
 def compare_table(name: str, runs: list[VariantRun], axis: str) -> Table:
     header, body = compare_rows(runs, axis)
-    table = Table(title=f"[bold]{name}[/bold] by {axis}", title_justify="left")
+    table = Table(title=Text.assemble(literal(name, "bold"), literal(f" by {axis}")), title_justify="left")
     for column in header:
-        table.add_column(column, overflow="fold")
+        table.add_column(literal(column), overflow="fold")
     for row in body:
-        table.add_row(*row)
+        table.add_row(*(literal(cell) for cell in row))
     return table
 
 
@@ -72,4 +74,6 @@ def compare_markdown(name: str, runs: list[VariantRun], axis: str) -> str:
     header, body = compare_rows(runs, axis)
     lines = [f"**{name}** by {axis}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
+    # Printed as it is (markdown, not rich): the names' control characters are escaped here.
+    lines = [visible(line) for line in lines]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
 from lab.pipeline import ProbeResult, VariantRun, run_variant
 from lab.realize.terminate import handle_sigterm
+from lab.report.literal import visible
 from lab.report.records import evidence_lines, headline
 
 _runs: dict[tuple[str, tuple], VariantRun] = {}
@@ -80,7 +81,8 @@ class ScenarioFile(pytest.File):
             raise self.CollectError(f"error: {exc}") from exc  # shown as the message alone, no traceback
         for topo in scenario.variants:
             for probe in topo.probes:
-                name = f"{probe.name}[{topo.variant_label}]" if topo.variant else probe.name
+                # pytest prints item names as they are: a name's control characters are escaped here.
+                name = visible(f"{probe.name}[{topo.variant_label}]" if topo.variant else probe.name)
                 yield ProbeItem.from_parent(self, name=name, topology=topo, probe=probe)
 
 
@@ -128,4 +130,5 @@ class ProbeFailed(Exception):
         self.result = result
 
     def describe(self) -> str:
-        return "\n".join([headline(self.result), *(f"  {line}" for line in evidence_lines(self.result))])
+        lines = [headline(self.result), *(f"  {line}" for line in evidence_lines(self.result))]
+        return visible("\n".join(lines))

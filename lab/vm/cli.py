@@ -8,10 +8,11 @@ import sys
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from lab.argtypes import count, seconds
+from lab.report.literal import literal
 from lab.vm.errors import VmError, VmPanic, VmTimeout
 from lab.vm.kernels import DEFAULT, RELEASES
 from lab.vm.qemu import ACCELS
@@ -73,7 +74,7 @@ def _command(args: argparse.Namespace) -> list[str]:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         usage = f"lab vm {args.vm_command} [options] -- CMD..."
-        err.print(f"lab vm {args.vm_command}: no command given: {usage}", markup=False)
+        err.print(literal(f"lab vm {args.vm_command}: no command given: {usage}"))
         sys.exit(EXIT_ERROR)
     return cmd
 
@@ -85,8 +86,8 @@ def _print_line(line: str) -> None:
 
 def _report_error(exc: VmError) -> int:
     if exc.console and not exc.command_started:
-        err.print(f"[dim]{escape(exc.console)}[/dim]")
-    err.print(f"[red]lab vm:[/red] {escape(str(exc))}")
+        err.print(literal(exc.console, "dim"))
+    err.print(Text("lab vm: ", style="red") + literal(exc))
     if isinstance(exc, VmTimeout):
         return EXIT_TIMEOUT
     return EXIT_PANIC if isinstance(exc, VmPanic) else EXIT_ERROR
@@ -127,7 +128,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # as lab's other reports
     for kernel in kernels:
         if not args.quiet:
-            out.rule(f"{kernel}: {' '.join(cmd)}")
+            out.rule(literal(f"{kernel}: {' '.join(cmd)}"))
         try:
             result = run_in_vm(
                 cmd,
@@ -177,16 +178,16 @@ def matrix_table(rows: list[Row]) -> Table:
                 if isinstance(row.error, VmPanic)
                 else "error"
             )
-            table.add_row(row.kernel, "", f"[red]{kind}[/red]", "", "", escape(str(row.error).splitlines()[0]))
+            table.add_row(literal(row.kernel), "", f"[red]{kind}[/red]", "", "", literal(_first_line(row.error)))
             continue
         r = row.result
         status = f"[green]{r.exit_status}[/green]" if r.exit_status == 0 else f"[red]{r.exit_status}[/red]"
         table.add_row(
-            row.kernel,
-            r.kernel_release,
+            literal(row.kernel),
+            literal(r.kernel_release),
             status,
             f"{r.boot_seconds:.1f}",
             f"{r.command_seconds:.1f}",
-            escape(_last_line(r.output)),
+            literal(_last_line(r.output)),
         )
     return table

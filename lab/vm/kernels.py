@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.describe.readfile import ReadError, read_text
 from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
 from lab.vm.errors import VmError, missing_tool
 from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
@@ -117,8 +118,8 @@ def _locked(path: Path) -> Iterator[None]:
 def _read_record(kdir: Path) -> dict | None:
     """kernel.json of a complete download; None when there is none, or it is of a lab that took no digests."""
     try:
-        record = json.loads((kdir / "kernel.json").read_text())
-    except (OSError, ValueError):
+        record = json.loads(read_text(kdir / "kernel.json", follow=False))
+    except (ReadError, ValueError):
         return None
     return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.describe.readfile import ReadError, read_text
 from lab.vm.console import Console, Phase, clean_line
 from lab.vm.errors import VmError, VmPanic, VmTimeout, missing_tool
 
@@ -180,13 +181,21 @@ def _take_line(run: Run, line: str, on_output: Callable[[str], None] | None) -> 
         on_output(text)
 
 
+def _written_status(path: Path) -> int | None:
+    """The exit status /init wrote to the job share (the guest's root may have written anything there)."""
+    try:
+        return int(read_text(path, limit=16).strip())
+    except (ReadError, ValueError):
+        return None
+
+
 def _check(run: Run, stderr_path: Path, timeout: float) -> None:
     """Turn a run that ended without an exit marker into the error that says why."""
     console = run.console
     status_file = stderr_path.parent / "status"
-    if console.phase is not Phase.DONE and status_file.is_file():
+    if console.phase is not Phase.DONE and (status := _written_status(status_file)) is not None:
         # The console lost the exit marker, but /init wrote the status to the job share first.
-        console.exit_status, console.phase = int(status_file.read_text().strip()), Phase.DONE
+        console.exit_status, console.phase = status, Phase.DONE
         run.command_ended = run.command_ended or time.monotonic()
         run.command_started = run.command_started or run.command_ended  # lost too: no split to tell
     if console.phase is Phase.DONE:

@@ -1,4 +1,5 @@
-"""Fuzz: mutants of every catalogue file and of replay dumps through the real command line, in process.
+"""Fuzz: mutants of every catalogue file and of replay dumps through the real command line, in process, and of
+requests sent to a live lab's keeper over its socket.
 
 Every input is untrusted, so whatever a mutant holds, `lab validate` and `lab replay` must answer with a
 result or a clear error (exit 0, 1 or 2, an `error: …` message), never a Python traceback and never a hang.
@@ -15,13 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import random
 import re
 import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.timelimit import Hung, time_limit
 
 from lab.cli import main
 
@@ -56,6 +62,12 @@ DUMP_LINES = [
     "add table ip kube-proxy", "flush ruleset", "add chain ip kube-proxy x { type nat hook prerouting priority 0 ; }",
     "add rule ip kube-proxy x drop", "add rule ip kube-proxy x dnat to 10.180.0.9:80",
     "table ip kube-proxy {", "}", "",
+    # What no dump holds and lab replay refuses (lab.replay.review): each must be refused with its line, never run.
+    'include "/etc/hostname"', "define x = 10.0.0.1", "add rule ip kube-proxy x ip daddr $x drop", "monitor",
+    '-A KUBE-SERVICES -m comment --comment "-j LED COMMIT" -j RETURN', "-A KUBE-SERVICES -j LED --led-trigger-id x",
+    "-A KUBE-SERVICES -m bpf --object-pinned /sys/fs/bpf/x -j DROP", '-A KUBE-SERVICES -m comment --comment "open',
+    "save -file /tmp/lab-fuzz", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80 -fi /etc/hostname", "destroy",
+    "add KUBE-CLUSTER-IP 10.96.0.11,tcp:80", "create KUBE-X hash:ip family inet",
 ]  # fmt: skip
 
 
@@ -133,31 +145,12 @@ def mutants(original: str, edits: list[TextEdit], seed: int, count: int) -> Iter
         yield number, data
 
 
-class Hung(Exception):
-    pass
-
-
-def _on_alarm(*_: object) -> None:
-    raise Hung
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_cli(argv: list[str]) -> tuple[int, str]:
     """`lab ARGV` in this process: its exit status and what it printed to stderr. Raises what escapes main()."""
     term = signal.getsignal(signal.SIGTERM)  # lab replay installs its own handler: give pytest its own back
     stderr = io.StringIO()
     try:
-        with _time_limit(HANG_SECONDS), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+        with time_limit(HANG_SECONDS), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
             main(argv)
     except SystemExit as done:
         return (done.code if isinstance(done.code, int) else 0), stderr.getvalue()
@@ -208,6 +201,11 @@ DUMPS = {
     "nft": (REPO / "tests/fixtures/replay/two-endpoints.nft", ["--nft"]),
     # kube-proxy's own golden: only its chains, replayed as a node holds it
     "golden": (REPO / "tests/golden/iptables/overall_iptables_rules.txt", ["--add-kube-jumps", "--rules"]),
+    # the sets beside a node's rules (ipset restore runs them as root, in the node's namespace)
+    "ipsets": (
+        REPO / "tests/fixtures/replay/kube-proxy.ipsets",
+        ["--rules", str(REPO / "tests/fixtures/replay/two-endpoints.rules"), "--ipsets"],
+    ),
 }
 REPLAY_PROBE = ["--node-ip", "192.168.0.2", "--pod-cidr", "10.0.0.0/8", "--timeout", "0.2"]
 REPLAY_FLOWS = [
@@ -225,6 +223,80 @@ def test_replay_answers_every_mutant_of_a_dump(kind, tmp_path):
         return ["replay", *option, str(path), *REPLAY_PROBE, *REPLAY_FLOWS[number % len(REPLAY_FLOWS)]]
 
     fuzz(tmp_path, dump.read_text(), DUMP_EDITS, DUMP_MUTANTS, argv)
+
+
+# --- requests to a live lab's keeper ---------------------------------------------------------------------------
+
+REQUESTS = [
+    '{"name": "closes-[/]", "verbose": false, "width": 120, "color": false}',
+    '{"from": "node1", "to": "web:80", "protocol": "TCP", "via": "clusterIP", "width": 80}',
+]
+REQUEST_MUTANTS = 150
+# JSON a schema has to refuse or survive: numbers past any int or float, nesting, types, long and odd strings.
+JSON_VALUES = [
+    "1e400", "-1e400", "-1", "0", "99999999999999999999999", "null", "true", "[]", "{}", '""', '"x"',
+    '"' + "x" * 300 + '"', '"[bold red]x[/]"', '"\\u001b[31m"', '"\\ud800"', "[" * 300 + "]" * 300, "NaN",
+]  # fmt: skip
+JSON_FRAGMENTS = ["[", "]", "{", "}", ",", ":", '"', "\\", '"extra": 1, ', "\n", " " * 70_000]
+
+
+def _valid_value(rng: random.Random, text: str) -> str:
+    """An edit the schema accepts (a width, a flag flipped): some mutants must still run a probe."""
+    if rng.random() < 0.5:
+        return re.sub(r'("width": )\d+', lambda m: f"{m.group(1)}{rng.randint(20, 400)}", text)
+    return re.sub(r"\b(true|false)\b", lambda m: rng.choice(["true", "false"]), text)
+
+
+REQUEST_EDITS: list[TextEdit] = [
+    _valid_value,
+    _valid_value,
+    lambda rng, t: _replace_scalar(rng, t, JSON_VALUES),
+    lambda rng, t: _insert(rng, t, rng.choice(JSON_FRAGMENTS)),
+    lambda rng, t: t[: rng.randrange(len(t) + 1)],
+]
+
+
+@pytest.fixture
+def live_lab():
+    scenario = REPO / "tests" / "integration" / "topologies" / "markup-names.yaml"
+    up = subprocess.run([sys.executable, "-m", "lab", "up", str(scenario)], capture_output=True, text=True, timeout=120)
+    prefix = up.stdout.split(":", 1)[0]
+    assert up.returncode == 0 and prefix.startswith("lab-"), up.stderr
+    try:
+        yield prefix
+    finally:
+        subprocess.run([sys.executable, "-m", "lab", "down", prefix], capture_output=True, timeout=120)
+
+
+def ask(prefix: str, data: bytes) -> object:
+    """One request line to the keeper, under the hang limit; its answer as JSON."""
+    with time_limit(HANG_SECONDS), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(f"/run/lab/{prefix}.sock")
+        sock.sendall(data + b"\n")
+        return json.loads(sock.makefile("rb").readline())
+
+
+@pytest.mark.xdist_group("lab-down")  # as test_live_lab's: a bare `lab down` of another test never takes this lab
+def test_a_live_keeper_answers_every_mutant_of_a_request(live_lab):
+    """Every mutant answered with an error or a probe's result, and the keeper answers a good request after."""
+    answered, failures = {"error": 0, "result": 0}, []
+    for index, original in enumerate(REQUESTS):
+        for number, data in mutants(original, REQUEST_EDITS, SEED + index, REQUEST_MUTANTS // len(REQUESTS)):
+            try:
+                answer = ask(live_lab, data.replace(b"\n", b" "))
+            except (Hung, OSError, ValueError) as exc:
+                failures.append(f"request {index}/{number} {data[:120]!r}: {type(exc).__name__}: {exc}")
+                continue
+            if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+                answered["error"] += 1
+            elif isinstance(answer, dict) and {"ok", "text", "record"} <= answer.keys():
+                answered["result"] += 1
+            else:
+                failures.append(f"request {index}/{number} {data[:120]!r}: answered {answer!r:.200}")
+    assert not failures, f"{len(failures)} mutants (seed {SEED}):\n" + "\n".join(failures[:20])
+    assert answered["error"] >= REQUEST_MUTANTS // 4 and answered["result"] >= 3, answered
+    good = ask(live_lab, REQUESTS[0].encode())
+    assert isinstance(good, dict) and good.get("record", {}).get("probe") == "closes-[/]", good
 
 
 def test_the_mutator_is_deterministic_and_reaches_every_kind_of_edit():

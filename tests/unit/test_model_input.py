@@ -3,15 +3,17 @@ never a traceback and never a silently different scenario."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from support.scenario import NODES, SERVICE_AND_PROBE
+from support.timelimit import time_limit
 
 from lab import cli
-from lab.describe import yamlsrc
+from lab.describe import readfile, yamlsrc
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.resolve.matrix import MAX_VARIANTS
@@ -126,15 +128,26 @@ def test_plain_aliases_and_dates_still_load(tmp_path):
 
 
 def test_a_file_larger_than_the_bound_is_refused_unread(tmp_path, monkeypatch):
-    monkeypatch.setattr(yamlsrc, "MAX_BYTES", 1024)
+    monkeypatch.setattr(readfile, "MAX_BYTES", 1024)
     error = error_for(tmp_path, "name: t\n" * 200)
-    assert (error.line, error.message) == (None, "more than 1024 bytes: not a scenario file")
+    assert (error.line, error.message) == (None, "more than 1024 bytes, the most lab reads from one file of this kind")
 
 
-def test_a_directory_is_not_read(tmp_path):
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(tmp_path)
-    assert "cannot read: Is a directory" in str(info.value)
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.mkdir(), "a directory, not a regular file"),
+        (lambda p: os.mkfifo(p), "a FIFO (named pipe), not a regular file"),  # its open would wait for a writer
+        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),  # would never end
+    ],
+    ids=["directory", "fifo", "dev-zero"],
+)
+def test_what_is_no_regular_file_is_refused_unread(tmp_path, make, said):
+    path = tmp_path / "scenario.yaml"
+    make(path)
+    with pytest.raises(ScenarioError) as info, time_limit(5):  # read unbounded, a FIFO blocks and /dev/zero grows
+        load_scenario(path)
+    assert str(info.value) == f"{path}: {said}: give a file"
 
 
 # --- validation: pods, ports, the matrix --------------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""lab replay reviews every dump before anything is built: what iptables-save, nft list ruleset, ipset save and
+ipvsadm -Sn never write (and what would make the tools act outside the lab) is refused with its file and line;
+a file that is no regular file, or too large, is refused unread."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.timelimit import time_limit
+
+from lab.cli import parser
+from lab.describe import readfile
+from lab.install.tools import InstallError
+from lab.replay.run import replay_from_args
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = (REPO / "tests/fixtures/replay/two-endpoints.rules").read_text()
+NFT = (REPO / "tests/fixtures/replay/two-endpoints.nft").read_text()
+PROBE = ["--node-ip", "192.168.0.2", "--pod-cidr", "10.0.0.0/8", "--from", "10.0.1.9", "--to", "172.30.0.41:80"]
+
+
+def refused(tmp_path: Path, option: str, dump: str, *more: str) -> str:
+    (tmp_path / "rules").write_text(RULES)
+    path = tmp_path / option.strip("-")
+    path.write_text(dump)
+    rules = [] if option in ("--rules", "--nft") else ["--rules", str(tmp_path / "rules")]
+    with pytest.raises(InstallError) as caught:
+        replay_from_args(parser().parse_args(["replay", *rules, option, str(path), *more, *PROBE]))
+    return str(caught.value)
+
+
+def nft_with(line: str) -> str:
+    return f"{NFT}\n{line}\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('include "/etc/shadow"', "`include` makes nft read another file"),
+        ("define ext = 10.0.0.1", "`define` (a variable) is no part of `nft list ruleset`'s output"),
+        ("redefine ext = 10.0.0.1", "`redefine` (a variable)"),
+        ("undefine ext", "`undefine` (a variable)"),
+        ("add rule ip kube-proxy services ip daddr $ext drop", "`$ext` holds a variable ($)"),
+        ("add rule ip kube-proxy services ip daddr 10.0.0.1$ext drop", "`10.0.0.1$ext` holds a variable ($)"),
+        ('table ip t { include "/etc/passwd" }', "`include` makes nft read another file"),
+        ("list ruleset", "`list` is no part of a ruleset"),
+        ("monitor", "`monitor` is no part of a ruleset"),
+        ("add rule ip kube-proxy services osf name Linux drop", "`osf` makes nft read the OS fingerprint file"),
+        ('add rule ip t c socket cgroupv2 level 1 "user.slice" drop', "`socket cgroupv2` makes nft look up a path"),
+        ('add rule ip t c drop comment "unclosed', 'a string opened with " is not closed on its line'),
+    ],
+)
+def test_nft_what_no_ruleset_holds_is_refused_with_its_line(tmp_path, line, said):
+    message = refused(tmp_path, "--nft", nft_with(line))
+    assert message.startswith(f"--nft {tmp_path / 'nft'} line {NFT.count(chr(10)) + 2}: {said}"), message
+
+
+def test_nft_keywords_inside_strings_and_comments_are_harmless():
+    from lab.replay.review import review_nft
+
+    review_nft(nft_with('add rule ip kube-proxy services drop comment "include $x define osf" # include "/x"'))
+    review_nft(nft_with("add rule ip kube-proxy services ip daddr { 10.0.0.0/8 } drop"))
+
+
+@pytest.mark.parametrize(
+    ("rule", "said"),
+    [
+        ("-A KUBE-SERVICES -m bpf --object-pinned /sys/fs/bpf/x -j DROP", "-m bpf --object-pinned opens"),
+        ("-A KUBE-SERVICES -j LED --led-trigger-id x", "-j LED creates a LED trigger"),
+        ("-A KUBE-SERVICES -j IDLETIMER --timeout 5 --label x", "-j IDLETIMER creates a timer file"),
+        ("-A KUBE-SERVICES -j AUDIT --type drop", "-j AUDIT writes to this machine's audit log"),
+        ("-A KUBE-SERVICES -m cgroup --path user.slice -j DROP", "-m cgroup --path resolves a path"),
+        ('-A KUBE-SERVICES -m comment --comment "x -j DROP', 'a string opened with " is not closed on its line'),
+        ("include /etc/shadow", "not a line of iptables-save"),
+        ('-A KUBE-SERVICES "-"j LED', 'a quoted string joined to the word after it: "-"j LED'),  # iptables reads -j
+        ('-A KUBE-SERVICES -m comment --comment x" -j "LED', 'a quote or backslash inside the word x"'),
+    ],
+)
+def test_rules_that_reach_outside_the_lab_are_refused_with_their_line(tmp_path, rule, said):
+    dump = RULES.replace("COMMIT", f"{rule}\nCOMMIT", 1)
+    line = dump.splitlines().index(rule) + 1
+    message = refused(tmp_path, "--rules", dump)
+    assert message.startswith(f"--rules {tmp_path / 'rules'} line {line}: {said}"), message
+
+
+def test_rule_words_inside_a_quoted_comment_are_harmless():
+    from lab.replay.review import review_iptables
+
+    review_iptables(RULES.replace("COMMIT", '-A KUBE-SERVICES -m comment --comment "-j LED COMMIT" -j RETURN\nCOMMIT'))
+    review_iptables(RULES.replace("COMMIT", "-A KUBE-SERVICES -j LOG --log-prefix x\nCOMMIT", 1))
+
+
+@pytest.mark.parametrize(
+    ("dump", "said"),
+    [
+        ("create KUBE-CLUSTER-IP hash:ip,port family inet\nsave -file /tmp/x\n", "line 2: `save`: an ipset save"),
+        ("add KUBE-CLUSTER-IP 10.0.0.1,tcp:80 -fi /etc/shadow\n", "line 1: -file makes ipset read or write a file"),
+    ],
+)
+def test_ipset_lines_no_save_holds_are_refused(tmp_path, dump, said):
+    message = refused(tmp_path, "--ipsets", dump)
+    assert message.startswith(f"--ipsets {tmp_path / 'ipsets'} {said}"), message
+
+
+def test_ipvsadm_lines_no_save_holds_are_refused(tmp_path):
+    dump = "-A -t 10.96.0.1:80 -s rr\n--start-daemon master --mcast-interface eth0\n"
+    message = refused(tmp_path, "--ipvs", dump)
+    assert message.startswith(f"--ipvs {tmp_path / 'ipvs'} line 2: `--start-daemon`: ipvsadm -Sn writes only"), message
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: os.mkfifo(p), "a FIFO (named pipe), not a regular file: give a file"),
+        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file: give a file"),
+        (lambda p: p.mkdir(), "a directory, not a regular file: give a file"),
+    ],
+    ids=["fifo", "dev-zero", "directory"],
+)
+def test_a_dump_that_is_no_regular_file_is_refused_unread(tmp_path, make, said):
+    path = tmp_path / "dump"
+    make(path)
+    with pytest.raises(InstallError) as caught, time_limit(5):  # read unbounded, a FIFO blocks and /dev/zero grows
+        replay_from_args(parser().parse_args(["replay", "--rules", str(path), *PROBE]))
+    assert str(caught.value) == f"--rules {path}: {said}"
+
+
+def test_a_dump_larger_than_the_bound_is_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr(readfile, "MAX_BYTES", 1024)
+    message = refused(tmp_path, "--nft", NFT + "#" * 1024)
+    assert message == f"--nft {tmp_path / 'nft'}: more than 1024 bytes, the most lab reads from one file of this kind"
