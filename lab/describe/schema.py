@@ -270,9 +270,10 @@ class Probe(Strict):
     # A fixed source port: probes from the same actor and port to the same destination continue one flow (the
     # same conntrack entry while it lives), as a statsd or DNS client that keeps its socket does.
     source_port: int | None = Field(None, alias="sourcePort", ge=1, le=65535)
-    # A crafted packet on the probe's connection (TCP): outOfWindow = the backend's side sends a segment far
-    # outside the client's window once the connection is established (kubernetes#74839).
-    craft: Literal["outOfWindow"] | None = None
+    # A crafted packet from the backend's side on the probe's connection (TCP) once it is established:
+    # outOfWindow = a segment 1 GiB ahead of the client's window (kubernetes#74839); lateRetransmission = data
+    # the client acknowledged long ago, behind its window; backendReset = a RST in the window.
+    craft: Literal["outOfWindow", "lateRetransmission", "backendReset"] | None = None
     # Send the SYN or datagram from this address instead of the actor's own (a spoofed source, built with scapy):
     # one host stands for many sources; the captures tell whether a backend answered.
     source_address: str | None = Field(None, alias="sourceAddress")

@@ -251,7 +251,7 @@ class ProbeSpec:
     pause_ms: int = 0  # between attempts
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
     source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
-    craft: str = ""  # "outOfWindow": a crafted segment on the established connection (lab/probe/craft.py)
+    craft: str = ""  # a crafted segment on the established connection: a name in lab/probe/craft.py CRAFTS
     source_address: str = ""  # the SYN or datagram is sent from this address, not the actor's own (spoofed)
     keep_every: int = 0  # ms: the connection stays open, exchanging every keep_every ms (0: closed after)
     flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
