@@ -14,6 +14,9 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")]
 # What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
 # a RST once established, another ICMP error (net/host unreachable, time exceeded...), nothing, or a TCP
 # handshake with nothing behind it (accepted: a socket that never reads, as kube-proxy's held NodePorts up to 1.23).
+# MTUs a scenario may set: IPv4's smallest datagram every host must take (RFC 791) up to jumbo frames.
+MIN_MTU, MAX_MTU = 576, 9000
+MAX_PAYLOAD = 65507  # the most data one UDP datagram over IPv4 carries (65535 less the IP and UDP headers)
 Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped", "accepted"]
 
 
@@ -51,6 +54,9 @@ class Cluster(Strict):
     service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
     cni: Literal["bridge", "routed-tunnel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"
+    # cni routed-tunnel: the tunnel device's MTU (the kernel's own otherwise: the node's link less the
+    # encapsulation, 1480 for ipip and 1450 for VXLAN on a 1500 link); the pods' interfaces stay at 1500.
+    tunnel_mtu: int | None = Field(None, alias="tunnelMTU", ge=MIN_MTU, le=MAX_MTU)
     ipvs_bind_load_balancer_ips: bool = Field(True, alias="ipvsBindLoadBalancerIPs")
     hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
     underlay: str = "192.168.56.0/24"
@@ -83,6 +89,9 @@ class Node(Strict):
     ip: str
     pod_cidr: str = Field(alias="podCIDR")
     labels: dict[str, str] = {}
+    # The MTU of the node's link to the underlay (its eth0 and the underlay's port to it, as a NIC and its
+    # switch port are set alike); 1500 otherwise.
+    mtu: int | None = Field(None, ge=MIN_MTU, le=MAX_MTU)
 
     _ip = field_validator("ip")(_address)
     _cidr = field_validator("pod_cidr")(_network)
@@ -277,6 +286,9 @@ class Probe(Strict):
     # Send the SYN or datagram from this address instead of the actor's own (a spoofed source, built with scapy):
     # one host stands for many sources; the captures tell whether a backend answered.
     source_address: str | None = Field(None, alias="sourceAddress")
+    # Bytes of data the probe sends (TCP: one request on the established connection, DF set as the kernel sets
+    # it for TCP; UDP: one datagram's payload), to find where a too-big packet dies (path MTU).
+    size: int | None = Field(None, ge=1, le=MAX_PAYLOAD)
     # The probe's connection stays open after it and exchanges on its own every `every` ms (TCP: a request on the
     # established connection; UDP: a datagram from the same source port) while later steps and probes run.
     keep: bool = False
@@ -306,6 +318,8 @@ class Probe(Strict):
             raise ValueError("`craft` acts on a connection of its own: it cannot be kept")
         if self.source_address is not None and (self.keep or self.craft):
             raise ValueError("`sourceAddress` sends one packet no socket owns: it cannot be kept or crafted on")
+        if self.size is not None and (self.keep or self.craft or self.source_address is not None):
+            raise ValueError("`size` sets the data of a plain probe: it goes without keep, craft or sourceAddress")
         return self
 
     @field_validator("source_address")
@@ -325,6 +339,7 @@ _FLOW_INHERITS = (
     ("craft", "craft"),
     ("keep", "keep"),
     ("sourceAddress", "source_address"),
+    ("size", "size"),
 )
 
 

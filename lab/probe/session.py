@@ -32,6 +32,7 @@ from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.pmtu import path_mtu
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
@@ -92,9 +93,9 @@ def listeners(realized: Realized) -> list[Listener]:
             for ep in port.endpoints:  # a hand-written EndpointSlice's endpoint may be an external host
                 wanted.setdefault(ep.pod, set()).add((ep.port, port.protocol))
     nodes = {p.name: p.node for p in topo.built_pods}
-    # A crafted segment or a kept flow needs a connection that stays established: then every TCP backend holds
-    # its connections.
-    hold = any(probe.craft or probe.keep_every for probe in topo.probes)
+    # A crafted segment, a kept flow or a sized request needs a connection that stays established: then every
+    # TCP backend holds its connections.
+    hold = any(probe.craft or probe.keep_every or probe.size for probe in topo.probes)
     return [
         Listener(name, nodes.get(name, ""), realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
         for name, ports in wanted.items()
@@ -214,7 +215,9 @@ class ProbeSession:
             kept = KeptFlow(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port, probe.keep_every)
             self.flows[probe.name], result, port = kept, kept.first, kept.port
         else:
-            result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port)
+            result = send(
+                source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port, size=probe.size
+            )
         # An earlier connection's last packets (the client's RST, a FIN) can reach a capture after this probe's
         # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
         earlier = self.client_sockets - {result.local}
@@ -258,6 +261,10 @@ class ProbeSession:
             crafted += f", dropped on {drops[-1]}" if drops else ""
         if crafted:
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
+        if probe.size and result.local:
+            said = path_mtu(frames, result.local, f"{probe.dst_ip}:{probe.dst_port}", self.names)
+            # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
+            explanation = said if result.connected or not explanation else f"{explanation}; {said}"
         return Observation(
             outcome=outcome,
             backend=backend,

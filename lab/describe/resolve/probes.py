@@ -73,6 +73,7 @@ def resolve_probes(
                 craft=p.craft or "",
                 source_address=p.source_address or "",
                 keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
+                size=p.size or 0,
             )
         )
         if p.keep:
