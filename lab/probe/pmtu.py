@@ -77,14 +77,14 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
         said = f"the client's {size}-byte packet was last seen {biggest.where}; "
     sender = made.sender + (f" ({names[made.sender]})" if made.sender in names else "")
     said += f"{first.actor} answered with ICMP fragmentation needed (MTU {made.mtu}), from {sender}"
-    reached = [(f, e) for f, e in errors if e.to == client and f.outgoing]
-    if not reached:
-        return f"{said}; it was last seen {errors[-1][0].where}: it did not reach the client"
-    at, got = reached[-1]
+    # The captures watch the nodes: an error last seen leaving one of them for the client went out to it.
+    at, got = errors[-1]
+    if got.to != client or not at.outgoing:
+        return f"{said}; it was last seen {at.where}: it did not go out to the client"
     natted = next(
         (f.sockets[1] for f in frames if f.sockets and f.sockets[0] == local and f.sockets[1] != target), None
     )
-    said += f"; it reached the client ({at.where}) quoting {got.quoted}"
+    said += f"; it went out to the client ({at.where}) quoting {got.quoted}"
     if not got.quoted.endswith(f"> {target}"):
         said += f", not {target} which the client called: its kernel matches it to no socket"
     else:
