@@ -1,12 +1,12 @@
 """Crafted packets: what a socket cannot send, built with scapy and sent from inside an actor's namespace.
 
 `craft: outOfWindow` reproduces kubernetes#74839: on a TCP connection to a Service that is established and
-stays open, the backend's side sends a segment far outside the client's receive window, as a late
-retransmission or a duplicate looks to conntrack. Where the node's conntrack takes it for INVALID, it is not
-reverse-NATed: without kube-proxy's INVALID drop it reaches the client from the pod's own address, the client's
-kernel knows no such connection and answers with a RST, and that RST resets the backend's end, so the next
-request on the connection fails ("connection reset by peer"). kube-proxy's drop rule, or
-nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the connection alive.
+stays open, the backend's side sends a segment 1 GiB ahead of the client's receive window. Where the node's
+conntrack takes it for INVALID, it is not reverse-NATed: without kube-proxy's INVALID drop it reaches the
+client from the pod's own address, the client's kernel knows no such connection and answers with a RST, and
+that RST resets the backend's end, so the next request on the connection fails ("connection reset by peer").
+kube-proxy's drop rule, or nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the
+connection alive.
 
 `craft: lateRetransmission` is the case #74839 meets in practice: a segment of data the client acknowledged
 long ago (a gigabyte behind what it expects next, so behind any window it advertised), as a retransmission that
