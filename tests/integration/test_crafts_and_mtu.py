@@ -28,7 +28,8 @@ def observed(path, matrix, probes=None):
 @pytest.fixture(scope="module")
 def nftables_strict():
     """nftables mode (no INVALID drop rule) with tcp_be_liberal=0: where conntrack's verdict shows."""
-    return observed(INVALID_RESET, {"proxyMode": ["nftables"], "tcpBeLiberal": [False]})
+    # 1.30: the first release with nftables mode, and the last that runs it on kernels before 5.13 (#124152).
+    return observed(INVALID_RESET, {"proxyMode": ["nftables"], "tcpBeLiberal": [False], "kubeVersion": ["1.30"]})
 
 
 def test_a_late_retransmission_is_ignored_by_conntrack_from_linux_6_0(nftables_strict):
