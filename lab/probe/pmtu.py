@@ -19,6 +19,15 @@ from dataclasses import dataclass
 from lab.probe.capture import Frame
 
 ICMP_UNREACHABLE, FRAG_NEEDED = 3, 4
+# How the quoted header comes back as the client sent it: conntrack's NAT translates the error back (iptables,
+# nftables); IPVS checks the route's MTU before it translates the packet (torvalds/linux
+# net/netfilter/ipvs/ip_vs_xmit.c, ensure_mtu_is_adequate, called from ip_vs_nat_xmit before its mangling), so
+# its ICMP quotes the packet untranslated.
+_UNDONE_BY_CONNTRACK = "the packet had been DNATed to {}: conntrack took the error as RELATED and translated it back"
+_UNDONE_BY_IPVS = (
+    "IPVS, which sends the connection to {}, checks the MTU before translating the packet: its error quotes it as"
+    " the client sent it"
+)
 _BARE_HEADERS = 60  # an IPv4 and a TCP header with options and no data: an ACK, not a resent request
 
 
@@ -54,11 +63,13 @@ def ip_length(frame: Frame) -> int:
     return struct.unpack_from("!H", frame.data, 16)[0] if frame.addresses is not None else 0
 
 
-def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]) -> str:
+def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str], proxy_mode: str) -> str:
     """What the captures say of the client's packets (from `local`, "ip:port", to `target`) and a link's MTU:
     the ICMP fragmentation needed about them (which actor sent it first, the MTU it names, what reached the
     client and the packet it quotes), where the biggest packet before it was last seen, and what became of the
-    smaller packets the client sent after it; or, with no ICMP, where its biggest packets were last seen."""
+    smaller packets the client sent after it; or, with no ICMP, where its biggest packets were last seen. Who
+    made the quoted header the client's again depends on `proxy_mode`: conntrack's NAT for iptables and
+    nftables, IPVS itself for ipvs."""
     client = local.rsplit(":", 1)[0]
     sent = [f for f in frames if f.addresses is not None and f.addresses[0] == client and f.data[23] != 1]
     errors = [(f, e) for f in frames if (e := FragNeeded.of(f)) is not None]
@@ -90,8 +101,7 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
     else:
         said += ", the address the client called"
         if natted:
-            said += f" (the packet had been DNATed to {natted}: conntrack took the error as RELATED and translated it"
-            said += " back)"
+            said += f" ({(_UNDONE_BY_IPVS if proxy_mode == 'ipvs' else _UNDONE_BY_CONNTRACK).format(natted)})"
     # What became of the smaller packets the client sent once it knew the path's MTU.
     after = [f for f in sent if f.at > at.at and _BARE_HEADERS < ip_length(f) <= made.mtu]
     if after:

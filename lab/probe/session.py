@@ -262,7 +262,8 @@ class ProbeSession:
         if crafted:
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
         if probe.size and result.local:
-            said = path_mtu(frames, result.local, f"{probe.dst_ip}:{probe.dst_port}", self.names)
+            target = f"{probe.dst_ip}:{probe.dst_port}"
+            said = path_mtu(frames, result.local, target, self.names, self.topo.cluster.proxy_mode)
             # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
             explanation = said if result.connected or not explanation else f"{explanation}; {said}"
         return Observation(

@@ -43,7 +43,7 @@ def test_the_icmp_names_its_mtu_and_the_packet_it_quotes():
 
 
 def test_a_translated_icmp_is_told_with_where_the_big_packet_died_and_what_came_after():
-    said = path_mtu([SYN_NATTED, BIG, ICMP_BACK, SMALLER], f"{CLIENT}:40000", f"{SERVICE}:80", {})
+    said = path_mtu([SYN_NATTED, BIG, ICMP_BACK, SMALLER], f"{CLIENT}:40000", f"{SERVICE}:80", {}, "iptables")
     assert said == (
         "the client's 1500-byte packet was last seen node1/veth-client in; node1 answered with ICMP fragmentation"
         f" needed (MTU 1450), from {SERVICE}; it went out to the client (node1/veth-client out) quoting"
@@ -57,7 +57,7 @@ def test_an_untranslated_icmp_matches_no_socket():
     raw = at(
         frame("node1/veth-client", True, "10.244.1.0", CLIENT, 1, frag_needed(1450, CLIENT, POD, 40000, 8080)), 1.1
     )
-    said = path_mtu([BIG, raw], f"{CLIENT}:40000", f"{SERVICE}:80", {"10.244.1.0": "node1/tunl0"})
+    said = path_mtu([BIG, raw], f"{CLIENT}:40000", f"{SERVICE}:80", {"10.244.1.0": "node1/tunl0"}, "iptables")
     assert "from 10.244.1.0 (node1/tunl0)" in said
     assert said.endswith(
         f"quoting {CLIENT}:40000 > {POD}:8080, not {SERVICE}:80 which the client called: its kernel matches it to"
@@ -69,9 +69,9 @@ def test_an_icmp_that_never_reaches_the_client_and_none_at_all():
     lost = at(
         frame("node2/vxlan.calico", False, "10.244.2.0", CLIENT, 1, frag_needed(1450, CLIENT, POD, 40000, 8080)), 1.1
     )
-    said = path_mtu([BIG, lost], f"{CLIENT}:40000", f"{SERVICE}:80", {})
+    said = path_mtu([BIG, lost], f"{CLIENT}:40000", f"{SERVICE}:80", {}, "iptables")
     assert said.endswith("it was last seen node2/vxlan.calico in: it did not go out to the client")
-    assert path_mtu([BIG], f"{CLIENT}:40000", f"{SERVICE}:80", {}) == (
+    assert path_mtu([BIG], f"{CLIENT}:40000", f"{SERVICE}:80", {}, "iptables") == (
         "the client's 1500-byte packets were last seen node1/veth-client in; no ICMP fragmentation needed came back"
     )
 
@@ -108,3 +108,11 @@ def test_the_fields_reach_the_topology(tmp_path):
     (topo,) = load_scenario(write(tmp_path, text)).variants
     assert [n.mtu for n in topo.nodes] == [1500, 9000]
     assert topo.cluster.tunnel_mtu == 1400 and topo.probes[0].size == 1472
+
+
+def test_ipvs_quotes_the_packet_before_translating_it():
+    said = path_mtu([SYN_NATTED, BIG, ICMP_BACK, SMALLER], f"{CLIENT}:40000", f"{SERVICE}:80", {}, "ipvs")
+    assert (
+        f"the address the client called (IPVS, which sends the connection to {POD}:8080, checks the MTU before"
+        " translating the packet: its error quotes it as the client sent it)"
+    ) in said
