@@ -16,6 +16,9 @@ from lab.describe.names import LabName as Name
 # What came back to the client (lab/probe/client.py): an answer, a RST to the SYN (or ICMP port unreachable),
 # a RST once established, another ICMP error (net/host unreachable, time exceeded...), nothing, or a TCP
 # handshake with nothing behind it (accepted: a socket that never reads, as kube-proxy's held NodePorts up to 1.23).
+# MTUs a scenario may set: IPv4's smallest datagram every host must take (RFC 791) up to jumbo frames.
+MIN_MTU, MAX_MTU = 576, 9000
+MAX_PAYLOAD = 65507  # the most data one UDP datagram over IPv4 carries (65535 less the IP and UDP headers)
 Outcome = Literal["delivered", "refused", "reset", "unreachable", "dropped", "accepted"]
 
 
@@ -59,6 +62,9 @@ class Cluster(Strict):
     service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
     cni: Literal["bridge", "routed-tunnel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"
+    # cni routed-tunnel: the tunnel device's MTU (the kernel's own otherwise: the node's link less the
+    # encapsulation, 1480 for ipip and 1450 for VXLAN on a 1500 link); the pods' interfaces stay at 1500.
+    tunnel_mtu: int | None = Field(None, alias="tunnelMTU", ge=MIN_MTU, le=MAX_MTU)
     ipvs_bind_load_balancer_ips: bool = Field(True, alias="ipvsBindLoadBalancerIPs")
     hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
     underlay: str = "192.168.56.0/24"
@@ -98,6 +104,9 @@ class Node(Strict):
     ip: str
     pod_cidr: str = Field(alias="podCIDR")
     labels: Labels = {}
+    # The MTU of the node's link to the underlay (its eth0 and the underlay's port to it, as a NIC and its
+    # switch port are set alike); 1500 otherwise.
+    mtu: int | None = Field(None, ge=MIN_MTU, le=MAX_MTU)
 
     _ip = field_validator("ip")(_address)
     _cidr = field_validator("pod_cidr")(_network)
@@ -290,12 +299,16 @@ class Probe(Strict):
     # A fixed source port: probes from the same actor and port to the same destination continue one flow (the
     # same conntrack entry while it lives), as a statsd or DNS client that keeps its socket does.
     source_port: int | None = Field(None, alias="sourcePort", ge=1, le=65535)
-    # A crafted packet on the probe's connection (TCP): outOfWindow = the backend's side sends a segment far
-    # outside the client's window once the connection is established (kubernetes#74839).
-    craft: Literal["outOfWindow"] | None = None
+    # A crafted packet from the backend's side on the probe's connection (TCP) once it is established:
+    # outOfWindow = a segment 1 GiB ahead of the client's window (kubernetes#74839); lateRetransmission = data
+    # the client acknowledged long ago, behind its window; backendReset = a RST in the window.
+    craft: Literal["outOfWindow", "lateRetransmission", "backendReset"] | None = None
     # Send the SYN or datagram from this address instead of the actor's own (a spoofed source, built with scapy):
     # one host stands for many sources; the captures tell whether a backend answered.
     source_address: str | None = Field(None, alias="sourceAddress")
+    # Bytes of data the probe sends (TCP: one request on the established connection, DF set as the kernel sets
+    # it for TCP; UDP: one datagram's payload), to find where a too-big packet dies (path MTU).
+    size: int | None = Field(None, ge=1, le=MAX_PAYLOAD)
     # The probe's connection stays open after it and exchanges on its own every `every` ms (TCP: a request on the
     # established connection; UDP: a datagram from the same source port) while later steps and probes run.
     keep: bool = False
@@ -326,6 +339,8 @@ class Probe(Strict):
             raise ValueError("`craft` acts on a connection of its own: it cannot be kept")
         if self.source_address is not None and (self.keep or self.craft):
             raise ValueError("`sourceAddress` sends one packet no socket owns: it cannot be kept or crafted on")
+        if self.size is not None and (self.keep or self.craft or self.source_address is not None):
+            raise ValueError("`size` sets the data of a plain probe: it goes without keep, craft or sourceAddress")
         return self
 
     @field_validator("source_address")
@@ -345,6 +360,7 @@ _FLOW_INHERITS = (
     ("craft", "craft"),
     ("keep", "keep"),
     ("sourceAddress", "source_address"),
+    ("size", "size"),
 )
 
 

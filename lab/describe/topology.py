@@ -19,6 +19,7 @@ def axis_text(value: Axis) -> str:
     return str(value).lower() if isinstance(value, bool) else value
 
 
+DEFAULT_MTU = 1500  # a link's MTU where the scenario sets none, as Ethernet's
 TUNNEL_NAME = "tunl0"  # how reports name a node's tunnel address (node1/tunl0), whatever device carries it
 
 
@@ -30,6 +31,7 @@ class NodeSpec:
     bridge_ip: str  # cni0's address: the pods' gateway ("" with cni routed-tunnel: no bridge)
     labels: tuple[tuple[str, str], ...] = ()
     tunnel_ip: str = ""  # cni routed-tunnel: the tunnel device's own address, from the pod block
+    mtu: int = DEFAULT_MTU  # the node's link to the underlay (eth0 and the underlay's port to it)
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -258,10 +260,11 @@ class ProbeSpec:
     pause_ms: int = 0  # between attempts
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes
     source_port: int = 0  # 0: a new port per attempt; else every attempt from this port (one flow)
-    craft: str = ""  # "outOfWindow": a crafted segment on the established connection (lab/probe/craft.py)
+    craft: str = ""  # a crafted segment on the established connection: a name in lab/probe/craft.py CRAFTS
     source_address: str = ""  # the SYN or datagram is sent from this address, not the actor's own (spoofed)
     keep_every: int = 0  # ms: the connection stays open, exchanging every keep_every ms (0: closed after)
     flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
+    size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
 
 
 @dataclass(frozen=True)
@@ -278,6 +281,7 @@ class ClusterSpec:
     br_netfilter: bool
     cni: Literal["bridge", "routed-tunnel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"  # routed-tunnel's device: auto = ipip if the kernel has it
+    tunnel_mtu: int = 0  # routed-tunnel's device MTU (0: the kernel's, the link's less the encapsulation)
     ipvs_bind_lb_ips: bool = True  # False: kube-proxy (ipvs) leaves LB IPs off kube-ipvs0 (TKE's patch)
     # kube-proxy's conntrack configuration: tcpBeLiberal, and UDP timeouts in seconds (0: the kernel's own).
     tcp_be_liberal: bool = False

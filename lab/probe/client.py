@@ -132,7 +132,14 @@ def _body(data: bytes) -> bytes:
     return body if sep else b""
 
 
-def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> ClientResult:
+def payload(size: int) -> bytes:
+    """`size` bytes a backend answers once: one line."""
+    return b"x" * (size - 1) + b"\n"
+
+
+def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str, size: int = 0) -> ClientResult:
+    """Connect and exchange; with `size`, the request is `size` bytes: the datagram (UDP) or one request on the
+    established connection (TCP, whose backends hold their connections then and answer each line)."""
     try:
         sock.connect(dst)
     except TimeoutError:
@@ -140,7 +147,9 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str) -> Client
     except OSError as exc:
         return _failed(sock, exc, protocol, "")
     # A TCP backend answers the new connection by itself; a UDP one answers a datagram.
-    result = exchange(sock, protocol, b"probe\n" if protocol == "UDP" else b"")
+    result = exchange(sock, protocol, (payload(size) if size else b"probe\n") if protocol == "UDP" else b"")
+    if size and protocol == "TCP" and result.outcome == "delivered":
+        result = exchange(sock, protocol, payload(size))
     return replace(result, connected=protocol == "TCP")
 
 
@@ -190,12 +199,19 @@ def _socket(kind: int, bind: str | None, port: int) -> socket.socket:
 
 
 def send(
-    netns: str, dst_ip: str, dst_port: int, protocol: str, timeout: float, bind: str | None = None, port: int = 0
+    netns: str,
+    dst_ip: str,
+    dst_port: int,
+    protocol: str,
+    timeout: float,
+    bind: str | None = None,
+    port: int = 0,
+    size: int = 0,
 ) -> ClientResult:
     """Open a real connection (or send one datagram) from netns, from address `bind` and source `port` if given
-    (a fixed port continues the flow an earlier probe from it started)."""
+    (a fixed port continues the flow an earlier probe from it started), with `size` bytes of request if given."""
     kind = socket.SOCK_STREAM if protocol.upper() == "TCP" else socket.SOCK_DGRAM
     sock = in_netns(netns, lambda: _socket(kind, bind, port))
     with sock:
         sock.settimeout(timeout)
-        return _attempt(sock, (dst_ip, dst_port), protocol.upper())
+        return _attempt(sock, (dst_ip, dst_port), protocol.upper(), size)

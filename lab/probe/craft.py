@@ -1,12 +1,26 @@
 """Crafted packets: what a socket cannot send, built with scapy and sent from inside an actor's namespace.
 
 `craft: outOfWindow` reproduces kubernetes#74839: on a TCP connection to a Service that is established and
-stays open, the backend's side sends a segment far outside the client's receive window, as a late
-retransmission or a duplicate looks to conntrack. Where the node's conntrack takes it for INVALID, it is not
-reverse-NATed: without kube-proxy's INVALID drop it reaches the client from the pod's own address, the client's
-kernel knows no such connection and answers with a RST, and that RST resets the backend's end, so the next
-request on the connection fails ("connection reset by peer"). kube-proxy's drop rule, or
-nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the connection alive.
+stays open, the backend's side sends a segment 1 GiB ahead of the client's receive window. Where the node's
+conntrack takes it for INVALID, it is not reverse-NATed: without kube-proxy's INVALID drop it reaches the
+client from the pod's own address, the client's kernel knows no such connection and answers with a RST, and
+that RST resets the backend's end, so the next request on the connection fails ("connection reset by peer").
+kube-proxy's drop rule, or nf_conntrack_tcp_be_liberal=1 (conntrack then keeps such segments valid), keeps the
+connection alive.
+
+`craft: lateRetransmission` is the case #74839 meets in practice: a segment of data the client acknowledged
+long ago (a gigabyte behind what it expects next, so behind any window it advertised), as a retransmission that
+the network delayed arrives. Up to Linux 5.19 conntrack marks it INVALID ("SEQ is under the lower bound
+(already ACKed data retransmitted)") and it goes as outOfWindow does; from torvalds/linux 6e250dcbff1d
+("netfilter: conntrack: ignore overly delayed tcp packets", July 2022, in 6.0 and later) tcp_in_window
+(net/netfilter/nf_conntrack_proto_tcp.c) returns NFCT_TCP_IGNORE for it: the packet is accepted as part of
+the connection without changing its state, so it is reverse-NATed, no INVALID rule sees it, and the client's
+TCP answers the duplicate with an ACK.
+
+`craft: backendReset` is a RST from the backend's side, in the connection's window (the sequence number the
+backend sends next), as a backend that crashes or whose socket is closed with unread data sends: conntrack
+takes it as valid, moves the entry to CLOSE, and reverse-NATs it, so the client's next request fails with
+"connection reset by peer" in every mode.
 
 `sourceAddress:` sends a probe's SYN or datagram from an address its actor does not own, so that one host can
 stand for many (loadBalancerSourceRanges, a client range); no socket waits for the answer, which goes to that
@@ -26,6 +40,30 @@ from lab.probe.client import ClientResult
 from lab.realize.enter import in_netns
 
 OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
+
+
+@dataclass(frozen=True)
+class Craft:
+    """A crafted segment from the backend's side: where its sequence number lies from the one the backend sends
+    next, its TCP flags, and its data."""
+
+    what: str  # how `why` names it
+    offset: int
+    flags: str
+    data: bytes
+
+    def is_it(self, seg: Segment, seq: int) -> bool:
+        """Whether a captured segment is this craft sent at sequence number `seq`."""
+        return seg.seq == seq and (seg.payload > 0 if self.data else bool(seg.flags & 0x04))
+
+
+CRAFTS = {
+    "outOfWindow": Craft("out-of-window segment", OUT_OF_WINDOW, "PA", b"a segment beyond the window\n"),
+    # Behind any window the client advertised (at most 1 GiB with window scaling, RFC 7323).
+    "lateRetransmission": Craft("late retransmission", -OUT_OF_WINDOW, "PA", b"a late retransmission\n"),
+    # A socket that resets an established connection sends RST|ACK at the sequence number it sends next.
+    "backendReset": Craft("RST from the backend", 0, "RA", b""),
+}
 
 
 @dataclass(frozen=True)
@@ -66,17 +104,18 @@ def next_from(frames: list[Frame], src: str, sport: int, dst: str, dport: int) -
     return None
 
 
-def send_out_of_window(netns: str, src: str, sport: int, dst: str, dport: int, seq: int, ack: int) -> None:
-    """A PSH/ACK segment with data, its sequence number OUT_OF_WINDOW past `seq`, from src:sport to dst:dport,
-    sent through a raw socket made in `netns` (the kernel routes it and fills nothing in)."""
+def crafted_segment(craft: Craft, src: str, sport: int, dst: str, dport: int, seq: int, ack: int) -> bytes:
+    """The IPv4 packet of `craft` from src:sport to dst:dport, where `seq` is the sequence number the sender
+    uses next and `ack` the acknowledgement it sends."""
     from scapy.layers.inet import IP, TCP
-    from scapy.packet import Raw
 
-    packet = bytes(
-        IP(src=src, dst=dst)
-        / TCP(sport=sport, dport=dport, flags="PA", seq=(seq + OUT_OF_WINDOW) % (1 << 32), ack=ack, window=502)
-        / Raw(b"a late retransmission\n")
-    )
+    tcp = TCP(sport=sport, dport=dport, flags=craft.flags, seq=(seq + craft.offset) % (1 << 32), ack=ack, window=502)
+    return bytes(IP(src=src, dst=dst) / tcp / craft.data)
+
+
+def send_raw(netns: str, packet: bytes, dst: str) -> None:
+    """`packet`, a whole IPv4 packet, through a raw socket made in `netns` (the kernel routes it by `dst` and
+    fills nothing in)."""
 
     def send() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
@@ -92,13 +131,7 @@ def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: 
     from scapy.packet import Raw
 
     l4 = TCP(sport=sport, dport=dport, flags="S", seq=1) if protocol == "TCP" else UDP(sport=sport, dport=dport)
-    packet = bytes(IP(src=src, dst=dst) / l4 / (Raw(b"probe\n") if protocol == "UDP" else b""))
-
-    def send() -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
-            sock.sendto(packet, (dst, 0))
-
-    in_netns(netns, send)
+    send_raw(netns, bytes(IP(src=src, dst=dst) / l4 / (Raw(b"probe\n") if protocol == "UDP" else b"")), dst)
 
 
 def spoofed_answer(

@@ -26,13 +26,14 @@ from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
-from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_out_of_window, spoofed_answer
+from lab.probe.craft import CRAFTS, Segment, crafted_segment, next_from, send_from, send_raw, spoofed_answer
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.pmtu import path_mtu
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
@@ -95,9 +96,9 @@ def listeners(realized: Realized) -> list[Listener]:
             for ep in port.endpoints:  # a hand-written EndpointSlice's endpoint may be an external host
                 wanted.setdefault(ep.pod, set()).add((ep.port, port.protocol))
     nodes = {p.name: p.node for p in topo.built_pods}
-    # A crafted segment or a kept flow needs a connection that stays established: then every TCP backend holds
-    # its connections.
-    hold = any(probe.craft or probe.keep_every for probe in topo.probes)
+    # A crafted segment, a kept flow or a sized request needs a connection that stays established: then every
+    # TCP backend holds its connections.
+    hold = any(probe.craft or probe.keep_every or probe.size for probe in topo.probes)
     return [
         Listener(name, nodes.get(name, ""), realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
         for name, ports in wanted.items()
@@ -213,9 +214,9 @@ class ProbeSession:
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
         source = self.realized.ns_of(probe.source)
-        crafted, reached, history, port = "", True, [], probe.source_port
+        crafted, reached, history, port, entries = "", True, [], probe.source_port, []
         if probe.craft:
-            result, crafted, reached = self._out_of_window(probe, frames_mark)
+            result, crafted, reached, entries = self._crafted(probe, frames_mark)
         elif probe.source_address:
             result = self._spoofed(probe, source, frames_mark, arrivals_mark)
         elif probe.flow:
@@ -227,7 +228,9 @@ class ProbeSession:
             kept = KeptFlow(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port, probe.keep_every)
             self.flows[probe.name], result, port = kept, kept.first, kept.port
         else:
-            result = send(source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port)
+            result = send(
+                source, probe.dst_ip, probe.dst_port, probe.protocol, self.timeout, port=port, size=probe.size
+            )
         # An earlier connection's last packets (the client's RST, a FIN) can reach a capture after this probe's
         # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
         earlier = self.client_sockets - {result.local}
@@ -252,7 +255,7 @@ class ProbeSession:
         outcome = result.outcome
         if outcome == "dropped" and result.connected and not arrivals:
             outcome = "accepted"  # a socket that is no backend completed the handshake
-        entries = self._flow_entries(probe.protocol, port) if port else []
+        entries = entries or (self._flow_entries(probe.protocol, port) if port else [])
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
         shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
@@ -271,6 +274,11 @@ class ProbeSession:
             crafted += f", dropped on {drops[-1]}" if drops else ""
         if crafted:
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
+        if probe.size and result.local:
+            target = f"{probe.dst_ip}:{probe.dst_port}"
+            said = path_mtu(frames, result.local, target, self.names, self.topo.cluster.proxy_mode)
+            # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
+            explanation = said if result.connected or not explanation else f"{explanation}; {said}"
         if self.sync_failures:  # whatever happened, it happened without the Service rules of that sync
             failed = "; ".join(f"{SYNC_FAILED} on {node}: {why}" for node, why in self.sync_failures.items())
             explanation = f"{failed}; {explanation}" if explanation else failed
@@ -303,27 +311,30 @@ class ProbeSession:
         met = {f.actor for f in frames if f.addresses is not None} | {pod.node if pod else probe.source}
         return [a for a in self.rule_actors if a in met or a not in nodes]
 
-    def _out_of_window(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool]:
-        """Open a connection that stays established, have the backend's side send a segment far outside the
-        client's window (lab/probe/craft.py), then send one more request on the connection: its result, what
-        became of the crafted segment, and whether it reached the client."""
+    def _crafted(self, probe: ProbeSpec, frames_mark: int) -> tuple[ClientResult, str, bool, list[tuple[str, Entry]]]:
+        """Open a connection that stays established, have the backend's side send the probe's crafted segment
+        (lab/probe/craft.py), then send one more request on the connection: its result, what became of the
+        crafted segment, whether it reached the client, and the connection's conntrack entries then (before it
+        is closed)."""
+        craft = CRAFTS[probe.craft]
         held = KeptFlow(self.realized.ns_of(probe.source), probe.dst_ip, probe.dst_port, "TCP", self.timeout)
         try:
             first = held.first
             if first.outcome != "delivered" or not first.reply:
-                return first, "the connection was never established: nothing to craft on", True
+                return first, "the connection was never established: nothing to craft on", True, []
             (b_ip, b_port), (c_ip, c_port) = (_address(first.reply[k]) for k in ("local", "peer"))
             time.sleep(0.05)  # the backend's answer reaches the captures
             following = next_from(self.captures.since(frames_mark), b_ip, b_port, c_ip, c_port)
             if following is None:
-                return first, "the backend's answer was not captured: its sequence numbers are unknown", True
+                return first, "the backend's answer was not captured: its sequence numbers are unknown", True, []
             mark = self.captures.mark()
-            send_out_of_window(self.realized.ns_of(first.reply["backend"]), b_ip, b_port, c_ip, c_port, *following)
+            packet = crafted_segment(craft, b_ip, b_port, c_ip, c_port, *following)
+            send_raw(self.realized.ns_of(first.reply["backend"]), packet, c_ip)
             time.sleep(0.2)
-            said, reached = crafted_fate(
-                self.captures.since(mark), (following[0] + OUT_OF_WINDOW) % (1 << 32), c_ip, self.names
-            )
-            return held.exchange(), said, reached
+            seq = (following[0] + craft.offset) % (1 << 32)
+            said, reached = crafted_fate(self.captures.since(mark), craft, seq, c_ip, self.names)
+            result = held.exchange()
+            return result, said, reached, self._flow_entries("TCP", held.port)
         finally:
             held.close()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from lab.probe.capture import Frame
-from lab.probe.craft import Segment
+from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.flows import KeptFlow
 
@@ -102,13 +102,13 @@ def retransmitting(flow: KeptFlow) -> bool:
     return len(outcomes) >= 2 and outcomes[-2] == "dropped"
 
 
-def crafted_fate(frames: list[Frame], seq: int, client: str, names: dict[str, str]) -> tuple[str, bool]:
-    """Where the crafted segment (its sequence number `seq`) was seen last, with which source, and whether the
-    client answered it with a RST; and whether it reached the client."""
-    seen = [(f, seg) for f in frames if (seg := Segment.of(f)) and seg.seq == seq and seg.payload]
+def crafted_fate(frames: list[Frame], craft: Craft, seq: int, client: str, names: dict[str, str]) -> tuple[str, bool]:
+    """Where the crafted segment (its sequence number `seq`) was seen last, with which source, and what the
+    client answered it with (the first segment it sent after it); and whether it reached the client."""
+    seen = [(i, f, seg) for i, f in enumerate(frames) if (seg := Segment.of(f)) and craft.is_it(seg, seq)]
     if not seen:
-        return "the crafted out-of-window segment was never seen on a node interface", False
-    last, seg = seen[-1]
+        return f"the crafted {craft.what} was never seen on a node interface", False
+    index, last, seg = seen[-1]
     source = f"{seg.src}:{seg.sport}" + (f" ({names[seg.src]})" if seg.src in names else "")
     at_client = seg.dst == client and last.outgoing
     where = (
@@ -116,11 +116,8 @@ def crafted_fate(frames: list[Frame], seq: int, client: str, names: dict[str, st
         if at_client
         else f"was last seen {last.where} ({last.summary()}): it did not reach the client"
     )
-    said = f"the crafted out-of-window segment {where}"
-    rst = next(
-        (f for f in frames if (s := Segment.of(f)) and s.flags & 0x04 and f.addresses and f.addresses[0] == client),
-        None,
-    )
-    if rst is not None:
-        said += f"; the client answered it with a RST ({rst.where}: {rst.summary()})"
+    said = f"the crafted {craft.what} {where}"
+    answer = next((f for f in frames[index:] if Segment.of(f) and f.addresses and f.addresses[0] == client), None)
+    if at_client and answer is not None:
+        said += f"; the client answered it with {answer.summary()} ({answer.where})"
     return said, at_client

@@ -36,7 +36,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from lab.describe.topology import ExternalSpec, NodeSpec, PodSpec, Topology
+from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.realize.enter import NETNS_DIR, NamespaceError, ensure_br_netfilter, write_sysctls
 from lab.realize.kernel_names import ifname
 from lab.realize.links import NetBuilder
@@ -142,20 +142,26 @@ class _Builder(NetBuilder):
                     prefixlen=_prefixlen(underlay) if inside else 32,
                 )
 
-    def attach_to_underlay(self, actor: str, ip: str) -> None:
+    def attach_to_underlay(self, actor: str, ip: str, mtu: int = DEFAULT_MTU) -> None:
+        """The actor's eth0 on the underlay's bridge, both ends of the link at `mtu`: a frame bigger than a
+        node's link is dropped by the bridge on its way there, without a word, as a switch port does."""
         port = ifname(actor)
         self.veth(actor, "eth0", FABRIC, port)
-        self.up(FABRIC, port, master=self.index(FABRIC, "br0"))
+        self.up(FABRIC, port, master=self.index(FABRIC, "br0"), mtu=mtu)
         if (self.topo.load_balancers or self.topo.egress) and actor in {n.name for n in self.topo.nodes}:
             # br_netfilter DNATs a load balancer's frame at the bridge: sent back to the node it came from,
             # the bridge would need hairpin mode on that port (a cloud network delivers it, so allow it).
             self.ipr[FABRIC].brport("set", index=self.index(FABRIC, port), mode=1)
-        self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay))
+        self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay), mtu=mtu)
+        if any(node.mtu != DEFAULT_MTU for node in self.topo.nodes):
+            # Links of different MTUs: the underlay carries frames, each checked against the MTU of the link it
+            # goes down, as a switch does.
+            self.frames_only(FABRIC, port)
         self.ipr[actor].route("add", dst="0.0.0.0/0", gateway=self.topo.cluster.gateway_ip)
 
     def node(self, node: NodeSpec) -> None:
         self.open(node.name)
-        self.attach_to_underlay(node.name, node.ip)
+        self.attach_to_underlay(node.name, node.ip, node.mtu)
         if self.topo.cluster.cni == "routed-tunnel":
             self.tunnel_to_other_nodes(node)
         else:
@@ -202,12 +208,14 @@ class _Builder(NetBuilder):
         """Calico's node: the tunnel device with an address from the pod block, other blocks through it."""
         ipr, others = self.ipr[node.name], [n for n in self.topo.nodes if n.name != node.name]
         eth0 = self.index(node.name, "eth0")
+        # The kernel's own MTU for the device (the link's less the encapsulation) unless the scenario sets one.
+        mtu = {"mtu": self.topo.cluster.tunnel_mtu} if self.topo.cluster.tunnel_mtu else {}
         if self.tunnel == "ipip":
             # Loading ipip gives every namespace a fallback tunl0 (remote any): Calico configures exactly that
             # one. Where the fallback is off (fb_tunnels_only_for_init_net), make a device like it.
             if not ipr.link_lookup(ifname="tunl0"):
                 ipr.link("add", ifname="tunl0", kind="ipip")
-            dev = self.up(node.name, "tunl0", node.tunnel_ip, 32)
+            dev = self.up(node.name, "tunl0", node.tunnel_ip, 32, **mtu)
             if dev < eth0:
                 # The fallback tunl0 is born with the namespace, before eth0; on a real node the NIC comes
                 # first. Masquerade through an interface without an address (a pod's veth) takes the first
@@ -231,7 +239,7 @@ class _Builder(NetBuilder):
                 vxlan_learning=0,
                 address=_vtep_mac(mine),
             )
-            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32)
+            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32, **mtu)
             routes = self.batch(node.name)
             for other in others:
                 mac = _vtep_mac(self.topo.nodes.index(other) + 1)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pyroute2 import IPRoute
+from pyroute2.ethtool import Ethtool
 
 from lab.realize.enter import create_netns, create_netns_all, in_netns
 from lab.realize.kernel_names import netns_part
@@ -105,6 +106,25 @@ class NetBuilder:
         self.ipr[actor].link(
             "add", ifname=ifname, kind="veth", peer={"ifname": peer_ifname, "net_ns_fd": self.ns(peer_actor)}
         )
+
+    def frames_only(self, actor: str, ifname: str) -> None:
+        """Turn off the interface's segmentation offloads: it then sends each packet of a GSO super-packet as a
+        frame of its own, which the receiving end checks against its MTU (a GSO packet passes a veth or a
+        bridge port whatever its size, so without this no MTU on the way would ever drop one)."""
+
+        def turn_off() -> None:
+            ethtool = Ethtool()
+            try:
+                features = ethtool.get_features(ifname)
+                for name, feature in features.features.items():
+                    if feature.enable and (name.endswith("-segmentation") or name == "tx-gso-list"):
+                        feature.enable = False
+                ethtool.set_features(ifname, features)
+            finally:
+                ethtool.close()
+
+        with deferred():
+            in_netns(self.ns(actor), turn_off)
 
     def bridge(self, actor: str, ifname: str, address: str, prefixlen: int) -> int:
         # No multicast snooping: the bridge would join 224.0.0.106 and send IGMP reports into every capture.

@@ -8,7 +8,7 @@ import pytest
 from support.scenario import BASE, error_for, frame, write
 
 from lab.describe.load import load_scenario
-from lab.probe.craft import Segment, next_from, spoofed_answer
+from lab.probe.craft import CRAFTS, Segment, crafted_segment, next_from, spoofed_answer
 
 
 def tcp(seq: int, ack: int, flags: int, payload: bytes = b"") -> bytes:
@@ -67,3 +67,21 @@ def test_a_spoofed_syn_is_judged_by_what_the_captures_saw():
     # The gateway's ICMP about the backend's answer (to an address nobody owns) is not an answer to the probe.
     lost_answer = frame("node1/eth0", False, "192.168.56.1", "203.0.113.10", 1, bytes([3, 0, 0, 0, 0, 0, 0, 0]))
     assert spoofed_answer([syn, lost_answer], [], ports, "TCP", "198.51.100.7") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "seq", "flags", "data"),
+    [
+        ("outOfWindow", (0xFFFF_FF00 + (1 << 30)) % (1 << 32), 0x18, True),
+        ("lateRetransmission", 0xFFFF_FF00 - (1 << 30), 0x18, True),  # behind the window, not wrapped past it
+        ("backendReset", 0xFFFF_FF00, 0x14, False),  # at the sequence number the backend sends next
+    ],
+)
+def test_a_crafted_segment_lies_where_its_craft_puts_it(name, seq, flags, data):
+    packet = crafted_segment(CRAFTS[name], "10.244.2.2", 8080, "10.244.1.2", 40000, 0xFFFF_FF00, 501)
+    seg = Segment.of(frame("node2/veth-web", False, "10.244.2.2", "10.244.1.2", 6, packet[20:]))
+    assert seg is not None
+    assert (seg.sport, seg.dport, seg.seq, seg.ack, seg.flags) == (8080, 40000, seq, 501, flags)
+    assert (seg.payload > 0) == data
+    assert CRAFTS[name].is_it(seg, seq)
+    assert not CRAFTS[name].is_it(seg, (seq + 1) % (1 << 32))

@@ -24,6 +24,10 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
         if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
             raise src.error(("cluster", b), f"{nb} overlaps {a} {na}; the three networks must be disjoint")
+    if c.tunnel_mtu is not None and c.cni != "routed-tunnel":
+        raise src.error(
+            ("cluster", "tunnelMTU"), f"tunnelMTU is the tunnel device's: it goes with cni: routed-tunnel, not {c.cni}"
+        )
     ct = c.conntrack
     for name, value in (
         ("tcpBeLiberal", ct.tcp_be_liberal),
@@ -45,6 +49,7 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         br_netfilter=c.br_netfilter,
         cni=c.cni,
         tunnel=c.tunnel,
+        tunnel_mtu=c.tunnel_mtu or 0,
         ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
         tcp_be_liberal=ct.tcp_be_liberal,
         udp_timeout=ct.udp_timeout or 0,

@@ -8,8 +8,12 @@ import platform
 
 from lab.describe import schema
 from lab.describe.resolve.checks import disjoint, hosts, inside, unique
-from lab.describe.topology import ClusterSpec, ExternalSpec, NodeSpec, RouteSpec
+from lab.describe.topology import DEFAULT_MTU, ClusterSpec, ExternalSpec, NodeSpec, RouteSpec
 from lab.describe.yamlsrc import FieldPath, Source
+
+# Bytes a tunnel adds to each packet: ipip an outer IPv4 header; VXLAN outer IPv4, UDP, VXLAN and Ethernet
+# headers. `auto` picks its kind later (ipip where the kernel has it): the wider of the two.
+TUNNEL_OVERHEAD = {"ipip": 20, "vxlan": 50, "auto": 50}
 
 # The nodes are namespaces of this machine: their architecture is its own, by Go's name (kubelet's label).
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
@@ -29,9 +33,17 @@ def resolve_nodes(src: Source, declared: list[schema.Node], cluster: ClusterSpec
         if cluster.cni == "routed-tunnel":
             # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
             block = ipaddress.IPv4Network(n.pod_cidr)
-            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, "", labels, str(block.network_address)))
+            mtu = n.mtu or DEFAULT_MTU
+            if cluster.tunnel_mtu and cluster.tunnel_mtu + TUNNEL_OVERHEAD[cluster.tunnel] > mtu:
+                raise src.error(
+                    ("cluster", "tunnelMTU"),
+                    f"tunnelMTU {cluster.tunnel_mtu} with tunnel {cluster.tunnel} needs {cluster.tunnel_mtu}"
+                    f" + {TUNNEL_OVERHEAD[cluster.tunnel]} bytes of encapsulation on {n.name}'s link, whose MTU is"
+                    f" {mtu}: at most {mtu - TUNNEL_OVERHEAD[cluster.tunnel]}",
+                )
+            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, "", labels, str(block.network_address), mtu))
         else:
-            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(hosts(n.pod_cidr)), labels))
+            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(hosts(n.pod_cidr)), labels, mtu=n.mtu or DEFAULT_MTU))
     unique(src, "node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
     unique(src, "address", [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)])
     return tuple(nodes)

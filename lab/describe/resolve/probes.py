@@ -112,6 +112,7 @@ def _resolve_probe(
             craft=p.craft or "",
             source_address=p.source_address or "",
             keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
+            size=p.size or 0,
         )
     )
     if probes[-1].protocol == "TCP" and p.source_port and not p.source_address:
