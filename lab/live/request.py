@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lab.describe.resolve.parse import explain
+
 REQUEST_BYTES = 64 * 1024  # a request is a few hundred bytes: names, an address, a few flags
 _TEXT = 253  # the longest name a probe, actor or Service can have, as a DNS name: a request's strings are names
 
@@ -43,6 +45,9 @@ class ProbeRequest(BaseModel):
         return {"from": self.source, "to": self.to, "protocol": self.protocol, "via": self.via, "node": self.node}
 
 
+_FIELDS = [field.alias or name for name, field in ProbeRequest.model_fields.items()]
+
+
 class RequestError(Exception):
     """A request the keeper refuses: the message says what was wrong, for the client to print."""
 
@@ -53,8 +58,11 @@ def parse_request(line: bytes) -> ProbeRequest:
         return ProbeRequest.model_validate_json(line)
     except ValidationError as exc:
         problems = []
-        for error in exc.errors(include_url=False, include_input=False):
+        for error in exc.errors(include_url=False):
             where = ".".join(str(part) for part in error["loc"])
-            said = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+            if error["type"] == "extra_forbidden":  # explain() would suggest a scenario file's fields
+                said = f"unknown field; a request has {', '.join(_FIELDS)}"
+            else:
+                said = explain(error)  # in words, as a scenario file's errors are (no "Input should be")
             problems.append(f"{where}: {said}" if where else said)
         raise RequestError("bad request: " + "; ".join(problems)) from None

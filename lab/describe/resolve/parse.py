@@ -44,7 +44,7 @@ def schema_errors(source: Source, errors: list[Any]) -> list[ScenarioError]:
     # A required field missing beside an unknown one is most likely that one misspelt: name the misspelling only.
     misspelt = {path[:-1] for path, e in by_path.items() if e["type"] == "extra_forbidden"}
     return [
-        source.error(path, _explain(e))
+        source.error(path, explain(e))
         for path, e in by_path.items()
         if not (e["type"] == "missing" and path[:-1] in misspelt)
     ]
@@ -91,7 +91,7 @@ def _field_path(error: Any, data: Any) -> FieldPath:
     return tuple(path)
 
 
-def _explain(error: Any) -> str:
+def explain(error: Any) -> str:
     """pydantic's message in the words of the file: the misspelt field's likely name, the kinds a manifest may be."""
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
