@@ -74,7 +74,7 @@ def test_lab_up_leaves_the_callers_descriptors_and_directory(live):
     [
         (b'{"name": "closes-[/]", "width": 1e400}\n', "width: expected a whole number, not inf"),
         (b"[" * 60_000 + b"\n", "recursion limit exceeded"),
-        (b'{"name": "closes-[/]", "shell": "rm -rf /"}\n', "shell: Extra inputs are not permitted"),
+        (b'{"name": "closes-[/]", "shell": "rm -rf /"}\n', "shell: unknown field; a request has name, from, to"),
         (b'{"name": "closes-[/]", "width": 0}\n', "width: expected a number of at least 1"),
         (b'{"from": "node1"}\n', "an ad hoc probe needs both from and to"),
         (b"\xff\xfe\n", "Invalid JSON"),

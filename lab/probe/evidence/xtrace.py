@@ -70,9 +70,9 @@ def traced_counts(lines: list[str]) -> dict[tuple[str, str, int, str], int]:
     return counts
 
 
-def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, str]:
-    """One table's rules by handle: `nft -a list table ip TABLE` gives each chain's handles in order, and
-    `iptables-nft-save -t TABLE` each chain's rules in the same order."""
+def listed_handles(nft_listing: str) -> dict[str, list[int]]:
+    """Each chain's rule handles in the chain's order, from `nft -a list table ip TABLE` (a rule inserted at
+    the top of a chain has a higher handle than the rules below it)."""
     handles: dict[str, list[int]] = {}
     chain = ""
     for line in nft_listing.splitlines():
@@ -81,6 +81,13 @@ def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, 
             handles[chain] = []
         elif chain and (match := _LISTED_RULE.search(line)):
             handles[chain].append(int(match.group(1)))
+    return handles
+
+
+def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, str]:
+    """One table's rules by handle: `nft -a list table ip TABLE` gives each chain's handles in order, and
+    `iptables-nft-save -t TABLE` each chain's rules in the same order."""
+    handles = listed_handles(nft_listing)
     texts: dict[str, list[str]] = {}
     for line in save_text.splitlines():
         if line.startswith("-A "):
@@ -108,6 +115,7 @@ class XtablesTraceEvidence:
             raise
         self.printed = 0  # the printer's lines read so far
         self.names: dict[RuleKey, str] = {}
+        self.positions: dict[RuleKey, int] = {}  # where each rule stands in its chain, as counters list them
 
     def mark(self) -> int:
         return self.trace.mark()
@@ -115,12 +123,16 @@ class XtablesTraceEvidence:
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         self.trace.barrier()
         counts = traced_counts(self.trace.lines(mark))  # type: ignore[arg-type]
-        self._name({key[:3] for key in counts if key[2] >= 0} - self.names.keys())
+        met = {key[:3] for key in counts if key[2] >= 0}
+        self._name(met - self.names.keys())
+        self._position(met - self.positions.keys())
         counters: Counters = {
             (table, chain, handle, text or self.names[(table, chain, handle)]): packets
             for (table, chain, handle, text), packets in counts.items()
         }
-        return counter_hits({}, dict(sorted(counters.items(), key=lambda item: item[0][:3])))
+        # In chain order, as the counters list them: not by handle (a step's `iptables -I` rule stands first).
+        in_order = sorted(counters.items(), key=lambda item: (*item[0][:2], self.positions.get(item[0][:3], -1)))
+        return counter_hits({}, dict(in_order))
 
     def _name(self, unnamed: set[RuleKey]) -> None:
         """Learn the text of rules met: from what xtables-monitor printed (once it has printed this barrier's
@@ -145,9 +157,18 @@ class XtablesTraceEvidence:
                 "xtables-monitor nor the table's listing names: the rules that acted cannot be read"
             )
 
+    def _position(self, unplaced: set[RuleKey]) -> None:
+        """Learn where the rules met stand in their chains, from each table's listing (once per table until its
+        rules change: a rule not seen before sends for the listing again)."""
+        for table in sorted({table for table, _, _ in unplaced}):
+            listing = run_command(self.netns, ("nft", "-a", "list", "table", "ip", table))
+            for chain, handles in listed_handles(listing).items():
+                self.positions |= {(table, chain, handle): i for i, handle in enumerate(handles)}
+
     def restart(self) -> None:
         """New rules: handles are not reused within a table, but a restore may replace every rule."""
         self.names.clear()
+        self.positions.clear()
 
     def close(self) -> None:
         close_all((self.printer.close, self.trace.close))
