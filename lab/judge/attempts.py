@@ -139,6 +139,7 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         error=first_bad.error,
         path=(*lines, *(f"(#{observations.index(first_bad) + 1}) {line}" for line in first_bad.path)),
         hops=first_bad.hops,
+        counters=first_bad.counters,
         rules=_merge_rules(observations),
         explanation=first_bad.explanation,
         seconds=sum(o.seconds for o in observations),

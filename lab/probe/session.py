@@ -29,20 +29,24 @@ from lab.probe.craft import OUT_OF_WINDOW, Segment, next_from, send_from, send_o
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
+from lab.probe.evidence.snmp import Counters, moved, read_counters
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
+    SentIcmp,
     crafted_fate,
     explain,
     path_lines,
     retransmitting,
+    silent_reject,
     stray_answer,
     tcp_flags,
 )
 from lab.realize.build import Realized
+from lab.realize.enter import in_netns
 from lab.realize.terminate import close_all, deferred
 
 
@@ -69,6 +73,8 @@ class Observation:
     # A kept flow checked: what its exchanges met since the previous check, step by step (lab/probe/flows.py).
     flow: tuple[str, ...] = ()
     hops: tuple[Hop, ...] = ()  # `path` as data: where each frame was seen, with its addresses there
+    # The kernel's SNMP counters that moved during the probe, on each node and the client (lab/probe/evidence/snmp.py).
+    counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,7 @@ class ProbeSession:
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
         self.ebtables = self.topo.cluster.cni == "bridge" and self.topo.cluster.hairpin_mode == "promiscuous-bridge"
+        self.sent_icmp: list[SentIcmp] = []  # what each node's ICMP counters say it sent, probe by probe
 
     def __enter__(self) -> ProbeSession:
         try:
@@ -199,6 +206,8 @@ class ProbeSession:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
+        counted = [n.name for n in self.topo.nodes] + [probe.source] * (probe.source not in self.realized.namespaces)
+        counters_before = read_counters([self.realized.ns_of(actor) for actor in counted])
         source = self.realized.ns_of(probe.source)
         crafted, reached, history, port = "", True, [], probe.source_port
         if probe.craft:
@@ -222,6 +231,10 @@ class ProbeSession:
         if result.local:
             self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(arrivals_mark)
+        counters_after = read_counters([self.realized.ns_of(actor) for actor in counted])
+        deltas = {a: moved(b, c) for a, b, c in zip(counted, counters_before, counters_after, strict=True)}
+        counts_limits = "IcmpOutRateLimitHost" in counters_after[0]
+        unanswered = partial(self._unanswered, frames=frames, deltas=deltas, counts_limits=counts_limits)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
         for actor in _by_first_sight(self._met(probe, frames), frames):
@@ -247,10 +260,13 @@ class ProbeSession:
             self._accepted(frames)
             if outcome == "accepted"
             else stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
-            or explain(outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost)
+            or explain(
+                outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost, unanswered
+            )
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
-            explanation = f"{explanation}: {BACKING_OFF}" if retransmitting(self.flows[probe.flow]) else explanation
+            explanation = _held_back(explanation, retransmitting(self.flows[probe.flow]), deltas[probe.source])
+        self._note_icmp(probe.name, frames, deltas)
         if outcome == "dropped" and (followed := self._followed(entries)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -274,7 +290,30 @@ class ProbeSession:
             entry=next((f.actor for f in frames if f.summary()), None),
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in entries),
             flow=tuple(history),
+            counters=tuple((actor, tuple(delta.items())) for actor, delta in deltas.items() if delta),
         )
+
+    def _note_icmp(self, probe: str, frames: list[Frame], deltas: dict[str, Counters]) -> None:
+        """The redirects and errors each node's counters say it sent during the probe, and to whom the captures saw
+        them go: a later probe's missing ICMP error may be their doing."""
+        now = time.perf_counter()
+        for node in self.topo.nodes:
+            for counter, icmp_type in (("IcmpOutRedirects", 5), ("IcmpOutDestUnreachs", 3)):
+                if count := deltas[node.name].get(counter, 0):
+                    to = frozenset(
+                        f.addresses[1]
+                        for f in frames
+                        if f.actor == node.name and f.outgoing and f.addresses and _icmp_type(f) == icmp_type
+                    )
+                    self.sent_icmp.append(SentIcmp(probe, node.name, counter, count, to, now))
+
+    def _unanswered(self, node: str, frames: list[Frame], deltas: dict[str, Counters], counts_limits: bool) -> str:
+        """Why `node` sent no ICMP error for the probe's packet it rejected: its counters, and the ICMP it had sent
+        the packet's source (as the node received it) before."""
+        received = [f for f in frames if f.actor == node and not f.outgoing and f.addresses]
+        host = received[-1].addresses[0] if received and received[-1].addresses else "the client"
+        ms = int(in_netns(self.realized.namespaces[node], _icmp_ratelimit))
+        return silent_reject(node, host, deltas.get(node, {}), counts_limits, self.sent_icmp, ms, time.perf_counter())
 
     def _met(self, probe: ProbeSpec, frames: list[Frame]) -> list[str]:
         """The actors whose rules the probe's packets can have met: the nodes a capture saw them on, the source's
@@ -452,6 +491,28 @@ def _by_first_sight(actors: list[str], frames: list[Frame]) -> list[str]:
     for frame in frames:
         order.setdefault(frame.actor, len(order))
     return sorted(actors, key=lambda a: order.get(a, len(order)))
+
+
+def _icmp_type(frame: Frame) -> int | None:
+    data = frame.data
+    if frame.addresses is None or data[23] != 1:
+        return None
+    l4 = 14 + (data[14] & 0x0F) * 4
+    return data[l4] if len(data) > l4 else None
+
+
+def _icmp_ratelimit() -> str:
+    with open("/proc/sys/net/ipv4/icmp_ratelimit") as f:  # the calling thread's namespace's
+        return f.read().strip()
+
+
+def _held_back(explanation: str, retransmitting: bool, client: Counters) -> str:
+    """A kept connection's request no capture saw: the client's own counters say whether its kernel sent it."""
+    sent = client.get("TcpOutSegs", 0)
+    if sent:
+        return f"{explanation}: the client's kernel counted TcpOutSegs +{sent}, which no capture saw"
+    said = f"{explanation}: the client's kernel sent no segment during the probe (TcpOutSegs +0)"
+    return f"{said}; {BACKING_OFF}" if retransmitting else said
 
 
 def _slug(text: str) -> str:

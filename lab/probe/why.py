@@ -5,23 +5,93 @@ fate). The session asks the kernel where it must (lab.probe.session: a packet lo
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from lab.probe.capture import Frame
 from lab.probe.craft import Segment
 from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.snmp import Counters, counted
 from lab.probe.flows import KeptFlow
 
-# Why a REJECT can go unanswered: the kernel's ICMP rate limit (net/ipv4/icmp.c, icmpv4_xrlim_allow), per
-# destination host, which a client sending several datagrams a second to a Service without endpoints meets.
-ICMP_RATE_LIMIT = (
-    "the kernel rate-limits the ICMP errors it sends to a host (net.ipv4.icmp_ratelimit: after a burst of 6, "
-    "one per 1000 ms by default)"
+# Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
+# inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
+# `rate_last`, up to XRLIM_BURST_FACTOR (6) errors, one error costing net.ipv4.icmp_ratelimit of them; a host
+# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back).
+BUDGET = "its budget for a host refills by one error per {ms} ms (net.ipv4.icmp_ratelimit), up to a burst of 6"
+# A redirect is counted in the same host's inet_peer: net/ipv4/route.c ip_rt_send_redirect (torvalds/linux v6.1)
+# stamps `rate_last` with the time it is sent and leaves `rate_tokens` as it was (0 for a new host), so the
+# budget refills from that moment, from zero.
+REDIRECT_SHARES = (
+    "a redirect restarts that budget's clock (net/ipv4/route.c ip_rt_send_redirect sets the host's rate_last, "
+    "which inet_peer_xrlim_allow refills from), and a host that was sent nothing else before has no error saved up"
 )
+TIMING = "this verdict depends on timing: the same datagram {ms} ms after the last ICMP to that host is answered"
+
+
+@dataclass(frozen=True)
+class SentIcmp:
+    """ICMP messages of one kind a node sent during an earlier probe: its counter's move, and to whom the captures
+    saw them go (empty: no capture saw them)."""
+
+    probe: str
+    node: str
+    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs
+    count: int
+    to: frozenset[str]
+    at: float  # perf_counter when the probe ended
+
+
+def silent_reject(
+    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], ms: int, now: float
+) -> str:
+    """Why `node` sent `host` no ICMP error for a packet it rejected, as far as its counters (`delta`: what moved
+    during the probe) and the ICMP it was seen sending before show it; the cause left unknown where they do not."""
+    earlier = [s for s in before if s.node == node and (host in s.to or not s.to)]
+    redirects = [s for s in earlier if s.counter == "IcmpOutRedirects"]
+    errors = [s for s in earlier if s.counter != "IcmpOutRedirects"]
+    if limited := delta.get("IcmpOutRateLimitHost", 0):
+        said = f"{node} sent no ICMP error: IcmpOutRateLimitHost +{limited} (its ICMP budget for {host} was spent; "
+        said += BUDGET.format(ms=ms) + ")"
+        if redirects:
+            said += f"; {node} had sent {host} {_sent(redirects, 'an ICMP redirect', now)} before, which shares that "
+            said += f"budget: {REDIRECT_SHARES}"
+        if errors:
+            said += f"; {node} had sent {host} {_sent(errors, 'ICMP errors', now)} before"
+        if not earlier:
+            said += f"; what spent it is not known: no ICMP from {node} to {host} was counted before"
+        return f"{said}; {TIMING.format(ms=ms)}"
+    if spent := delta.get("IcmpOutRateLimitGlobal", 0):
+        return (
+            f"{node} sent no ICMP error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
+            "net.ipv4.icmp_msgs_per_sec, was spent); this verdict depends on timing"
+        )
+    moved = f"({counted(delta)})" if delta else "(none of its ICMP counters moved)"
+    if not counts_limits:
+        said = (
+            f"{node} sent no ICMP error {moved}, and this kernel does not count the ICMP errors it rate-limits "
+            "(IcmpOutRateLimitHost came with Linux 6.0): the cause is not known"
+        )
+        if earlier:
+            said += f"; before, {node} had sent {host} {_sent(earlier, 'ICMP', now)}"
+        return said
+    return f"{node} sent no ICMP error and its counters do not say why {moved}: the cause is not known"
+
+
+def _sent(sent: list[SentIcmp], what: str, now: float) -> str:
+    """`an ICMP redirect (IcmpOutRedirects +1 at probe first-datagram, 0.4 s before)`: the connections of a
+    probe with attempts summed."""
+    summed: dict[tuple[str, str], int] = {}
+    last: dict[tuple[str, str], float] = {}
+    for s in sent:
+        summed[(s.probe, s.counter)] = summed.get((s.probe, s.counter), 0) + s.count
+        last[(s.probe, s.counter)] = s.at
+    said = ", ".join(f"{c} +{n} at probe {p}, {now - last[(p, c)]:.1f} s before" for (p, c), n in summed.items())
+    return f"{what} ({said})"
 
 
 BACKING_OFF = (
-    "the kept connection was already retransmitting an unanswered request, and the client's kernel sends this "
-    "one only when its retransmission timer fires (it backs off, doubling), after the probe's wait"
+    "the exchange before it went unanswered too: the client's kernel was holding the request for its retransmission "
+    "timer (it backs off, doubling), which fires after the probe's wait"
 )
 
 
@@ -65,9 +135,11 @@ def explain(
     reply_lost: bool,
     answer: str,
     lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
+    unanswered: Callable[[str], str] = lambda node: "",
 ) -> str:
     """The why of a probe that was not delivered, from the frames that show its path; `answer` is what the
-    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked)."""
+    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked),
+    `unanswered` why a node sent no ICMP error for what it rejected (its counters are asked)."""
     if outcome == "delivered":
         return ""
     for node, hit in reversed(hits):
@@ -76,7 +148,7 @@ def explain(
             if outcome != "dropped":
                 return f"{said}; the client got: {answer}"
             if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-                return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
+                return f"{said}, but no ICMP error was sent back: {unanswered(node)}"
             return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
         came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or " icmp " in (f.summary() or "")), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.pipeline import ProbeResult, VariantRun
+from lab.probe.evidence.snmp import counted
 
 
 def expected_text(result: ProbeResult) -> str:
@@ -76,6 +77,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             ],
             "flow": list(o.flow),
             "conntrack": list(o.conntrack),
+            "counters": {actor: dict(moved) for actor, moved in o.counters},
             "pcaps": list(o.pcaps),
             "seconds": round(o.seconds, 4),
         },
@@ -121,6 +123,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
     lines += [f"seen  {line}" for line in o.path]
     lines += [f"flow  {line}" for line in o.flow]
     lines += [f"ct    {line}" for line in o.conntrack]
+    lines += [f"count {actor}: {counted(dict(moved))}" for actor, moved in o.counters]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]
     return lines
