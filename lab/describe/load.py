@@ -33,11 +33,15 @@ class Scenario:
 
 
 def load_scenario(
-    path: Path | str, matrix: dict[str, list[Axis]] | None = None, extra_probes: tuple[dict, ...] = ()
+    path: Path | str,
+    matrix: dict[str, list[Axis]] | None = None,
+    extra_probes: tuple[dict, ...] = (),
+    kernel: str | None = None,
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one)."""
+    one); `kernel` is the release the variants will run on (lab.pipeline.running_kernel), which `when: {kernel:
+    ...}` is judged against (None: no kernel, and such a condition applies to nothing)."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
@@ -46,7 +50,8 @@ def load_scenario(
     check_manifests(source)
     base = parse(source)
     # A list, not a generator expression: a StopIteration from a step would turn into a RuntimeError there.
-    variants = [_resolve(v, parse(v.source) if v.values else base) for v in expand(source, base.matrix, matrix or {})]
+    expanded = expand(source, base.matrix, matrix or {}, kernel)
+    variants = [_resolve(v, parse(v.source) if v.values else base) for v in expanded]
     return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
@@ -66,6 +71,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         scenario=f.name,
         file=src.file,
         variant=variant.values,
+        kernel=variant.kernel or "",
         cluster=cluster,
         nodes=nodes,
         pods=pods,

@@ -187,14 +187,18 @@ class SourceByPlacement(Strict):
 
 
 class Conditional(Strict):
-    """Applies to the variants whose matrix values match `when` (every variant when empty)."""
+    """Applies to the variants whose matrix values match `when` (every variant when empty), and to the kernels
+    its `kernel:` condition names (lab/describe/kernel_when.py: a list is a range)."""
 
-    when: dict[str, str | bool] = {}
+    when: dict[str, str | bool | list[str]] = {}
 
     @field_validator("when", mode="before")
     @classmethod
     def _when_as_text(cls, value: Any) -> Any:
-        return {k: v if isinstance(v, bool) else str(v) for k, v in value.items()} if isinstance(value, dict) else value
+        def text(v: Any) -> Any:
+            return v if isinstance(v, bool | list) else str(v)
+
+        return {k: text(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 class Expectation(Conditional):

@@ -209,6 +209,7 @@ class Expected:
     same_backend: bool = False  # every attempt must reach the same backend
     affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
     also: tuple[Outcome, ...] = ()  # other outcomes accepted (a kernel timer decides which one comes)
+    kernel: str = ""  # the kernel condition that chose this expectation, with the release: "5.10.0-26-amd64 <6.1"
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -302,6 +303,8 @@ class Topology:
     # Replicas a later `scale:` step creates: built at the start (network up, backends listening, idle), in no
     # Service's endpoints until that step.
     pending_pods: tuple[PodSpec, ...] = ()
+    # The release of the kernel the variant is described for (`uname -r`, read once by the pipeline); "" for none.
+    kernel: str = ""
 
     @property
     def has_actors(self) -> bool:

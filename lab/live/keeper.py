@@ -27,7 +27,7 @@ from lab.judge.attempts import run_probe
 from lab.live.adhoc import adhoc_probe
 from lab.live.record import LIVE, LiveLab, LiveLabError
 from lab.live.summary import summary
-from lab.pipeline import ProbeResult, Timing, VariantRun, standing
+from lab.pipeline import ProbeResult, Timing, VariantRun, running_kernel, standing
 from lab.probe.session import ProbeSession
 from lab.realize.runs import write_beside
 from lab.realize.terminate import Terminated, handle_sigterm
@@ -88,7 +88,7 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
     handle_sigterm()
     try:
         digest = file_digest(path)
-        topo = next(t for t in load_scenario(path, matrix).variants if t.variant == variant)
+        topo = next(t for t in load_scenario(path, matrix, kernel=running_kernel()).variants if t.variant == variant)
         with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
             realized = stood.realized
             actors = dict(realized.namespaces) | {p.name: realized.ns_of(p.name) for p in topo.built_pods}

@@ -21,6 +21,8 @@ def expected_text(result: ProbeResult) -> str:
         parts.append("(one backend)")
     if e.affinity is not None:
         parts.append("(by affinity)" if e.affinity else "(affinity expired)")
+    if e.kernel:
+        parts.append(f"(on kernel {e.kernel})")
     return " ".join(parts)
 
 
@@ -40,6 +42,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
         "scenario": result.topology.scenario,
         "file": result.topology.file,
         "variant": dict(result.topology.variant),
+        "kernel": result.topology.kernel or None,
         "probe": result.probe.name,
         "from": result.probe.source,
         "to": {
@@ -54,6 +57,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
         "expected": {
             "outcome": e.outcome,
             "or": list(e.also),
+            "kernel": e.kernel or None,
             "backend": list(e.backends) or None,
             "node": e.node,
             "source": e.source,

@@ -183,9 +183,10 @@ class KernelTrace(MonitorLines):
             self.close()  # no object is returned to close it later
             raise
 
-    def barrier(self, timeout: float = 2.0) -> None:
+    def barrier(self, timeout: float = 10.0) -> None:
         """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel
-        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`."""
+        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`. The wait costs
+        nothing when the trace answers; under `lab vm`'s emulation on a loaded machine it took over 2 s."""
         sock = in_netns(self.netns, _marker_socket)
         try:
             self.marker_port = sock.getsockname()[1]
