@@ -10,6 +10,7 @@ reads its node's.
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import re
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lab.describe.topology import ProbeSpec, Topology
+from lab.describe.topology import NodeSpec, ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
@@ -126,6 +127,8 @@ class ProbeSession:
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
         self.ebtables = self.topo.cluster.cni == "bridge" and self.topo.cluster.hairpin_mode == "promiscuous-bridge"
         self.sent_icmp: list[SentIcmp] = []  # what each node's ICMP counters say it sent, probe by probe
+        self.last_counters: dict[str, Counters] = {}  # each node's, after the previous probe
+        self.frames_end = 0  # the captures' mark after the previous probe's frames
 
     def __enter__(self) -> ProbeSession:
         try:
@@ -208,6 +211,11 @@ class ProbeSession:
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
         counted = [n.name for n in self.topo.nodes] + [probe.source] * (probe.source not in self.realized.namespaces)
         counters_before = read_counters([self.realized.ns_of(actor) for actor in counted])
+        # What the nodes sent between probes (a kept flow's datagrams during steps), and where the captures saw it
+        # go (a live lab forgets its frames between probes: then nothing was seen).
+        between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters_before, strict=True)}
+        seen = self.captures.since(self.frames_end) if self.frames_end <= frames_mark else []
+        self._note_icmp(f"between probes, before {probe.name}", seen, between, None)
         source = self.realized.ns_of(probe.source)
         crafted, reached, history, port = "", True, [], probe.source_port
         if probe.craft:
@@ -228,11 +236,13 @@ class ProbeSession:
         # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
         earlier = self.client_sockets - {result.local}
         frames = [f for f in self.captures.since(frames_mark) if not earlier.intersection(f.sockets or ())]
+        self.frames_end = self.captures.mark()
         if result.local:
             self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(arrivals_mark)
         counters_after = read_counters([self.realized.ns_of(actor) for actor in counted])
         deltas = {a: moved(b, c) for a, b, c in zip(counted, counters_before, counters_after, strict=True)}
+        self.last_counters = dict(zip(counted, counters_after, strict=True))
         counts_limits = "IcmpOutRateLimitHost" in counters_after[0]
         unanswered = partial(self._unanswered, frames=frames, deltas=deltas, counts_limits=counts_limits)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
@@ -266,7 +276,7 @@ class ProbeSession:
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
             explanation = _held_back(explanation, retransmitting(self.flows[probe.flow]), deltas[probe.source])
-        self._note_icmp(probe.name, frames, deltas)
+        self._note_icmp(f"at probe {probe.name}", frames, deltas, time.perf_counter())
         if outcome == "dropped" and (followed := self._followed(entries)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -293,19 +303,32 @@ class ProbeSession:
             counters=tuple((actor, tuple(delta.items())) for actor, delta in deltas.items() if delta),
         )
 
-    def _note_icmp(self, probe: str, frames: list[Frame], deltas: dict[str, Counters]) -> None:
-        """The redirects and errors each node's counters say it sent during the probe, and to whom the captures saw
-        them go: a later probe's missing ICMP error may be their doing."""
-        now = time.perf_counter()
+    def _note_icmp(self, when: str, frames: list[Frame], deltas: dict[str, Counters], at: float | None) -> None:
+        """The redirects and errors each node's counters say it sent (during a probe, or between two), and to whom
+        the captures saw them go: a later probe's missing ICMP error may be their doing."""
         for node in self.topo.nodes:
             for counter, icmp_type in (("IcmpOutRedirects", 5), ("IcmpOutDestUnreachs", 3)):
                 if count := deltas[node.name].get(counter, 0):
-                    to = frozenset(
+                    to = tuple(
                         f.addresses[1]
                         for f in frames
                         if f.actor == node.name and f.outgoing and f.addresses and _icmp_type(f) == icmp_type
                     )
-                    self.sent_icmp.append(SentIcmp(probe, node.name, counter, count, to, now))
+                    seen = bool(to) or counter != "IcmpOutRedirects"
+                    to = to if seen else self._forwarded_back(node, frames)
+                    self.sent_icmp.append(SentIcmp(when, node.name, counter, count, to, at, seen))
+
+    def _forwarded_back(self, node: NodeSpec, frames: list[Frame]) -> tuple[str, ...]:
+        """Whom a redirect no capture saw leave was made for: the kernel makes one for the sender of a packet it
+        forwards back out of the interface it came in by, when that sender is on the interface's own subnet
+        (net/ipv4/route.c __mkroute_input, torvalds/linux v6.1: fib_validate_source says so), here the underlay
+        on eth0."""
+        underlay = ipaddress.IPv4Network(self.topo.cluster.underlay)
+        mine = [f for f in frames if f.actor == node.name and f.ifname == "eth0" and f.addresses]
+        if not any(f.outgoing for f in mine):
+            return ()
+        senders = {f.addresses[0] for f in mine if not f.outgoing and f.addresses}
+        return tuple(sorted(s for s in senders if s != node.ip and ipaddress.IPv4Address(s) in underlay))
 
     def _unanswered(self, node: str, frames: list[Frame], deltas: dict[str, Counters], counts_limits: bool) -> str:
         """Why `node` sent no ICMP error for the probe's packet it rejected: its counters, and the ICMP it had sent

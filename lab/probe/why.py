@@ -30,15 +30,17 @@ TIMING = "this verdict depends on timing: the same datagram {ms} ms after the la
 
 @dataclass(frozen=True)
 class SentIcmp:
-    """ICMP messages of one kind a node sent during an earlier probe: its counter's move, and to whom the captures
-    saw them go (empty: no capture saw them)."""
+    """ICMP messages of one kind a node sent before: its counter's move, and where the captures saw each go (the
+    counter also counts what no capture watches: the rule tracer's markers, answered on loopback)."""
 
-    probe: str
+    when: str  # "at probe first-datagram", "between probes, before check"
     node: str
     counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs
     count: int
-    to: frozenset[str]
-    at: float  # perf_counter when the probe ended
+    to: tuple[str, ...]  # the destination of each one a capture saw
+    at: float | None  # perf_counter when the probe ended; None between probes (some time before the next one)
+    # Whether a capture saw them leave; a redirect none saw is for whom the kernel makes one (`to`: inferred).
+    seen: bool = True
 
 
 def silent_reject(
@@ -46,19 +48,19 @@ def silent_reject(
 ) -> str:
     """Why `node` sent `host` no ICMP error for a packet it rejected, as far as its counters (`delta`: what moved
     during the probe) and the ICMP it was seen sending before show it; the cause left unknown where they do not."""
-    earlier = [s for s in before if s.node == node and (host in s.to or not s.to)]
+    earlier = [s for s in before if s.node == node and host in s.to]
     redirects = [s for s in earlier if s.counter == "IcmpOutRedirects"]
     errors = [s for s in earlier if s.counter != "IcmpOutRedirects"]
     if limited := delta.get("IcmpOutRateLimitHost", 0):
         said = f"{node} sent no ICMP error: IcmpOutRateLimitHost +{limited} (its ICMP budget for {host} was spent; "
         said += BUDGET.format(ms=ms) + ")"
         if redirects:
-            said += f"; {node} had sent {host} {_sent(redirects, 'an ICMP redirect', now)} before, which shares that "
-            said += f"budget: {REDIRECT_SHARES}"
+            redirected = _sent(redirects, f"an ICMP redirect for {host}", host, now)
+            said += f"; {node} had counted {redirected}, which shares that budget: {REDIRECT_SHARES}"
         if errors:
-            said += f"; {node} had sent {host} {_sent(errors, 'ICMP errors', now)} before"
+            said += f"; {node} had counted {_sent(errors, f'ICMP errors to {host}', host, now)}"
         if not earlier:
-            said += f"; what spent it is not known: no ICMP from {node} to {host} was counted before"
+            said += f"; what spent it is not known: no ICMP from {node} to {host} was seen before"
         return f"{said}; {TIMING.format(ms=ms)}"
     if spent := delta.get("IcmpOutRateLimitGlobal", 0):
         return (
@@ -72,21 +74,30 @@ def silent_reject(
             "(IcmpOutRateLimitHost came with Linux 6.0): the cause is not known"
         )
         if earlier:
-            said += f"; before, {node} had sent {host} {_sent(earlier, 'ICMP', now)}"
+            said += f"; {node} had counted {_sent(earlier, f'ICMP for {host}', host, now)}"
         return said
     return f"{node} sent no ICMP error and its counters do not say why {moved}: the cause is not known"
 
 
-def _sent(sent: list[SentIcmp], what: str, now: float) -> str:
+def _sent(sent: list[SentIcmp], what: str, host: str, now: float) -> str:
     """`an ICMP redirect (IcmpOutRedirects +1 at probe first-datagram, 0.4 s before)`: the connections of a
-    probe with attempts summed."""
-    summed: dict[tuple[str, str], int] = {}
-    last: dict[tuple[str, str], float] = {}
+    probe with attempts summed, and how many of them went to `host` when the counter counted others too."""
+    summed: dict[tuple[str, str], list[int]] = {}
+    last: dict[tuple[str, str], float | None] = {}
     for s in sent:
-        summed[(s.probe, s.counter)] = summed.get((s.probe, s.counter), 0) + s.count
-        last[(s.probe, s.counter)] = s.at
-    said = ", ".join(f"{c} +{n} at probe {p}, {now - last[(p, c)]:.1f} s before" for (p, c), n in summed.items())
-    return f"{what} ({said})"
+        count, seen = summed.setdefault((s.when, s.counter), [0, 0])
+        summed[(s.when, s.counter)] = [count + s.count, seen + (s.to.count(host) if s.seen else s.count)]
+        last[(s.when, s.counter)] = s.at
+    parts = []
+    for (when, counter), (count, seen) in summed.items():
+        part = f"{counter} +{count} {when}" + ("" if seen == count else f", {seen} of them seen going to {host}")
+        parts.append(part + ("" if (at := last[(when, counter)]) is None else f", {now - at:.1f} s before"))
+    if unseen := [s for s in sent if not s.seen]:
+        parts.append(
+            f"made for {host}, which {unseen[0].node} forwarded back out of the interface it came in by; no capture "
+            "saw it leave"
+        )
+    return f"{what} ({'; '.join(parts)})"
 
 
 BACKING_OFF = (

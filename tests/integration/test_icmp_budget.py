@@ -1,6 +1,7 @@
-"""A REJECT the kernel does not answer, on the real kernel (topologies/udp-nodeport-redirect.yaml): the why names
-the cause the node's SNMP counters show, the redirect in one case and the spent burst in the other, never the
-other's; with redirects off the same datagram is refused, which proves the redirect was the cause."""
+"""A REJECT the kernel does not answer, on the real kernel (tests/integration/topologies/icmp-budget.yaml, the
+shape of topologies/udp-nodeport-redirect.yaml without the step between): the why names the cause the node's SNMP
+counters show, the redirect in one case and the spent burst in the other, never the other's; with redirects off
+the same datagram is refused, which proves the redirect was the cause."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from lab.describe.load import load_scenario
 from lab.pipeline import run_variant
 from lab.report.records import to_record
 
-SCENARIO = REPO / "topologies" / "udp-nodeport-redirect.yaml"
+SCENARIO = REPO / "tests" / "integration" / "topologies" / "icmp-budget.yaml"
 NO_REDIRECTS = "sysctl -qw net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.eth0.send_redirects=0"
 
 
@@ -22,39 +23,39 @@ def results():
 
 
 def test_the_redirect_is_named_and_not_a_burst(results):
-    observed = results["after-scale-to-zero"].observed
-    assert observed.outcome == "dropped", observed.explanation  # the scale and sync took under a second here
+    observed = results["rejected-after-the-redirect"].observed
+    assert observed.outcome == "dropped", observed.explanation
     said = observed.explanation
     assert "node1 sent no ICMP error: IcmpOutRateLimitHost +1 (its ICMP budget for 192.168.56.100 was spent" in said
-    assert "node1 had sent 192.168.56.100 an ICMP redirect (IcmpOutRedirects +1 at probe first-datagram, " in said
+    assert "node1 had counted an ICMP redirect for 192.168.56.100 (IcmpOutRedirects +1 at probe redirected, " in said
     assert "IcmpOutDestUnreachs" not in said and "this verdict depends on timing" in said
     assert ("node1", (("IcmpOutRateLimitHost", 1),)) in observed.counters
-    assert ("IcmpOutRedirects", 1) in dict(results["first-datagram"].observed.counters)["node1"]
+    assert ("IcmpOutRedirects", 1) in dict(results["redirected"].observed.counters)["node1"]
 
 
 def test_the_spent_burst_is_named_and_not_a_redirect(results):
-    assert results["burst-through-node2"].observed.outcome == "refused"
-    observed = results["after-the-burst"].observed
+    assert results["burst"].observed.outcome == "refused"
+    observed = results["rejected-after-the-burst"].observed
     assert observed.outcome == "dropped", observed.explanation
     said = observed.explanation
     assert "node2 sent no ICMP error: IcmpOutRateLimitHost +1" in said
-    assert "node2 had sent 192.168.56.100 ICMP errors (IcmpOutDestUnreachs +6 at probe burst-through-node2, " in said
+    assert "node2 had counted ICMP errors to 192.168.56.100 (IcmpOutDestUnreachs +6 at probe burst, " in said
     assert "redirect" not in said
 
 
 def test_the_counters_are_in_the_json_record(results):
-    record = to_record(results["after-the-burst"])
+    record = to_record(results["rejected-after-the-burst"])
     assert record["observed"]["counters"] == {"node2": {"IcmpOutRateLimitHost": 1}}
 
 
 def test_without_redirects_the_same_datagram_is_refused(tmp_path, host_unchanged):
-    text = SCENARIO.read_text().replace(
-        "  - name: first-datagram\n", f"  - name: first-datagram\n    before:\n      - {{run: {NO_REDIRECTS}}}\n"
-    )
+    text = SCENARIO.read_text().replace("    before:\n", f"    before:\n      - {{run: {NO_REDIRECTS}}}\n")
     (tmp_path / "s.yaml").write_text(text)
     (topo,) = load_scenario(tmp_path / "s.yaml").variants
     results = {
-        r.probe.name: r.observed for r in run_variant(topo, only={"first-datagram", "after-scale-to-zero"}).results
+        r.probe.name: r.observed for r in run_variant(topo, only={"redirected", "rejected-after-the-redirect"}).results
     }
-    assert "IcmpOutRedirects" not in dict(dict(results["first-datagram"].counters).get("node1", ()))
-    assert results["after-scale-to-zero"].outcome == "refused", results["after-scale-to-zero"].explanation
+    assert "IcmpOutRedirects" not in dict(dict(results["redirected"].counters).get("node1", ()))
+    assert results["rejected-after-the-redirect"].outcome == "refused", results[
+        "rejected-after-the-redirect"
+    ].explanation
