@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from support.vm import GUEST_MARKS
 
 from lab.vm import run_in_vm
 
@@ -22,13 +22,7 @@ KERNELS = ["debian-11"]  # the releases below 6.1 that the catalogue's condition
 CATALOGUE_LIMIT = 1800  # seconds under emulation, not a speed target: 5 min on an idle 2-core machine
 
 pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.xdist_group("vm"),  # one guest at a time: each takes a core and 2 GB
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the guest runs commands as root in the host's files"),
-    pytest.mark.skipif(
-        shutil.which("qemu-system-x86_64") is None,
-        reason="needs qemu-system-x86_64: apt-get install qemu-system-x86 busybox-static cpio",
-    ),
+    *GUEST_MARKS,
     pytest.mark.skipif(os.environ.get("LAB_VM") == "1", reason="already inside a lab vm guest"),
 ]
 
