@@ -176,9 +176,10 @@ class KernelTrace(MonitorLines):
         self.marker_port = 0
         self.traffic_between = traffic_between
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
-        # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
+        # (lab vm, TCG) and busy machine, later markers only the time a packet takes. Over 20 s was seen with two
+        # guests and a load of 16 on 2 cores; the wait costs nothing when the monitor answers.
         try:
-            self.barrier(timeout=20.0)
+            self.barrier(timeout=60.0)
         except BaseException:
             self.close()  # no object is returned to close it later
             raise
