@@ -78,3 +78,16 @@ def test_the_verdict_names_the_kernel(tmp_path):
     expected = load_scenario(write(tmp_path, by_kernel('"<6.1"')), kernel="5.10.0-32-amd64")
     verdict = judge(expected.variants[0].probes[0].expected, Observation("delivered"))
     assert verdict.reasons == ("expected dropped on kernel 5.10.0-32-amd64, which is <6.1, got delivered",)
+
+
+def test_a_list_is_for_the_kernel_only(tmp_path):
+    text = BASE.replace(
+        "    expect: {outcome: delivered, source: node2}\n",
+        "    expect:\n      - {when: {proxyMode: [iptables, ipvs]}, outcome: dropped}\n"
+        "      - {outcome: delivered, source: node2}\n"
+        "matrix:\n  proxyMode: [iptables, ipvs]\n",
+    )
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text), kernel="6.1.0")
+    assert info.value.field == "probes[0].expect[0].when.proxyMode"
+    assert info.value.message == "one value of proxyMode expected (a list, a range, is for `kernel` only)"

@@ -53,6 +53,10 @@ class Variant:
         for axis, value in when.items():
             if axis == KERNEL:
                 continue
+            if isinstance(value, list):
+                raise self.source.error(
+                    (*path, "when", axis), f"one value of {axis} expected (a list, a range, is for `kernel` only)"
+                )
             if axis not in axes:
                 raise self.source.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
             # A value this run's matrix leaves out applies to no variant, so that `--matrix proxyMode=ipvs` keeps a
