@@ -36,3 +36,18 @@ def test_the_path_colours_actors_in_the_order_first_seen(tmp_path):
 
 def test_text_from_a_scenario_is_escaped():
     assert _e('<script>"x"</script>') == "&lt;script&gt;&quot;x&quot;&lt;/script&gt;"
+
+
+def test_the_kernel_counters_are_shown_under_the_why(tmp_path):
+    from lab.judge.verdict import Verdict
+    from lab.pipeline import ProbeResult
+    from lab.probe.session import Observation
+    from lab.report.html import _probe
+
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    counted = (("node2", (("IcmpOutRateLimitHost", 1), ("IcmpOutDestUnreachs", 6))),)
+    observed = Observation("dropped", explanation="node2 sent no ICMP error", counters=counted)
+    html = _probe(ProbeResult(topo, topo.probes[0], observed, Verdict(False)), tmp_path)
+    why = html.index("<p>why: node2 sent no ICMP error</p>")
+    shown = "kernel counters that moved: node2: IcmpOutRateLimitHost +1, IcmpOutDestUnreachs +6"
+    assert html.index(shown) > why
