@@ -10,7 +10,6 @@ reads its node's.
 
 from __future__ import annotations
 
-import ipaddress
 import random
 import re
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from lab.describe.topology import NodeSpec, ProbeSpec, Topology
+from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import run_command
@@ -34,6 +33,7 @@ from lab.probe.evidence.snmp import Counters, moved, read_counters
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.icmp_sent import icmp_ratelimit, icmp_sent
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
@@ -47,7 +47,6 @@ from lab.probe.why import (
     tcp_flags,
 )
 from lab.realize.build import Realized
-from lab.realize.enter import in_netns
 from lab.realize.terminate import close_all, deferred
 
 
@@ -215,7 +214,9 @@ class ProbeSession:
         # go (a live lab forgets its frames between probes: then nothing was seen).
         between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters_before, strict=True)}
         seen = self.captures.since(self.frames_end) if self.frames_end <= frames_mark else []
-        self._note_icmp(f"between probes, before {probe.name}", seen, between, None)
+        self.sent_icmp += icmp_sent(
+            f"between probes, before {probe.name}", self.topo.nodes, seen, between, None, self.topo.cluster.underlay
+        )
         source = self.realized.ns_of(probe.source)
         crafted, reached, history, port = "", True, [], probe.source_port
         if probe.craft:
@@ -276,7 +277,9 @@ class ProbeSession:
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
             explanation = _held_back(explanation, retransmitting(self.flows[probe.flow]), deltas[probe.source])
-        self._note_icmp(f"at probe {probe.name}", frames, deltas, time.perf_counter())
+        self.sent_icmp += icmp_sent(
+            f"at probe {probe.name}", self.topo.nodes, frames, deltas, time.perf_counter(), self.topo.cluster.underlay
+        )
         if outcome == "dropped" and (followed := self._followed(entries)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -303,39 +306,12 @@ class ProbeSession:
             counters=tuple((actor, tuple(delta.items())) for actor, delta in deltas.items() if delta),
         )
 
-    def _note_icmp(self, when: str, frames: list[Frame], deltas: dict[str, Counters], at: float | None) -> None:
-        """The redirects and errors each node's counters say it sent (during a probe, or between two), and to whom
-        the captures saw them go: a later probe's missing ICMP error may be their doing."""
-        for node in self.topo.nodes:
-            for counter, icmp_type in (("IcmpOutRedirects", 5), ("IcmpOutDestUnreachs", 3)):
-                if count := deltas[node.name].get(counter, 0):
-                    to = tuple(
-                        f.addresses[1]
-                        for f in frames
-                        if f.actor == node.name and f.outgoing and f.addresses and _icmp_type(f) == icmp_type
-                    )
-                    seen = bool(to) or counter != "IcmpOutRedirects"
-                    to = to if seen else self._forwarded_back(node, frames)
-                    self.sent_icmp.append(SentIcmp(when, node.name, counter, count, to, at, seen))
-
-    def _forwarded_back(self, node: NodeSpec, frames: list[Frame]) -> tuple[str, ...]:
-        """Whom a redirect no capture saw leave was made for: the kernel makes one for the sender of a packet it
-        forwards back out of the interface it came in by, when that sender is on the interface's own subnet
-        (net/ipv4/route.c __mkroute_input, torvalds/linux v6.1: fib_validate_source says so), here the underlay
-        on eth0."""
-        underlay = ipaddress.IPv4Network(self.topo.cluster.underlay)
-        mine = [f for f in frames if f.actor == node.name and f.ifname == "eth0" and f.addresses]
-        if not any(f.outgoing for f in mine):
-            return ()
-        senders = {f.addresses[0] for f in mine if not f.outgoing and f.addresses}
-        return tuple(sorted(s for s in senders if s != node.ip and ipaddress.IPv4Address(s) in underlay))
-
     def _unanswered(self, node: str, frames: list[Frame], deltas: dict[str, Counters], counts_limits: bool) -> str:
         """Why `node` sent no ICMP error for the probe's packet it rejected: its counters, and the ICMP it had sent
         the packet's source (as the node received it) before."""
         received = [f for f in frames if f.actor == node and not f.outgoing and f.addresses]
         host = received[-1].addresses[0] if received and received[-1].addresses else "the client"
-        ms = int(in_netns(self.realized.namespaces[node], _icmp_ratelimit))
+        ms = icmp_ratelimit(self.realized.namespaces[node])
         return silent_reject(node, host, deltas.get(node, {}), counts_limits, self.sent_icmp, ms, time.perf_counter())
 
     def _met(self, probe: ProbeSpec, frames: list[Frame]) -> list[str]:
@@ -514,19 +490,6 @@ def _by_first_sight(actors: list[str], frames: list[Frame]) -> list[str]:
     for frame in frames:
         order.setdefault(frame.actor, len(order))
     return sorted(actors, key=lambda a: order.get(a, len(order)))
-
-
-def _icmp_type(frame: Frame) -> int | None:
-    data = frame.data
-    if frame.addresses is None or data[23] != 1:
-        return None
-    l4 = 14 + (data[14] & 0x0F) * 4
-    return data[l4] if len(data) > l4 else None
-
-
-def _icmp_ratelimit() -> str:
-    with open("/proc/sys/net/ipv4/icmp_ratelimit") as f:  # the calling thread's namespace's
-        return f.read().strip()
 
 
 def _held_back(explanation: str, retransmitting: bool, client: Counters) -> str:
