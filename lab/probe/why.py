@@ -71,7 +71,7 @@ def silent_reject(
     if not counts_limits:
         said = (
             f"{node} sent no ICMP error {moved}, and this kernel does not count the ICMP errors it rate-limits "
-            "(IcmpOutRateLimitHost came with Linux 6.0): the cause is not known"
+            "(IcmpOutRateLimitHost came with Linux 6.2, d0941130c935): the cause is not known"
         )
         if earlier:
             said += f"; {node} had counted {_sent(earlier, f'ICMP for {host}', host, now)}"

@@ -1,7 +1,8 @@
 """The kernel's own account of what it sent: each node's SNMP counters (/proc/net/snmp, what `nstat` reads),
 read before and after every probe. They say what no capture can: an ICMP error the kernel decided not to send,
 and why (IcmpOutRateLimitHost: the per-host budget, IcmpOutRateLimitGlobal: the host-wide one; both counted
-from Linux 6.0), and which redirects it sent (IcmpOutRedirects).
+from torvalds/linux d0941130c935 "icmp: Add counters for rate limits", Linux 6.2 and stable 6.1.y since late 2024; not
+in 5.10), and which redirects it sent (IcmpOutRedirects).
 
 Every node is read, both times: one thread moving from namespace to namespace reads one in about a tenth of a
 millisecond, so a probe costs 0.2 ms per node (20 ms at a hundred nodes), and a counter that moved on a node
