@@ -45,6 +45,12 @@ def pins_a_kernel(path: Path) -> bool:
 PINNED = [p for p in sorted((REPO / "topologies").glob("*.yaml")) if pins_a_kernel(p)]
 
 
+def _progress(line: str) -> None:
+    """The guest's `running [i/n] …` lines as they come (the JSON comes at the end): minutes show where it is."""
+    if line.startswith("running ["):
+        print(f"  [guest] {line}", flush=True)
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_the_scenarios_that_pin_a_kernel_pass_under_it(kernel, capsys):
     assert PINNED, "no catalogue scenario has a when: {kernel: ...}"
@@ -52,7 +58,7 @@ def test_the_scenarios_that_pin_a_kernel_pass_under_it(kernel, capsys):
     argv = [str(REPO / ".venv" / "bin" / "lab"), "run", "--timeout", "1", "--json", *files]
     with capsys.disabled():
         print(f"\n  [guest] lab run {' '.join(files)} under {kernel}", flush=True)
-        result = run_in_vm(argv, cwd=REPO, kernel=kernel, timeout=CATALOGUE_LIMIT)
+        result = run_in_vm(argv, cwd=REPO, kernel=kernel, timeout=CATALOGUE_LIMIT, on_output=_progress)
         print(f"  [guest] {result.kernel_release}: {result.command_seconds:.0f} s", flush=True)
     # The JSON document, whatever the guest printed around it (progress on stderr).
     document, _ = json.JSONDecoder().raw_decode(result.output[result.output.index('{\n  "results"') :])
