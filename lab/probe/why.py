@@ -146,7 +146,7 @@ def explain(
     reply_lost: bool,
     answer: str,
     lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
-    unanswered: Callable[[str], str] = lambda node: "",
+    unanswered: Callable[[str], str] = lambda node: f"{node}'s counters were not read: the cause is not known",
 ) -> str:
     """The why of a probe that was not delivered, from the frames that show its path; `answer` is what the
     client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked),
