@@ -208,7 +208,8 @@ class ProbeSession:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
-        counted = [n.name for n in self.topo.nodes] + [probe.source] * (probe.source not in self.realized.namespaces)
+        nodes = [n.name for n in self.topo.nodes]
+        counted = nodes + [probe.source] * (probe.source not in nodes)  # the nodes, and the client
         counters_before = read_counters([self.realized.ns_of(actor) for actor in counted])
         # What the nodes sent between probes (a kept flow's datagrams during steps), and where the captures saw it
         # go (a live lab forgets its frames between probes: then nothing was seen).
