@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import platform
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -18,7 +20,7 @@ from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
 from lab.probe.session import Observation, ProbeSession
 from lab.realize.build import Realized, realize
-from lab.render.dataplane import conntrack_cleanups, host_kernel, render, setups
+from lab.render.dataplane import conntrack_cleanups, kernel_version, render, setups
 from lab.render.kubeproxy.versions import Release
 
 
@@ -60,6 +62,18 @@ class VariantRun:
 IMPLEMENTED_MODES = ("iptables", "ipvs", "nftables")
 
 
+def on_this_kernel(topo: Topology) -> Topology:
+    """The variant as it runs here: one described for no kernel (a test's load_scenario) is given this one."""
+    return topo if topo.kernel else dataclasses.replace(topo, kernel=running_kernel())
+
+
+def running_kernel() -> str:
+    """The release of the kernel the lab runs on (`uname -r`: the host's, or the guest's under `lab vm`), read
+    here once and given to describe (`when: {kernel: ...}`) and, in the Topology, to render: neither reads the
+    machine."""
+    return platform.release()
+
+
 def cannot_run(topo: Topology) -> str:
     """Why this machine cannot run the variant ("" if it can)."""
     from lab.doctor import kernel_has, skip_reason
@@ -69,7 +83,7 @@ def cannot_run(topo: Topology) -> str:
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem
     least = Release.of(topo.cluster.kube_version).nft_kernel_minimum if mode == "nftables" else None
-    if least and (kernel := host_kernel()) < least:
+    if least and (kernel := kernel_version(on_this_kernel(topo).kernel)) < least:
         return (
             f"kube-proxy {topo.cluster.kube_version}'s nftables mode refuses to start on kernel "
             f"{kernel[0]}.{kernel[1]}: it needs {least[0]}.{least[1]} (kubernetes#124152; "
@@ -115,6 +129,7 @@ def standing(topo: Topology) -> Iterator[Standing]:
     """render → realize → install (kube-proxy's rules and held ports, then the actors around the cluster); torn
     down on exit. Whatever a stage starts in the namespaces (health servers) is stopped before realize removes
     them."""
+    topo = on_this_kernel(topo)
     planes = render(topo)
     rendered = time.perf_counter()
     with ExitStack() as stack:
@@ -135,6 +150,7 @@ def run_variant(
     on_result: Callable[[ProbeResult], None] | None = None,
     only: set[str] | None = None,
 ) -> VariantRun:
+    topo = on_this_kernel(topo)
     if reason := cannot_run(topo):
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []

@@ -15,6 +15,7 @@ from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
 from lab.helptext import MATRIX, VARIANT
+from lab.pipeline import running_kernel
 from lab.report.literal import literal
 
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
@@ -55,7 +56,8 @@ def load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario
             err.print(literal(f"--matrix {item}: {key} is given twice; list every value once, e.g. {key}=A,B"))
             sys.exit(2)
         axes[key] = values.split(",")
-    return [load_scenario(p, axes) for p in paths]
+    kernel = running_kernel()  # read once, for every file: what `when: {kernel: ...}` is judged against
+    return [load_scenario(p, axes, kernel=kernel) for p in paths]
 
 
 def key_value(text: str) -> str:

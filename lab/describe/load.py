@@ -40,12 +40,17 @@ class Scenario:
 
 
 def load_scenario(
-    path: Path | str, matrix: dict[str, list[Axis]] | None = None, extra_probes: tuple[dict, ...] = ()
+    path: Path | str,
+    matrix: dict[str, list[Axis]] | None = None,
+    extra_probes: tuple[dict, ...] = (),
+    kernel: str | None = None,
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one). What is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the
-    schema reads, what each variant's resolve steps refuse."""
+    one); `kernel` is the release the variants will run on (lab.pipeline.running_kernel), which `when: {kernel:
+    ...}` is judged against (None: no kernel, and such a condition applies to nothing). What is wrong is raised
+    all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema reads, what each
+    variant's resolve steps refuse."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
@@ -55,9 +60,9 @@ def load_scenario(
     try:
         base = parse(source)
     except ScenarioError as exc:
-        raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {})])
+        raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {}, kernel)])
     raise_all(errors)
-    variants = _variants(source, base, matrix or {})
+    variants = _variants(source, base, matrix or {}, kernel)
     return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
@@ -65,10 +70,12 @@ def _each(exc: ScenarioError) -> list[ScenarioError]:
     return exc.errors if isinstance(exc, ScenarioErrors) else [exc]
 
 
-def _variants(source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]]) -> list[Topology]:
+def _variants(
+    source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]], kernel: str | None
+) -> list[Topology]:
     """Every variant, resolved; or every error of every variant (one may refuse what another does not)."""
     variants, errors = [], []
-    for v in expand(source, base.matrix, matrix):
+    for v in expand(source, base.matrix, matrix, kernel):
         try:
             variants.append(_resolve(v, parse(v.source) if v.values else base))
         except ScenarioError as exc:
@@ -77,7 +84,9 @@ def _variants(source: Source, base: schema.ScenarioFile, matrix: dict[str, list[
     return variants
 
 
-def _in_the_rest(source: Source, errors: list[ScenarioError], matrix: dict[str, list[Axis]]) -> list[ScenarioError]:
+def _in_the_rest(
+    source: Source, errors: list[ScenarioError], matrix: dict[str, list[Axis]], kernel: str | None
+) -> list[ScenarioError]:
     """What the resolve steps refuse in the file without the probes the schema refused (none when the schema
     refused more than probes)."""
     refused = probes_refused(errors, source)
@@ -86,7 +95,7 @@ def _in_the_rest(source: Source, errors: list[ScenarioError], matrix: dict[str, 
         return []
     reduced, places = rest
     try:
-        _variants(reduced, parse(reduced), matrix)
+        _variants(reduced, parse(reduced), matrix, kernel)
     except ScenarioError as exc:
         return [as_written(e, places) for e in _each(exc)]
     return []
@@ -108,6 +117,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         scenario=f.name,
         file=src.file,
         variant=variant.values,
+        kernel=variant.kernel or "",
         cluster=cluster,
         nodes=nodes,
         pods=pods,

@@ -211,14 +211,18 @@ class SourceByPlacement(Strict):
 
 
 class Conditional(Strict):
-    """Applies to the variants whose matrix values match `when` (every variant when empty)."""
+    """Applies to the variants whose matrix values match `when` (every variant when empty), and to the kernels
+    its `kernel:` condition names (lab/describe/kernel_when.py: a list is a range)."""
 
-    when: dict[str, str | bool] = {}
+    when: dict[str, str | bool | list[str]] = {}
 
     @field_validator("when", mode="before")
     @classmethod
     def _when_as_text(cls, value: Any) -> Any:
-        return {k: _axis_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+        if not isinstance(value, dict):
+            return value
+        # A list is a range of kernels (`kernel: [">=5.10", "<6.1"]`), checked by resolve.
+        return {k: v if isinstance(v, list) else _axis_value(v) for k, v in value.items()}
 
 
 class Expectation(Conditional):

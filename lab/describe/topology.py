@@ -216,6 +216,7 @@ class Expected:
     same_backend: bool = False  # every attempt must reach the same backend
     affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
     also: tuple[Outcome, ...] = ()  # other outcomes accepted (a kernel timer decides which one comes)
+    kernel: str = ""  # the kernel condition that chose this expectation, with the release: "5.10.0-26-amd64 <6.1"
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -314,6 +315,8 @@ class Topology:
     # Service's endpoints until that step.
     pending_pods: tuple[PodSpec, ...] = ()
     warnings: tuple[str, ...] = ()  # what is allowed and likely unintended (a Service selecting no pod yet)
+    # The release of the kernel the variant is described for (`uname -r`, read once by the pipeline); "" for none.
+    kernel: str = ""
 
     @property
     def has_actors(self) -> bool:

@@ -78,6 +78,16 @@ def _merge_rules(observations: list[Observation]) -> tuple[tuple[str, RuleHit], 
     return tuple((actor, hit) for (actor, *_), hit in merged.items())
 
 
+def _merge_counters(observations: list[Observation]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """The kernel counters that moved during all the connections, summed per actor."""
+    merged: dict[str, dict[str, int]] = {}
+    for o in observations:
+        for actor, moved in o.counters:
+            for name, n in moved:
+                merged.setdefault(actor, {})[name] = merged.get(actor, {}).get(name, 0) + n
+    return tuple((actor, tuple(moved.items())) for actor, moved in merged.items())
+
+
 def _by_entry(o: Observation) -> str | None:
     if o.source and o.entry and (o.source == o.entry or o.source.startswith(f"{o.entry}/")):
         return ENTRY + o.source[len(o.entry) :]
@@ -140,6 +150,7 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         path=(*lines, *(f"(#{observations.index(first_bad) + 1}) {line}" for line in first_bad.path)),
         hops=first_bad.hops,
         connections=tuple(o.hops for o in observations),
+        counters=_merge_counters(observations),
         rules=_merge_rules(observations),
         explanation=first_bad.explanation,
         seconds=sum(o.seconds for o in observations),

@@ -17,7 +17,8 @@ class Verdict:
 def judge(expected: Expected, observed: Observation) -> Verdict:
     reasons = []
     if observed.outcome not in expected.outcomes:
-        reasons.append(f"expected {' or '.join(expected.outcomes)}, got {observed.outcome}")
+        on = f" on kernel {expected.kernel}" if expected.kernel else ""
+        reasons.append(f"expected {' or '.join(expected.outcomes)}{on}, got {observed.outcome}")
     elif expected.outcome == "delivered":
         if expected.backends and observed.backend not in expected.backends:
             reasons.append(f"expected backend {' or '.join(expected.backends)}, answered by {observed.backend}")

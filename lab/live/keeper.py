@@ -39,7 +39,7 @@ from lab.live.adhoc import adhoc_probe
 from lab.live.record import LIVE, LOG, LiveLab, LiveLabError
 from lab.live.request import REQUEST_BYTES, ProbeRequest, RequestError, parse_request
 from lab.live.summary import summary
-from lab.pipeline import ProbeResult, Timing, VariantRun, standing
+from lab.pipeline import ProbeResult, Timing, VariantRun, running_kernel, standing
 from lab.probe.session import ProbeSession
 from lab.realize.runs import write_beside
 from lab.realize.terminate import Terminated, handle_sigterm
@@ -108,7 +108,7 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
     handle_sigterm()
     try:
         digest = file_digest(path)
-        topo = next(t for t in load_scenario(path, matrix).variants if t.variant == variant)
+        topo = next(t for t in load_scenario(path, matrix, kernel=running_kernel()).variants if t.variant == variant)
         with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
             session.kube_proxy_synced(stood.said)  # a refused first sync: every `lab probe` says so
             realized = stood.realized

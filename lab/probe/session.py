@@ -30,17 +30,21 @@ from lab.probe.craft import CRAFTS, Segment, crafted_segment, next_from, send_fr
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
+from lab.probe.evidence.snmp import Counters, moved, read_counters
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, history_lines
+from lab.probe.icmp_sent import icmp_ratelimit, icmp_sent
 from lab.probe.pmtu import path_mtu
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import (
     BACKING_OFF,
+    SentIcmp,
     crafted_fate,
     explain,
     path_lines,
     retransmitting,
+    silent_reject,
     stray_answer,
     tcp_flags,
 )
@@ -73,6 +77,8 @@ class Observation:
     hops: tuple[Hop, ...] = ()  # `path` as data: where each frame was seen, with its addresses there
     # Several connections (judge/attempts.py): each one's hops, in the order they were sent (`hops` is one of them).
     connections: tuple[tuple[Hop, ...], ...] = ()
+    # The kernel's SNMP counters that moved during the probe, on each node and the client (lab/probe/evidence/snmp.py).
+    counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class ProbeSession:
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
         self.ebtables = self.topo.cluster.cni == "bridge" and self.topo.cluster.hairpin_mode == "promiscuous-bridge"
+        self.sent_icmp: list[SentIcmp] = []  # what each node's ICMP counters say it sent, probe by probe
+        self.last_counters: dict[str, Counters] = {}  # each node's, after the previous probe
+        self.frames_end = 0  # the captures' mark after the previous probe's frames
 
     def __enter__(self) -> ProbeSession:
         try:
@@ -213,6 +222,16 @@ class ProbeSession:
         start = time.perf_counter()
         arrivals_mark, frames_mark = self.echo.mark(), self.captures.mark()
         marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
+        nodes = [n.name for n in self.topo.nodes]
+        counted = nodes + [probe.source] * (probe.source not in nodes)  # the nodes, and the client
+        counters_before = read_counters([self.realized.ns_of(actor) for actor in counted])
+        # What the nodes sent between probes (a kept flow's datagrams during steps), and where the captures saw it
+        # go (a live lab forgets its frames between probes: then nothing was seen).
+        between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters_before, strict=True)}
+        seen = self.captures.since(self.frames_end) if self.frames_end <= frames_mark else []
+        self.sent_icmp += icmp_sent(
+            f"between probes, before {probe.name}", self.topo.nodes, seen, between, None, self.topo.cluster.underlay
+        )
         source = self.realized.ns_of(probe.source)
         crafted, reached, history, port, entries = "", True, [], probe.source_port, []
         if probe.craft:
@@ -235,9 +254,15 @@ class ProbeSession:
         # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
         earlier = self.client_sockets - {result.local}
         frames = [f for f in self.captures.since(frames_mark) if not earlier.intersection(f.sockets or ())]
+        self.frames_end = self.captures.mark()
         if result.local:
             self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(arrivals_mark)
+        counters_after = read_counters([self.realized.ns_of(actor) for actor in counted])
+        deltas = {a: moved(b, c) for a, b, c in zip(counted, counters_before, counters_after, strict=True)}
+        self.last_counters = dict(zip(counted, counters_after, strict=True))
+        counts_limits = "IcmpOutRateLimitHost" in counters_after[0]
+        unanswered = partial(self._unanswered, frames=frames, deltas=deltas, counts_limits=counts_limits)
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
         hits = []
         for actor in _by_first_sight(self._met(probe, frames), frames):
@@ -263,10 +288,15 @@ class ProbeSession:
             self._accepted(frames)
             if outcome == "accepted"
             else stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}")
-            or explain(outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost)
+            or explain(
+                outcome, hits, shown, arrivals != [] and not result.reply, self._answer(result), self._lost, unanswered
+            )
         )
         if probe.flow and outcome == "dropped" and not shown and probe.protocol == "TCP":
-            explanation = f"{explanation}: {BACKING_OFF}" if retransmitting(self.flows[probe.flow]) else explanation
+            explanation = _held_back(explanation, retransmitting(self.flows[probe.flow]), deltas[probe.source])
+        self.sent_icmp += icmp_sent(
+            f"at probe {probe.name}", self.topo.nodes, frames, deltas, time.perf_counter(), self.topo.cluster.underlay
+        )
         if outcome == "dropped" and (followed := self._followed(entries)):
             explanation = f"{followed}; {explanation}"
         if crafted and not reached:
@@ -298,7 +328,16 @@ class ProbeSession:
             entry=next((f.actor for f in frames if f.summary()), None),
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in entries),
             flow=tuple(history),
+            counters=tuple((actor, tuple(delta.items())) for actor, delta in deltas.items() if delta),
         )
+
+    def _unanswered(self, node: str, frames: list[Frame], deltas: dict[str, Counters], counts_limits: bool) -> str:
+        """Why `node` sent no ICMP error for the probe's packet it rejected: its counters, and the ICMP it had sent
+        the packet's source (as the node received it) before."""
+        received = [f for f in frames if f.actor == node and not f.outgoing and f.addresses]
+        host = received[-1].addresses[0] if received and received[-1].addresses else "the client"
+        ms = icmp_ratelimit(self.realized.namespaces[node])
+        return silent_reject(node, host, deltas.get(node, {}), counts_limits, self.sent_icmp, ms, time.perf_counter())
 
     def _met(self, probe: ProbeSpec, frames: list[Frame]) -> list[str]:
         """The actors whose rules the probe's packets can have met: the nodes a capture saw them on, the source's
@@ -479,6 +518,15 @@ def _by_first_sight(actors: list[str], frames: list[Frame]) -> list[str]:
     for frame in frames:
         order.setdefault(frame.actor, len(order))
     return sorted(actors, key=lambda a: order.get(a, len(order)))
+
+
+def _held_back(explanation: str, retransmitting: bool, client: Counters) -> str:
+    """A kept connection's request no capture saw: the client's own counters say whether its kernel sent it."""
+    sent = client.get("TcpOutSegs", 0)
+    if sent:
+        return f"{explanation}: the client's kernel counted TcpOutSegs +{sent}, which no capture saw"
+    said = f"{explanation}: the client's kernel sent no segment during the probe (TcpOutSegs +0)"
+    return f"{said}; {BACKING_OFF}" if retransmitting else said
 
 
 def _slug(text: str) -> str:

@@ -5,23 +5,104 @@ fate). The session asks the kernel where it must (lab.probe.session: a packet lo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from lab.probe.capture import Frame
 from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.snmp import Counters, counted
 from lab.probe.flows import KeptFlow
 
-# Why a REJECT can go unanswered: the kernel's ICMP rate limit (net/ipv4/icmp.c, icmpv4_xrlim_allow), per
-# destination host, which a client sending several datagrams a second to a Service without endpoints meets.
-ICMP_RATE_LIMIT = (
-    "the kernel rate-limits the ICMP errors it sends to a host (net.ipv4.icmp_ratelimit: after a burst of 6, "
-    "one per 1000 ms by default)"
+# Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
+# inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
+# `rate_last`, up to XRLIM_BURST_FACTOR (6) errors, one error costing net.ipv4.icmp_ratelimit of them; a host
+# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back).
+BUDGET = "its budget for a host refills by one error per {ms} ms (net.ipv4.icmp_ratelimit), up to a burst of 6"
+# A redirect is counted in the same host's inet_peer: net/ipv4/route.c ip_rt_send_redirect (torvalds/linux v6.1)
+# stamps `rate_last` with the time it is sent and leaves `rate_tokens` as it was (0 for a new host), so the
+# budget refills from that moment, from zero.
+REDIRECT_SHARES = (
+    "a redirect restarts that budget's clock (net/ipv4/route.c ip_rt_send_redirect sets the host's rate_last, "
+    "which inet_peer_xrlim_allow refills from), and a host that was sent nothing else before has no error saved up"
 )
+TIMING = "this verdict depends on timing: the same datagram {ms} ms after the last ICMP to that host is answered"
+
+
+@dataclass(frozen=True)
+class SentIcmp:
+    """ICMP messages of one kind a node sent before: its counter's move, and where the captures saw each go (the
+    counter also counts what no capture watches: the rule tracer's markers, answered on loopback)."""
+
+    when: str  # "at probe first-datagram", "between probes, before check"
+    node: str
+    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs
+    count: int
+    to: tuple[str, ...]  # the destination of each one a capture saw
+    at: float | None  # perf_counter when the probe ended; None between probes (some time before the next one)
+    # Whether a capture saw them leave; a redirect none saw is for whom the kernel makes one (`to`: inferred).
+    seen: bool = True
+
+
+def silent_reject(
+    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], ms: int, now: float
+) -> str:
+    """Why `node` sent `host` no ICMP error for a packet it rejected, as far as its counters (`delta`: what moved
+    during the probe) and the ICMP it was seen sending before show it; the cause left unknown where they do not."""
+    earlier = [s for s in before if s.node == node and host in s.to]
+    redirects = [s for s in earlier if s.counter == "IcmpOutRedirects"]
+    errors = [s for s in earlier if s.counter != "IcmpOutRedirects"]
+    if limited := delta.get("IcmpOutRateLimitHost", 0):
+        said = f"{node} sent no ICMP error: IcmpOutRateLimitHost +{limited} (its ICMP budget for {host} was spent; "
+        said += BUDGET.format(ms=ms) + ")"
+        if redirects:
+            redirected = _sent(redirects, f"an ICMP redirect for {host}", host, now)
+            said += f"; {node} had counted {redirected}, which shares that budget: {REDIRECT_SHARES}"
+        if errors:
+            said += f"; {node} had counted {_sent(errors, f'ICMP errors to {host}', host, now)}"
+        if not earlier:
+            said += f"; what spent it is not known: no ICMP from {node} to {host} was seen before"
+        return f"{said}; {TIMING.format(ms=ms)}"
+    if spent := delta.get("IcmpOutRateLimitGlobal", 0):
+        return (
+            f"{node} sent no ICMP error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
+            "net.ipv4.icmp_msgs_per_sec, was spent); this verdict depends on timing"
+        )
+    moved = f"({counted(delta)})" if delta else "(none of its ICMP counters moved)"
+    if not counts_limits:
+        said = (
+            f"{node} sent no ICMP error {moved}, and this kernel does not count the ICMP errors it rate-limits "
+            "(IcmpOutRateLimitHost came with Linux 6.2, d0941130c935): the cause is not known"
+        )
+        if earlier:
+            said += f"; {node} had counted {_sent(earlier, f'ICMP for {host}', host, now)}"
+        return said
+    return f"{node} sent no ICMP error and its counters do not say why {moved}: the cause is not known"
+
+
+def _sent(sent: list[SentIcmp], what: str, host: str, now: float) -> str:
+    """`an ICMP redirect (IcmpOutRedirects +1 at probe first-datagram, 0.4 s before)`: the connections of a
+    probe with attempts summed, and how many of them went to `host` when the counter counted others too."""
+    summed: dict[tuple[str, str], list[int]] = {}
+    last: dict[tuple[str, str], float | None] = {}
+    for s in sent:
+        count, seen = summed.setdefault((s.when, s.counter), [0, 0])
+        summed[(s.when, s.counter)] = [count + s.count, seen + (s.to.count(host) if s.seen else s.count)]
+        last[(s.when, s.counter)] = s.at
+    parts = []
+    for (when, counter), (count, seen) in summed.items():
+        part = f"{counter} +{count} {when}" + ("" if seen == count else f", {seen} of them seen going to {host}")
+        parts.append(part + ("" if (at := last[(when, counter)]) is None else f", {now - at:.1f} s before"))
+    if unseen := [s for s in sent if not s.seen]:
+        parts.append(
+            f"made for {host}, which {unseen[0].node} forwarded back out of the interface it came in by; no capture "
+            "saw it leave"
+        )
+    return f"{what} ({'; '.join(parts)})"
 
 
 BACKING_OFF = (
-    "the kept connection was already retransmitting an unanswered request, and the client's kernel sends this "
-    "one only when its retransmission timer fires (it backs off, doubling), after the probe's wait"
+    "the exchange before it went unanswered too: the client's kernel was holding the request for its retransmission "
+    "timer (it backs off, doubling), which fires after the probe's wait"
 )
 
 
@@ -74,9 +155,11 @@ def explain(
     reply_lost: bool,
     answer: str,
     lost: Callable[[Frame, list[tuple[str, RuleHit]]], str],
+    unanswered: Callable[[str], str] = lambda node: f"{node}'s counters were not read: the cause is not known",
 ) -> str:
     """The why of a probe that was not delivered, from the frames that show its path; `answer` is what the
-    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked)."""
+    client says came back, `lost` tells where a packet last seen in a frame went (the kernel is asked),
+    `unanswered` why a node sent no ICMP error for what it rejected (its counters are asked)."""
     if outcome == "delivered":
         return ""
     if found := dropping_rule(hits):
@@ -85,7 +168,7 @@ def explain(
         if outcome != "dropped":
             return f"{said}; the client got: {answer}"
         if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-            return f"{said}, but no ICMP error was sent back: {ICMP_RATE_LIMIT}"
+            return f"{said}, but no ICMP error was sent back: {unanswered(node)}"
         return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
         came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or " icmp " in (f.summary() or "")), None)

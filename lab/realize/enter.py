@@ -177,6 +177,20 @@ def in_netns(name: str, fn: Callable[[], T]) -> T:
     return _run_in_thread(f"netns:{name}", body)
 
 
+def in_each_netns(names: Sequence[str], fn: Callable[[], T]) -> list[T]:
+    """fn() in each namespace of /run/netns/<name> in turn, on one throw-away thread that moves from one to the
+    next: a call costs a setns, not a thread (a tenth of a millisecond against half a millisecond)."""
+
+    def body() -> list[T]:
+        results = []
+        for name in names:
+            _setns(NETNS_DIR / name)
+            results.append(fn())
+        return results
+
+    return _run_in_thread("netns:each", body)
+
+
 def write_sysctls(name: str, values: dict[str, str]) -> None:
     """Set sysctls of one namespace (/proc/sys/net resolves against the writing thread's netns)."""
 

@@ -3,10 +3,10 @@ needs set before (realize is told, it asks no renderer)."""
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lab.describe.kernel_when import release_numbers
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
@@ -58,9 +58,9 @@ class NodeDataplane:
         return "".join(f"# ---- {tool}\n{body.rstrip()}\n" for tool, body in parts)
 
 
-def host_kernel() -> tuple[int, int]:
-    """The running kernel's (major, minor)."""
-    major, minor, *_ = (int(p) for p in platform.release().split("-")[0].split(".")[:2] + ["0"])
+def kernel_version(release: str) -> tuple[int, int]:
+    """A kernel release's (major, minor): `6.1.0-50-amd64` → (6, 1)."""
+    major, minor, *_ = release_numbers(release)
     return major, minor
 
 
@@ -80,7 +80,9 @@ def _local(topo: Topology, node_name: str) -> tuple[str, ...]:
 def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     # kube-proxy makes NodePort virtual servers on every address of the node's own interfaces.
-    return render_ipvs(services, config, _local(topo, node_name), version, kernel=host_kernel())
+    # The kernel the variant is described for (the pipeline read it); without one, render_ipvs's default.
+    kernel = {"kernel": kernel_version(topo.kernel)} if topo.kernel else {}
+    return render_ipvs(services, config, _local(topo, node_name), version, **kernel)
 
 
 def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:

@@ -15,6 +15,7 @@ from pathlib import Path
 from lab.describe.topology import Topology
 from lab.pipeline import ProbeResult, VariantRun
 from lab.probe.capture import write_file
+from lab.probe.evidence.snmp import counted
 from lab.probe.session import Hop
 from lab.probe.why import dropping_rule
 from lab.report.compare import Cell, compare_grid
@@ -131,6 +132,9 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     parts += [f'<p class="reason">✗ {_e(reason)}</p>' for reason in result.verdict.reasons]
     if o.explanation:
         parts.append(f"<p>why: {_e(o.explanation)}</p>")
+    if o.counters:
+        said = "; ".join(f"{actor}: {counted(dict(moved))}" for actor, moved in o.counters)
+        parts.append(f"<p class='mono'>kernel counters that moved: {_e(said)}</p>")
     if o.source_ip:
         parts.append(f"<p>the backend saw the source <code>{_e(o.source_ip)}</code> {_e(o.source or '')}</p>")
     if p.why:

@@ -17,7 +17,7 @@ import pytest
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
-from lab.pipeline import ProbeResult, VariantRun, run_variant
+from lab.pipeline import ProbeResult, VariantRun, run_variant, running_kernel
 from lab.realize.terminate import handle_sigterm
 from lab.report.literal import visible
 from lab.report.records import evidence_lines, headline
@@ -76,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            scenario = load_scenario(self.path)
+            scenario = load_scenario(self.path, kernel=running_kernel())
         except ScenarioError as exc:
             raise self.CollectError(f"error: {exc}") from exc  # shown as the message alone, no traceback
         for topo in scenario.variants:

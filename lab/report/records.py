@@ -6,6 +6,7 @@ from typing import Any
 
 from lab.describe.topology import Expected, ProbeSpec, Topology
 from lab.pipeline import ProbeResult, VariantRun
+from lab.probe.evidence.snmp import counted
 
 
 def expected_text(result: ProbeResult) -> str:
@@ -25,6 +26,8 @@ def expectation_text(e: Expected) -> str:
         parts.append("(one backend)")
     if e.affinity is not None:
         parts.append("(by affinity)" if e.affinity else "(affinity expired)")
+    if e.kernel:
+        parts.append(f"(on kernel {e.kernel})")
     return " ".join(parts)
 
 
@@ -45,6 +48,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
         "scenario": topology.scenario,
         "file": topology.file,
         "variant": dict(topology.variant),
+        "kernel": topology.kernel or None,
         "probe": probe.name,
         "from": probe.source,
         "to": {"target": probe.target, "address": f"{probe.dst_ip}:{probe.dst_port}", "protocol": probe.protocol},
@@ -52,6 +56,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
         "expected": {
             "outcome": e.outcome,
             "or": list(e.also),
+            "kernel": e.kernel or None,
             "backend": list(e.backends) or None,
             "node": e.node,
             "source": e.source,
@@ -85,6 +90,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             ],
             "flow": list(o.flow),
             "conntrack": list(o.conntrack),
+            "counters": {actor: dict(moved) for actor, moved in o.counters},
             "pcaps": list(o.pcaps),
             "seconds": round(o.seconds, 4),
         },
@@ -105,6 +111,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "rules": [],
     "flow": [],
     "conntrack": [],
+    "counters": {},
     "pcaps": [],
     "seconds": 0.0,
 }
@@ -148,6 +155,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
     lines += [f"seen  {line}" for line in o.path]
     lines += [f"flow  {line}" for line in o.flow]
     lines += [f"ct    {line}" for line in o.conntrack]
+    lines += [f"count {actor}: {counted(dict(moved))}" for actor, moved in o.counters]
     lines += [f"rule  {node}: {hit} ({hit.packets} pkt)" for node, hit in o.rules]
     lines += [f"pcap  {path}" for path in o.pcaps]
     return lines

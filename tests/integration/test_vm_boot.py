@@ -6,27 +6,19 @@ The first run downloads the kernel package into the cache (~/.cache/lab or $LAB_
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.pytest_output import failure_summary
+from support.vm import GUEST_MARKS
 
 from lab.vm import run_in_vm
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.xdist_group("vm"),  # one guest at a time: each takes a core and 2 GB
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the guest runs commands as root in the host's files"),
-    pytest.mark.skipif(
-        shutil.which("qemu-system-x86_64") is None,
-        reason="needs qemu-system-x86_64: apt-get install qemu-system-x86 busybox-static cpio",
-    ),
-]
+pytestmark = GUEST_MARKS
 
 
 def test_dummy_link_works_under_the_stock_kernel_and_the_host_is_untouched(host_unchanged):

@@ -63,3 +63,15 @@ def test_the_rule_that_dropped_the_probe_is_marked(tmp_path):
     assert 'class="dropper"' not in rows[0] and rows[1].startswith('<tr class="dropper">') and "dropped it" in rows[1]
     delivered = replace(result, observed=replace(observed, outcome="delivered"))
     assert not any("dropper" in row for row in rule_rows(delivered))
+
+
+def test_the_kernel_counters_are_shown_under_the_why(tmp_path):
+    from lab.report.html import _probe
+
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    counted = (("node2", (("IcmpOutRateLimitHost", 1), ("IcmpOutDestUnreachs", 6))),)
+    observed = Observation("dropped", explanation="node2 sent no ICMP error", counters=counted)
+    html = _probe(ProbeResult(topo, topo.probes[0], observed, Verdict(False)), tmp_path)
+    why = html.index("<p>why: node2 sent no ICMP error</p>")
+    shown = "kernel counters that moved: node2: IcmpOutRateLimitHost +1, IcmpOutDestUnreachs +6"
+    assert html.index(shown) > why

@@ -40,3 +40,14 @@ def test_several_connections_are_listed_in_a_stable_order(tmp_path):
         "192.168.56.11|192.168.56.12",
     )
     assert record["source_by_entry"] == "entry"
+
+
+def test_the_kernel_counters_of_every_connection_are_summed(tmp_path):
+    text = BASE.replace(
+        "    expect: {outcome: delivered, source: node2}\n", "    attempts: 3\n    expect: {outcome: refused}\n"
+    )
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    refused = Observation("refused", counters=(("node2", (("IcmpOutDestUnreachs", 1),)),))
+    limited = Observation("dropped", counters=(("node2", (("IcmpOutRateLimitHost", 1),)),))
+    observed, _ = run_probe(ScriptedSession([refused, refused, limited]), topo.probes[0], topo)  # type: ignore[arg-type]
+    assert observed.counters == (("node2", (("IcmpOutDestUnreachs", 2), ("IcmpOutRateLimitHost", 1))),)

@@ -15,6 +15,7 @@ from pydantic.fields import FieldInfo
 
 from lab.describe import k8s, schema
 from lab.describe.errors import ScenarioError
+from lab.describe.kernel_when import KERNEL, KernelConditionError, conditions, holds
 from lab.describe.topology import Axis, axis_text
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -42,11 +43,21 @@ class Variant:
     source: Source
     values: tuple[tuple[str, Axis], ...]  # (axis, value) in the matrix's order; () without a matrix
     declared: dict[str, list[Axis]]  # every value the file or the command line lists for each axis
+    # The running kernel's release, as the pipeline read it; None when describing for no kernel (a `kernel:`
+    # condition then applies to none).
+    kernel: str | None = None
 
-    def applies(self, path: FieldPath, when: dict[str, Axis]) -> bool:
-        """Whether this variant matches an item's `when` (checked against the declared matrix)."""
+    def applies(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
+        """Whether this variant, on this kernel, matches an item's `when` (checked against the declared matrix)."""
         axes = self.declared
+        on_kernel = self.on_kernel(path, when)
         for axis, value in when.items():
+            if axis == KERNEL:
+                continue
+            if isinstance(value, list):
+                raise self.source.error(
+                    (*path, "when", axis), f"one value of {axis} expected (a list, a range, is for `kernel` only)"
+                )
             if axis not in axes:
                 raise self.source.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
             # A value this run's matrix leaves out applies to no variant, so that `--matrix proxyMode=ipvs` keeps a
@@ -56,10 +67,22 @@ class Variant:
                     (*path, "when", axis), f"{value!r} is no value of {axis} (the matrix lists {axes[axis]})"
                 )
         chosen = dict(self.values)
-        return all(chosen.get(a) == v for a, v in when.items())
+        return on_kernel and all(chosen.get(a) == v for a, v in when.items() if a != KERNEL)
+
+    def on_kernel(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
+        """Whether the kernel satisfies the `kernel:` condition of `when` (true without one)."""
+        if KERNEL not in when:
+            return True
+        try:
+            written = conditions(when[KERNEL])
+            return self.kernel is not None and holds(self.kernel, written)
+        except KernelConditionError as exc:
+            raise self.source.error((*path, "when", KERNEL), str(exc)) from None
 
 
-def expand(source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, list[Axis]]) -> Iterator[Variant]:
+def expand(
+    source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, list[Axis]], kernel: str | None = None
+) -> Iterator[Variant]:
     """The variants of the file, in the matrix's order (the file's axes, then the flags' new ones); the axes and
     their bound are checked before the first is given."""
     written = [_MatrixAxis(source, name, tuple(values)) for name, values in file_axes.items()]
@@ -82,7 +105,7 @@ def expand(source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, li
     for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
         choice = tuple(zip(axes.values(), indexes, strict=True))
         values = tuple((axis.name, axis.values[k]) for axis, k in choice)
-        yield Variant(_variant(source, choice) if choice else source, values, declared)
+        yield Variant(_variant(source, choice) if choice else source, values, declared, kernel)
 
 
 def _flag(axis: str, values: list[Axis]) -> str:

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
+from lab.describe.kernel_when import KERNEL
 from lab.describe.resolve.checks import node_names, pod_named, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
@@ -212,7 +213,12 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
         if variant.applies(epath, e.when):
             if e.affinity is not None:
                 _affinity_judgeable(variant.source, (*epath, "affinity"), probe.attempts, topo)
-            return _expectation(variant.source, epath, e, topo)
+            chosen = _expectation(variant.source, epath, e, topo)
+            if any(KERNEL in o.when for o in options):  # the expectation depends on the kernel: the verdict names it
+                written = e.when.get(KERNEL)
+                said = ", which is " + " and ".join(written if isinstance(written, list) else [str(written)])
+                return replace(chosen, kernel=f"{variant.kernel or 'none'}{said if written else ''}")
+            return chosen
     raise variant.source.error(
         (*path, "expect"), f"no expectation applies to variant {topo.variant_label}; add one without `when`"
     )

@@ -191,9 +191,10 @@ class KernelTrace(MonitorLines):
         self.marker_port = 0
         self.traffic_between = traffic_between
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
-        # (lab vm, TCG) and busy machine, later markers only the time a packet takes.
+        # (lab vm, TCG) and busy machine, later markers only the time a packet takes. Over 20 s was seen with two
+        # guests and a load of 16 on 2 cores; the wait costs nothing when the monitor answers.
         try:
-            self.barrier(timeout=20.0)
+            self.barrier(timeout=60.0)
         except BaseException:
             self.close()  # no object is returned to close it later
             raise
@@ -201,8 +202,8 @@ class KernelTrace(MonitorLines):
     def barrier(self, timeout: float = 10.0) -> None:
         """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel
         gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`. The marker comes
-        back in milliseconds; the time limit is generous, as a machine busy with other work can hold the events
-        back for seconds."""
+        back in milliseconds; the time limit is generous, as a machine busy with other work (or `lab vm`'s
+        emulation on a loaded machine, where it took over 2 s) can hold the events back for seconds."""
         sock = in_netns(self.netns, _marker_socket)
         try:
             self.marker_port = sock.getsockname()[1]
