@@ -325,7 +325,7 @@ class ProbeSession:
             explanation=explanation,
             seconds=time.perf_counter() - start,
             pcaps=pcaps,
-            entry=next((f.actor for f in frames if f.summary()), None),
+            entry=_entry(frames, result.local),
             conntrack=tuple(f"{node}: {entry.text}" for node, entry in entries),
             flow=tuple(history),
             counters=tuple((actor, tuple(delta.items())) for actor, delta in deltas.items() if delta),
@@ -487,6 +487,14 @@ class ProbeSession:
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
+
+
+def _entry(frames: list[Frame], local: str) -> str | None:
+    """The node the probe's connection entered through: the first to see the client's own socket ("ip:port", as
+    it left the client); else the first frame's. A late packet of an earlier connection, NATed on its way (so no
+    longer of that connection's socket), can reach a capture before this connection's first packet does."""
+    own = next((f.actor for f in frames if local and local in (f.sockets or ())), None)
+    return own or next((f.actor for f in frames if f.summary()), None)
 
 def _hops(frames: list[Frame]) -> tuple[Hop, ...]:
     """The frames as hops, a repeat of the one before left out (as path_lines leaves it out)."""
