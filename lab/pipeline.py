@@ -12,15 +12,16 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.actors import install_actors
-from lab.install.conntrack import apply_cleanup
-from lab.install.dataplane import install
+from lab.install.dataplane import apply_plans, install, read_states
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
 from lab.probe.session import Observation, ProbeSession
 from lab.realize.build import Realized, realize
-from lab.render.dataplane import conntrack_cleanups, kernel_version, render, setups
+from lab.render.dataplane import kernel_version, render, setups
+from lab.render.kubeproxy.sync import reads
+from lab.render.kubeproxy.sync import sync as plan_sync
 from lab.render.kubeproxy.versions import Release
 
 
@@ -195,17 +196,14 @@ def run_variant(
 
 
 def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
-    """kube-proxy's sync after a change, on every node: the rules its release writes for `after` and the ports it
-    holds, then its conntrack cleanup (restart: as a new process's first sync). What the cleanup decided and
-    deleted, per node."""
+    """kube-proxy's sync after a change, on every node: its kernel state read, the plan its release makes of it
+    (render/kubeproxy/sync.py: rules, addresses, set members, real servers, conntrack deletions), the plan
+    applied and the ports it holds (restart: as a new process's first sync). What each node's kube-proxy said."""
 
     def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
-        planes = render(after, previous=before)
-        ports.sync(planes, restart)
-        said = list(install(realized, planes, resync=True))
-        for node, plan in conntrack_cleanups(before, after, restart).items():
-            deleted = apply_cleanup(realized.namespaces[node], plan)
-            said += [f"{node}: {line}" for line in (*plan.why, *deleted)]
-        return tuple(said)
+        states = read_states(realized, reads(after))
+        plans = {node: plan_sync(before, after, node, state, restart) for node, state in states.items()}
+        ports.sync({node: plan.dataplane for node, plan in plans.items()}, restart)
+        return apply_plans(realized, plans)
 
     return sync

@@ -1,25 +1,17 @@
-"""kube-proxy's conntrack cleanup on each node, done with the real `conntrack` tool as render decided it
-(lab/render/kubeproxy/conntrack.py): the event-driven deletions as kube-proxy up to 1.31 ran them, or the
-reconciler's pass of 1.32+ (list the UDP entries, delete those whose reply source is no serving endpoint of
-the frontend they were addressed to)."""
+"""The node's conntrack table read with the real `conntrack` tool (`-L`, parsed into entries), and the deletions
+a sync plan names (lab/render/kubeproxy/sync.py) run with it: the event-driven deletions of kube-proxy up to
+1.31, or the reconciler's per-entry ones of 1.32+ (kube-proxy 1.32+ talks netlink; the tool's filter
+--orig-dst, --orig-port-dst, --reply-src is applied by the kernel alike)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from lab.install.tools import InstallError, require, run_command
-from lab.render.kubeproxy.conntrack import Cleanup, Frontend
+from lab.render.kubeproxy.conntrack import ConntrackDeletion
 
-
-@dataclass(frozen=True)
-class Entry:
-    """One conntrack entry as `conntrack -L` prints it, with the fields the cleanup reads."""
-
-    text: str
-    orig_src: str
-    orig_dst: str
-    orig_dport: int
-    reply_src: str
+# A probe reads flows' entries as the cleanup does (lab/probe/session.py): the same type, under its short name.
+from lab.render.kubeproxy.kernel_state import ConntrackEntry as Entry
 
 
 def parse_entries(listing: str) -> list[Entry]:
@@ -46,16 +38,10 @@ def parse_entries(listing: str) -> list[Entry]:
     return entries
 
 
-def stale(entries: list[Entry], reconcile: tuple[tuple[Frontend, frozenset[str]], ...]) -> list[Entry]:
-    """The entries the reconciler deletes: addressed to a frontend, answered by no serving endpoint of it."""
-    wanted = dict(reconcile)
-    out = []
-    for entry in entries:
-        for frontend in (Frontend(entry.orig_dst, entry.orig_dport), Frontend(None, entry.orig_dport)):
-            if frontend in wanted and entry.reply_src not in wanted[frontend]:
-                out.append(entry)
-                break
-    return out
+def udp_entries(netns: str) -> tuple[Entry, ...]:
+    """The node's UDP conntrack entries, as the 1.32+ reconciler lists them on every sync."""
+    require("conntrack")
+    return tuple(parse_entries(run_command(netns, ("conntrack", "-L", "-p", "udp"))))
 
 
 def _delete(netns: str, args: tuple[str, ...]) -> None:
@@ -67,33 +53,10 @@ def _delete(netns: str, args: tuple[str, ...]) -> None:
             raise
 
 
-def apply_cleanup(netns: str, plan: Cleanup) -> list[str]:
-    """Run one node's cleanup; what it did: the commands run, or each entry deleted as `conntrack -L` printed it."""
-    if plan.empty:
-        return []
-    require("conntrack")
-    for args in plan.deletes:
-        _delete(netns, args)
-    done = [f"ran conntrack {' '.join(args)}" for args in plan.deletes]
-    if plan.reconcile:
-        for entry in stale(parse_entries(run_command(netns, ("conntrack", "-L", "-p", "udp"))), plan.reconcile):
-            frontend = (
-                ("--orig-dst", entry.orig_dst)
-                if Frontend(entry.orig_dst, entry.orig_dport) in dict(plan.reconcile)
-                else ()
-            )
-            _delete(
-                netns,
-                (
-                    "-D",
-                    "-p",
-                    "udp",
-                    *frontend,
-                    "--orig-port-dst",
-                    str(entry.orig_dport),
-                    "--reply-src",
-                    entry.reply_src,
-                ),
-            )
-            done.append(f"deleted {entry.text}")
-    return done
+def delete_entries(netns: str, deletions: Sequence[ConntrackDeletion]) -> list[str]:
+    """Run a plan's conntrack deletions on one node; what each did, as the plan says it."""
+    if deletions:
+        require("conntrack")
+    for deletion in deletions:
+        _delete(netns, deletion.args)
+    return [deletion.done for deletion in deletions]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
+from lab.install.conntrack import delete_entries
+from lab.install.kernel_state import read_state
 from lab.install.tools import (
     InstallError,
     ip_batch,
+    ipset_apply,
     ipset_restore_all,
-    ipset_sync,
     iptables_restore,
     ipvsadm_restore,
     nft_apply,
@@ -20,34 +23,57 @@ from lab.install.tools import (
 from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
 from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
+from lab.render.kubeproxy.kernel_state import KernelState, Reads
+from lab.render.kubeproxy.sync import SyncPlan
+
+T = TypeVar("T")
 
 
-def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = False) -> tuple[str, ...]:
-    """Load a node's dataplane with the real tools, in the order kube-proxy needs them. resync: kube-proxy's
-    next sync after the API changed, replacing what an earlier sync wrote: the rules as a whole (one transaction,
-    as kube-proxy's restore), kube-ipvs0's addresses and the sets' members by their differences, as kube-proxy
-    changes them (what stays is never away for a moment), IPVS by the changes render computed (connections to
-    unchanged real servers live on). What it says: the real servers ipvs' graceful termination keeps or ends."""
+def load(ns: str, plane: NodeDataplane, backend: str = "nft") -> tuple[str, ...]:
+    """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them.
+    What it says: a refused nftables sync."""
     if plane.mode == "ipvs":
-        if resync:
-            _bind_addresses(ns, plane.dummy_addresses)
-            ipset_sync(ns, plane.ipsets)
-        else:
-            device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
-            ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
-            ipset_restore_all(ns, plane.ipsets)
+        device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+        ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
+        ipset_restore_all(ns, plane.ipsets)
     if plane.mode == "nftables":
-        return _nft_sync(ns, plane.nft, resync)
+        return _nft_sync(ns, plane.nft, resync=False)
     iptables_restore(ns, plane.iptables, backend)
-    said: tuple[str, ...] = ()
     if plane.mode == "ipvs":
         if plane.ipvs:
-            ipvsadm_restore(ns, plane.ipvs, clear=not resync)
-        if resync:
-            said = _graceful_terminations(ns)
-        # The ip_vs sysctls exist once ipvsadm has loaded the module.
-        write_sysctls(ns, dict(plane.sysctls))
-    return said
+            ipvsadm_restore(ns, plane.ipvs)
+        _ipvs_sysctls(ns, plane)
+    return ()
+
+
+def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
+    """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's address and the sets'
+    member changes, the rules as a whole (one transaction, as kube-proxy's restore), the virtual servers' changes
+    (connections to unchanged real servers live on), the real servers graceful termination deletes. The
+    conntrack deletions come after every node's rules (apply_conntrack). What it says: a refused nftables sync,
+    the real servers graceful termination deletes or keeps."""
+    plane = plan.dataplane
+    if plane.mode == "ipvs":
+        if plan.address_commands:
+            ip_batch(ns, list(plan.address_commands))
+        ipset_apply(ns, plan.set_changes)
+    if plane.mode == "nftables":
+        return _nft_sync(ns, plane.nft, resync=True)
+    iptables_restore(ns, plane.iptables, backend)
+    if plane.mode != "ipvs":
+        return ()
+    if plane.ipvs:
+        ipvsadm_restore(ns, plane.ipvs, clear=False)
+    for decision in plan.real_servers:
+        if decision.delete:
+            run_command(ns, ("ipvsadm", *decision.ipvsadm_args))
+    _ipvs_sysctls(ns, plane)
+    return tuple(decision.reason for decision in plan.real_servers)
+
+
+def _ipvs_sysctls(ns: str, plane: NodeDataplane) -> None:
+    # The ip_vs sysctls exist once ipvsadm has loaded the module.
+    write_sysctls(ns, dict(plane.sysctls))
 
 
 # What a node's kube-proxy says when the kernel refuses its nftables sync. nft applies a transaction whole or not
@@ -85,53 +111,38 @@ def _refusal(message: str) -> str:
     return said
 
 
-def _bind_addresses(ns: str, addresses: tuple[str, ...]) -> None:
-    """A later sync's addresses on kube-ipvs0, as kube-proxy binds them: each Service's bound if missing
-    (syncService's EnsureAddressBind), then those no Service has any more unbound (getLegacyBindAddr,
-    cleanLegacyService), openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/proxier.go at 1b01a9ce. A
-    Service's address never leaves on the way: while it is away its packets are routed past IPVS, and conntrack
-    confirms an un-NATed entry that outlives the sync."""
-    bound = {
-        line.split()[3] for line in run_command(ns, ("ip", "-o", "-4", "addr", "show", "dev", IPVS_DEVICE)).splitlines()
-    }
-    changes = [f"addr add {a} dev {IPVS_DEVICE}" for a in addresses if a not in bound]
-    changes += [f"addr del {a} dev {IPVS_DEVICE}" for a in sorted(bound - set(addresses))]
-    if changes:
-        ip_batch(ns, changes)
-
-
-def _graceful_terminations(ns: str) -> tuple[str, ...]:
-    """kube-proxy's graceful termination check: a real server left at weight 0 is deleted once it has no
-    active and no inactive connection (`ipvsadm -Ln`: Weight ActiveConn InActConn), and kept while it has."""
-    service, said = "", []
-    for line in run_command(ns, ("ipvsadm", "-Ln")).splitlines():
-        words = line.split()
-        if words[:1] in (["TCP"], ["UDP"], ["SCTP"]):
-            service = f"{_SERVICE_FLAG[words[0]]} {words[1]}"
-        elif words[:1] == ["->"] and len(words) >= 6 and words[3] == "0":
-            where = f"real server {words[1]} of {service.split()[1]}"
-            if words[4:6] == ["0", "0"]:
-                run_command(ns, ("ipvsadm", "-d", *service.split(), "-r", words[1]))
-                said.append(f"ipvs graceful termination: {where} deleted, no connection left")
-            else:
-                said.append(
-                    f"ipvs graceful termination: {where} kept at weight 0 while it has connections "
-                    f"({words[4]} active, {words[5]} inactive)"
-                )
-    return tuple(said)
-
-
-_SERVICE_FLAG = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
-
-
-def install(realized: Realized, planes: Mapping[str, NodeDataplane], resync: bool = False) -> tuple[str, ...]:
-    """Each node's rendered dataplane, loaded into the node, the nodes side by side (one at a time per core: each
-    load is the tools' processes, as each node's kube-proxy syncs on its own); what the loads said, per node."""
-    backend = realized.topology.cluster.iptables_backend
-
-    def one(node: str) -> tuple[str, ...]:
-        return load(realized.namespaces[node], planes[node], backend, resync)
-
+def _per_node(realized: Realized, nodes: Sequence[str], one: Callable[[str, str], T]) -> list[T]:
+    """`one(node, its namespace)` for every node, side by side (one at a time per core: each is the tools'
+    processes, as each node's kube-proxy syncs on its own), in node order; the first failure is raised."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="install") as pool:
-        loaded = list(pool.map(one, planes))  # in node order; the first failure is raised
-    return tuple(f"{node}: {line}" for node, lines in zip(planes, loaded, strict=True) for line in lines)
+        return list(pool.map(lambda node: one(node, realized.namespaces[node]), nodes))
+
+
+def _prefixed(nodes: Sequence[str], lines: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Each node's lines, as "node: line"."""
+    return tuple(f"{node}: {line}" for node, said in zip(nodes, lines, strict=True) for line in said)
+
+
+def install(realized: Realized, planes: Mapping[str, NodeDataplane]) -> tuple[str, ...]:
+    """Each node's rendered dataplane, loaded into the node (kube-proxy's first sync), the nodes side by side;
+    what the loads said, per node ("node: line")."""
+    backend = realized.topology.cluster.iptables_backend
+    return _prefixed(list(planes), _per_node(realized, list(planes), lambda node, ns: load(ns, planes[node], backend)))
+
+
+def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
+    """What each node's kernel holds, as its kube-proxy reads it at the start of a sync."""
+    nodes = [node.name for node in realized.topology.nodes]
+    return dict(zip(nodes, _per_node(realized, nodes, lambda _, ns: read_state(ns, wanted)), strict=True))
+
+
+def apply_plans(realized: Realized, plans: Mapping[str, SyncPlan]) -> tuple[str, ...]:
+    """Every node's sync plan applied: the rules on every node side by side, then each node's conntrack
+    deletions; what each node's kube-proxy said ("node: line"): graceful termination, then its cleanup."""
+    backend = realized.topology.cluster.iptables_backend
+    nodes = list(plans)
+    said = list(_prefixed(nodes, _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend))))
+    for node, plan in plans.items():
+        deleted = delete_entries(realized.namespaces[node], plan.conntrack)
+        said += [f"{node}: {line}" for line in (*plan.cleanup.why, *deleted)]
+    return tuple(said)

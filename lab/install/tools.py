@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 
 from plumbum import ProcessExecutionError, local
 
 from lab.realize.runs import PREFIX_RE
+from lab.render.kubeproxy.ipvs_resync import set_lines
 
 PACKAGES = {"ip": "iproute2", "ipset": "ipset", "nft": "nftables", "ipvsadm": "ipvsadm", "conntrack": "conntrack"}
 
@@ -73,27 +75,12 @@ def restore_ipsets(netns: str, text: str) -> None:
 
 def ipset_restore_all(netns: str, text: str) -> None:
     """kube-proxy's set list, with its comment lines (ipset restore knows no comments) left out."""
-    restore_ipsets(netns, "".join(line + "\n" for line in _set_lines(text)))
+    restore_ipsets(netns, "".join(line + "\n" for line in set_lines(text)))
 
 
-def ipset_sync(netns: str, text: str) -> list[str]:
-    """A later sync's sets, as kube-proxy's syncIPSetEntries changes them (kubernetes/kubernetes
-    pkg/proxy/ipvs/ipset.go at 02df552b): a set is created if missing, the members it
-    has and should not are deleted, then the missing ones added; a member kept is never absent on the way (a
-    flush and refill would empty the set for a moment). What it changed, as ipset restore lines."""
-    lines = _set_lines(text)
-    creates = [line for line in lines if line.startswith("create ")]
-    ours = {line.split()[1] for line in creates}
-    wanted = [line for line in lines if line.startswith("add ")]
-    has = {line for line in run_command(netns, ("ipset", "save")).splitlines() if line.startswith("add ")}
-    stale = [f"del {line.removeprefix('add ')}" for line in sorted(has - set(wanted)) if line.split()[1] in ours]
-    changes = stale + [line for line in wanted if line not in has]
-    _feed(netns, ["ipset", "restore", "-exist"], "".join(f"{line}\n" for line in creates + changes), "ipsets")
-    return changes
-
-
-def _set_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
+def ipset_apply(netns: str, lines: Sequence[str]) -> None:
+    """ipset restore lines applied over what the sets hold (`-exist`: a create of a set that exists is no error)."""
+    _feed(netns, ["ipset", "restore", "-exist"], "".join(f"{line}\n" for line in lines), "ipsets")
 
 
 def ipvsadm_restore(netns: str, text: str, clear: bool = True) -> None:

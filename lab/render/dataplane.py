@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from lab.describe.kernel_when import release_numbers
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
-from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
+from lab.render.kubeproxy.conntrack import start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
 from lab.render.kubeproxy.nftables import render_nftables
@@ -77,7 +77,8 @@ def _local(topo: Topology, node_name: str) -> tuple[str, ...]:
     return (*topo.node(node_name).addresses, "127.0.0.1")
 
 
-def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
+def ipvs_rules(topo: Topology, node_name: str) -> IpvsRules:
+    """Everything kube-proxy's ipvs mode writes on the node for this topology."""
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     # kube-proxy makes NodePort virtual servers on every address of the node's own interfaces.
     # The kernel the variant is described for (the pipeline read it); without one, render_ipvs's default.
@@ -85,36 +86,46 @@ def _ipvs(topo: Topology, node_name: str) -> IpvsRules:
     return render_ipvs(services, config, _local(topo, node_name), version, **kernel)
 
 
+def ipvs_dataplane(topo: Topology, node_name: str, rules: IpvsRules, previous: IpvsRules | None) -> NodeDataplane:
+    """What kube-proxy's ipvs mode loads on the node: `rules` (with `previous`, as its sync after those: the
+    changes to the virtual servers rather than all of them)."""
+    virtual_servers = (
+        "".join(f"{line}\n" for line in sync_lines(previous, rules))
+        if previous is not None
+        else rules.ipvsadm_restore()
+    )
+    sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
+    # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
+    unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
+    dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
+    release = Release.of(topo.cluster.kube_version)
+    return NodeDataplane(
+        "ipvs",
+        iptables=rules.iptables_restore(),
+        ipsets=rules.ipset_restore(),
+        ipvs=virtual_servers,
+        dummy_addresses=dummy,
+        sysctls=sysctls,
+        setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+        # After its first sync kube-ipvs0's addresses are the node's too: an externalIP on it is held.
+        held_ports=held_ports(
+            service_ports(topo, node_name),
+            proxy_config(topo),
+            (*_local(topo, node_name), *(a.split("/")[0] for a in dummy)),
+            release,
+        ),
+    )
+
+
 def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:
     """What kube-proxy writes on the node; with `previous`, as its sync after running `previous` (ipvs: the
     changes to the virtual servers rather than all of them)."""
+    if topo.cluster.proxy_mode == "ipvs":
+        before = ipvs_rules(previous, node_name) if previous is not None else None
+        return ipvs_dataplane(topo, node_name, ipvs_rules(topo, node_name), before)
     node = topo.node(node_name)
     services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
     release = Release.of(version)
-    if topo.cluster.proxy_mode == "ipvs":
-        rules = _ipvs(topo, node_name)
-        virtual_servers = (
-            "".join(f"{line}\n" for line in sync_lines(_ipvs(previous, node_name), rules))
-            if previous is not None
-            else rules.ipvsadm_restore()
-        )
-        sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
-        # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
-        unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
-        dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
-        return NodeDataplane(
-            "ipvs",
-            iptables=rules.iptables_restore(),
-            ipsets=rules.ipset_restore(),
-            ipvs=virtual_servers,
-            dummy_addresses=dummy,
-            sysctls=sysctls,
-            setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
-            # After its first sync kube-ipvs0's addresses are the node's too: an externalIP on it is held.
-            held_ports=held_ports(
-                services, config, (*_local(topo, node_name), *(a.split("/")[0] for a in dummy)), release
-            ),
-        )
     if topo.cluster.proxy_mode == "nftables":
         script = render_nftables(services, config, [node.ip], version).script()
         return NodeDataplane("nftables", nft=script, setup=_setup(topo, False))
@@ -140,13 +151,3 @@ def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
     """What realize sets on each node, as rendered."""
     return {node: plane.setup for node, plane in planes.items()}
-
-
-def conntrack_cleanups(before: Topology, after: Topology, restart: bool = False) -> dict[str, Cleanup]:
-    """What each node's kube-proxy deletes from conntrack after its sync from `before` to `after` (restart: a new
-    kube-proxy process, whose first sync knows nothing before)."""
-    release = Release.of(after.cluster.kube_version)
-    return {
-        node.name: cleanup(service_ports(before, node.name), service_ports(after, node.name), release, restart=restart)
-        for node in after.nodes
-    }

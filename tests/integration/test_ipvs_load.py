@@ -175,15 +175,17 @@ def test_everything_loads_with_ip_vs(version, tmp_path, fresh_netns, host_unchan
 
 
 def test_a_later_sync_changes_only_the_set_members_that_changed(host_unchanged):
-    """ipset_sync is kube-proxy's syncIPSetEntries: on sets loaded by an earlier sync, the members read back from
+    """set_changes is kube-proxy's syncIPSetEntries: on sets loaded by an earlier sync, the members read back from
     the kernel (`ipset save`) are compared with the rendered ones as they are written, so an unchanged Service
     changes nothing, and a moved endpoint is one member deleted and one added (never a set emptied and refilled)."""
     from support.host import REPO
 
     from lab.describe.load import load_scenario
-    from lab.install.tools import ipset_restore_all, ipset_sync, run_command
+    from lab.install.kernel_state import parse_set_members
+    from lab.install.tools import ipset_apply, ipset_restore_all, run_command
     from lab.realize.build import realize
     from lab.render.dataplane import render, setups
+    from lab.render.kubeproxy.ipvs_resync import set_changes
 
     topo = load_scenario(REPO / "topologies" / "hairpin.yaml").variants[0]
     first = render_ipvs(_services(), CONFIG, NODE_IPS, "1.31")
@@ -191,11 +193,18 @@ def test_a_later_sync_changes_only_the_set_members_that_changed(host_unchanged):
         replace(s, endpoints=(Endpoint("10.180.2.7", 80, is_local=True),)) if s.name == "clusterip" else s
         for s in _services()
     ]
+
+    def sync(ns: str, text: str) -> list[str]:
+        """The sets' changes read, planned and applied; the changes, without the creates of sets that exist."""
+        changes = set_changes(text, parse_set_members(run_command(ns, ("ipset", "save"))))
+        ipset_apply(ns, changes)
+        return [line for line in changes if not line.startswith("create ")]
+
     with realize(topo, setups(render(topo)), tunnel="") as realized:
         ns = realized.namespaces["node1"]
         ipset_restore_all(ns, first.ipset_restore())
-        assert ipset_sync(ns, first.ipset_restore()) == []
-        changes = ipset_sync(ns, render_ipvs(moved, CONFIG, NODE_IPS, "1.31").ipset_restore())
+        assert sync(ns, first.ipset_restore()) == []
+        changes = sync(ns, render_ipvs(moved, CONFIG, NODE_IPS, "1.31").ipset_restore())
         members = {line for line in run_command(ns, ("ipset", "save")).splitlines() if line.startswith("add ")}
     assert changes == [
         "del KUBE-LOOP-BACK 10.180.0.1,tcp:80,10.180.0.1",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lab.install.conntrack import parse_entries, stale
-from lab.render.kubeproxy.conntrack import Frontend, cleanup
+from lab.install.conntrack import parse_entries
+from lab.render.kubeproxy.conntrack import Frontend, cleanup, deletions
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
 
@@ -31,7 +31,7 @@ def statsd(*endpoints: Endpoint, protocol: str = "UDP") -> ServicePort:
 def test_deleted_endpoint_up_to_1_31():
     """#59368: entries NATed to the endpoint that left, for every frontend IP and the NodePort."""
     plan = cleanup([statsd(A, B)], [statsd(B)], Release.of("1.31"))
-    assert plan.deletes == (
+    assert plan.commands == (
         ("-D", "--orig-dst", "10.96.0.20", "--dst-nat", "10.244.1.2", "-p", "udp"),
         ("-D", "--orig-dst", "203.0.113.9", "--dst-nat", "10.244.1.2", "-p", "udp"),
         ("-D", "-p", "udp", "--dport", "30125", "--dst-nat", "10.244.1.2"),
@@ -42,7 +42,7 @@ def test_deleted_endpoint_up_to_1_31():
 def test_newly_active_service_up_to_1_31():
     """#48370: 0 -> 1 endpoints flushes every UDP entry to the Service's frontends (the black-hole ones)."""
     plan = cleanup([statsd()], [statsd(A)], Release.of("1.28"))
-    assert plan.deletes == (
+    assert plan.commands == (
         ("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),
         ("-D", "--orig-dst", "203.0.113.9", "-p", "udp"),
         ("-D", "-p", "udp", "--dport", "30125"),
@@ -53,13 +53,13 @@ def test_readiness_counts_from_1_23():
     """#106163: an endpoint going not-ready is a deleted one from 1.23; 1.22 still counted it as present."""
     unready = replace(A, ready=False, serving=False)
     assert cleanup([statsd(A, B)], [statsd(unready, B)], Release.of("1.22")).empty
-    assert cleanup([statsd(A, B)], [statsd(unready, B)], Release.of("1.23")).deletes[0][4] == "10.244.1.2"
+    assert cleanup([statsd(A, B)], [statsd(unready, B)], Release.of("1.23")).commands[0][4] == "10.244.1.2"
 
 
 def test_restart_flushes_every_udp_service_up_to_1_31():
     """#122740: a restarted kube-proxy sees every Service go from nothing to its endpoints."""
     plan = cleanup([statsd(A)], [statsd(A)], Release.of("1.31"), restart=True)
-    assert ("-D", "--orig-dst", "10.96.0.20", "-p", "udp") in plan.deletes
+    assert ("-D", "--orig-dst", "10.96.0.20", "-p", "udp") in plan.commands
     assert cleanup([statsd(A)], [statsd(A)], Release.of("1.31")).empty
 
 
@@ -69,14 +69,14 @@ def test_tcp_is_never_cleaned():
 
 
 def test_deleted_service_up_to_1_31_and_not_after():
-    assert cleanup([statsd(A)], [], Release.of("1.30")).deletes == (("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),)
+    assert cleanup([statsd(A)], [], Release.of("1.30")).commands == (("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),)
     assert cleanup([statsd(A)], [], Release.of("1.32")).empty  # #141371
 
 
 def test_reconciler_from_1_32():
     """Every frontend IP:port and the NodePort, with the endpoints that may stay behind them."""
     plan = cleanup([statsd(A, B)], [statsd(B)], Release.of("1.32"))
-    assert plan.deletes == ()
+    assert plan.commands == ()
     assert dict(plan.reconcile) == {
         Frontend("10.96.0.20", 8125): frozenset({"10.244.2.2"}),
         Frontend("203.0.113.9", 8125): frozenset({"10.244.2.2"}),
@@ -119,6 +119,10 @@ def test_reconciler_deletes_entries_answered_by_no_serving_endpoint():
     assert [e.reply_src for e in entries] == ["10.244.1.2", "10.244.2.2", "10.244.9.9", "10.244.3.3"]
     assert entries[0].text.startswith("udp 17 29 src=10.244.1.2 dst=10.96.0.20 sport=40125")
     plan = cleanup([statsd(A, B)], [statsd(A)], Release.of("1.33"))
-    gone = stale(entries, plan.reconcile)
+    gone = deletions(plan, entries)
     # B left: the entry it answered; the NodePort entry answered by an unknown address; not the other Service's.
-    assert [e.reply_src for e in gone] == ["10.244.2.2", "10.244.9.9"]
+    assert [d.args for d in gone] == [
+        ("-D", "-p", "udp", "--orig-dst", "10.96.0.20", "--orig-port-dst", "8125", "--reply-src", "10.244.2.2"),
+        ("-D", "-p", "udp", "--orig-port-dst", "30125", "--reply-src", "10.244.9.9"),
+    ]
+    assert [d.done for d in gone] == [f"deleted {entries[1].text}", f"deleted {entries[2].text}"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lab.render.kubeproxy.kernel_state import ConntrackEntry
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
 
@@ -44,16 +45,33 @@ class Frontend:
 
 @dataclass(frozen=True)
 class Cleanup:
-    """What one node's kube-proxy does to conntrack after a sync: `conntrack` commands to run as they are
-    (event-driven era), or, for the reconciler, each frontend with the endpoint IPs that may stay behind it."""
+    """What one node's kube-proxy does to conntrack after a sync: `conntrack` commands to run as they are, each
+    with the decision that asked for it (event-driven era), or, for the reconciler, each frontend with the
+    endpoint IPs that may stay behind it."""
 
-    deletes: tuple[tuple[str, ...], ...] = ()
+    deletes: tuple[tuple[tuple[str, ...], str], ...] = ()
     reconcile: tuple[tuple[Frontend, frozenset[str]], ...] = ()
     why: tuple[str, ...] = ()  # one line per decision, in kube-proxy's words where it logs them
 
     @property
     def empty(self) -> bool:
         return not (self.deletes or self.reconcile)
+
+    @property
+    def commands(self) -> tuple[tuple[str, ...], ...]:
+        """The event-driven era's `conntrack` arguments, in order."""
+        return tuple(args for args, _ in self.deletes)
+
+
+
+@dataclass(frozen=True)
+class ConntrackDeletion:
+    """One `conntrack` deletion a sync runs: its arguments, why kube-proxy runs it, and what the lab says once
+    it ran (the command, or the entry as `conntrack -L` printed it)."""
+
+    args: tuple[str, ...]
+    reason: str
+    done: str
 
 
 def _udp(ports: Sequence[ServicePort]) -> dict[str, ServicePort]:
@@ -81,26 +99,34 @@ def cleanup(
 
 
 def _events(old: dict[str, ServicePort], new: dict[str, ServicePort], release: Release) -> Cleanup:
-    deletes: list[tuple[str, ...]] = []
+    deletes: dict[tuple[str, ...], str] = {}  # each command, with the first decision that asked for it
     why: list[str] = []
+
+    def decide(reason: str, commands: list[tuple[str, ...]]) -> None:
+        why.append(reason)
+        for args in commands:
+            deletes.setdefault(args, reason)
+
     for key, port in new.items():
         before = {ep.ip for ep in old[key].endpoints if _counted(ep, release)} if key in old else set()
         after = {ep.ip for ep in port.endpoints if _counted(ep, release)}
         if after and not before:
-            why.append(f"Newly-active UDP service may have stale conntrack entries: {port.port_name_string}")
-            deletes += [("-D", "--orig-dst", ip, "-p", "udp") for ip in _ips(port)]
+            commands = [("-D", "--orig-dst", ip, "-p", "udp") for ip in _ips(port)]
             if port.node_port:
-                deletes.append(("-D", "-p", "udp", "--dport", str(port.node_port)))
+                commands.append(("-D", "-p", "udp", "--dport", str(port.node_port)))
+            decide(f"Newly-active UDP service may have stale conntrack entries: {port.port_name_string}", commands)
         for gone in sorted(before - after):
-            why.append(f"Deleted endpoint may have stale conntrack entries: {port.port_name_string} {gone}")
-            deletes += [("-D", "--orig-dst", ip, "--dst-nat", gone, "-p", "udp") for ip in _ips(port)]
+            commands = [("-D", "--orig-dst", ip, "--dst-nat", gone, "-p", "udp") for ip in _ips(port)]
             if port.node_port:
-                deletes.append(("-D", "-p", "udp", "--dport", str(port.node_port), "--dst-nat", gone))
+                commands.append(("-D", "-p", "udp", "--dport", str(port.node_port), "--dst-nat", gone))
+            decide(f"Deleted endpoint may have stale conntrack entries: {port.port_name_string} {gone}", commands)
     for key, port in old.items():
         if key not in new and port.cluster_ip:
-            why.append(f"Deleting conntrack stale entries for deleted UDP service {port.port_name_string}")
-            deletes.append(("-D", "--orig-dst", port.cluster_ip, "-p", "udp"))
-    return Cleanup(deletes=tuple(dict.fromkeys(deletes)), why=tuple(why))
+            decide(
+                f"Deleting conntrack stale entries for deleted UDP service {port.port_name_string}",
+                [("-D", "--orig-dst", port.cluster_ip, "-p", "udp")],
+            )
+    return Cleanup(deletes=tuple(deletes.items()), why=tuple(why))
 
 
 def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
@@ -125,6 +151,29 @@ def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
             frontends.setdefault(Frontend(None, port.node_port), set()).update(serving)
     reconcile = tuple((frontend, frozenset(ips)) for frontend, ips in frontends.items())
     return Cleanup(reconcile=reconcile, why=tuple(why))
+
+
+def deletions(plan: Cleanup, entries: Sequence[ConntrackEntry]) -> tuple[ConntrackDeletion, ...]:
+    """The `conntrack` deletions of a sync: the event-driven era's commands, then, for the reconciler, one per UDP
+    entry (of those install listed) addressed to a frontend and answered by no serving endpoint of it."""
+    done = [ConntrackDeletion(args, reason, f"ran conntrack {' '.join(args)}") for args, reason in plan.deletes]
+    wanted = dict(plan.reconcile)
+    for entry in entries:
+        for frontend in (Frontend(entry.orig_dst, entry.orig_dport), Frontend(None, entry.orig_dport)):
+            if frontend in wanted and entry.reply_src not in wanted[frontend]:
+                done.append(_stale(entry, frontend, by_ip=Frontend(entry.orig_dst, entry.orig_dport) in wanted))
+                break
+    return tuple(done)
+
+
+def _stale(entry: ConntrackEntry, frontend: Frontend, by_ip: bool) -> ConntrackDeletion:
+    """The reconciler's deletion of one entry, by the conntrack tool's filter equivalent to kube-proxy's netlink
+    one: the original destination (its IP where that is a frontend; a NodePort is matched by port alone) and
+    the reply source."""
+    dst = ("--orig-dst", entry.orig_dst) if by_ip else ()
+    args = ("-D", "-p", "udp", *dst, "--orig-port-dst", str(entry.orig_dport), "--reply-src", entry.reply_src)
+    reason = f"stale UDP entry to {frontend}: {entry.reply_src} is no serving endpoint of it"
+    return ConntrackDeletion(args, reason, f"deleted {entry.text}")
 
 
 def start_sysctls(tcp_be_liberal: bool, udp_timeout: int, udp_stream_timeout: int) -> tuple[tuple[str, str], ...]:

@@ -152,6 +152,11 @@ _IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 _LOOPBACK = "127.0.0.0/8"
 
 
+def ipvsadm_flag(protocol: str) -> str:
+    """ipvsadm's option naming a virtual server of this protocol ("TCP" → "-t")."""
+    return _IPVSADM_PROTOCOL[protocol]
+
+
 def sync_lines(old: IpvsRules, new: IpvsRules) -> list[str]:
     """What kube-proxy's sync changes in IPVS going from `old` to `new`, as ipvsadm-restore lines: it diffs, so
     an unchanged real server keeps its connections. A real server that leaves is deleted at once for UDP and
@@ -227,7 +232,7 @@ class VirtualServer:
     @property
     def service_address(self) -> str:
         """ipvsadm's service option and address, e.g. "-t 10.96.0.1:443"."""
-        return f"{_IPVSADM_PROTOCOL[self.protocol]} {self.address}:{self.port}"
+        return f"{ipvsadm_flag(self.protocol)} {self.address}:{self.port}"
 
     def ipvsadm_lines(self) -> list[str]:
         persistent = f" -p {self.timeout}" if self.timeout else ""

@@ -1,0 +1,74 @@
+"""kube-proxy's whole sync on one node as one pure function, the way its syncProxyRules computes everything
+before it writes: from the topology it ran (`before`), the one it is told (`after`) and what install read of
+the node's kernel, the plan of what to write, delete and keep — the rules (iptables-restore text or nftables
+transaction), ipvs' virtual-server changes, kube-ipvs0's addresses and the sets' members by their
+differences, the real servers its graceful termination deletes or keeps at weight 0, and the conntrack
+entries its cleanup deletes, each with the reason kube-proxy of that release would log. install applies the
+plan as it is; it decides nothing.
+
+The kernel state is read once, when the sync starts (kube-proxy lists conntrack after writing its rules: an
+entry a new flow creates between the read and the write, under the old rules, is left to the next sync)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.describe.topology import Topology
+from lab.render.dataplane import IPVS_DEVICE, NodeDataplane, ipvs_dataplane, ipvs_rules, node_dataplane
+from lab.render.kubeproxy.adapter import service_ports
+from lab.render.kubeproxy.conntrack import Cleanup, ConntrackDeletion, cleanup, deletions
+from lab.render.kubeproxy.graceful import RealServerDecision, graceful_terminations
+from lab.render.kubeproxy.ipvs_resync import address_changes, set_changes
+from lab.render.kubeproxy.kernel_state import KernelState, Reads
+from lab.render.kubeproxy.versions import Release
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What one node's kube-proxy writes, deletes and keeps in a sync, in the order it does it: addresses and
+    set members (ipvs), the rules, the virtual servers, the graceful termination check, then conntrack."""
+
+    dataplane: NodeDataplane  # the rules, transaction or ipvsadm lines as render wrote them
+    addresses_added: tuple[str, ...] = ()  # on kube-ipvs0
+    addresses_deleted: tuple[str, ...] = ()
+    set_changes: tuple[str, ...] = ()  # ipset restore lines for `ipset restore -exist`: creates, del, add
+    real_servers: tuple[RealServerDecision, ...] = ()  # left at weight 0: deleted or kept
+    cleanup: Cleanup = Cleanup()  # the conntrack cleanup's decisions (why: kube-proxy's log lines)
+    conntrack: tuple[ConntrackDeletion, ...] = ()  # the deletions they come to
+
+    @property
+    def address_commands(self) -> tuple[str, ...]:
+        """The address changes as `ip -batch` lines, bindings first."""
+        return (
+            *(f"addr add {a} dev {IPVS_DEVICE}" for a in self.addresses_added),
+            *(f"addr del {a} dev {IPVS_DEVICE}" for a in self.addresses_deleted),
+        )
+
+
+def reads(topo: Topology) -> Reads:
+    """What a node's kube-proxy looks at in the kernel when it syncs: the 1.32+ reconciler the UDP conntrack
+    entries, ipvs mode its real servers, kube-ipvs0's addresses and the sets' members."""
+    release = Release.of(topo.cluster.kube_version)
+    return Reads(conntrack=release.conntrack_reconciler, ipvs=topo.cluster.proxy_mode == "ipvs")
+
+
+def sync(before: Topology, after: Topology, node: str, state: KernelState, restart: bool = False) -> SyncPlan:
+    """kube-proxy's sync on `node` after running `before`, told `after` (restart: a new kube-proxy process, whose
+    first sync knows nothing before for its conntrack cleanup), given what the node's kernel holds."""
+    release = Release.of(after.cluster.kube_version)
+    decided = cleanup(service_ports(before, node), service_ports(after, node), release, restart=restart)
+    conntrack = deletions(decided, state.conntrack)
+    if after.cluster.proxy_mode != "ipvs":
+        return SyncPlan(node_dataplane(after, node, before), cleanup=decided, conntrack=conntrack)
+    old, new = ipvs_rules(before, node), ipvs_rules(after, node)
+    plane = ipvs_dataplane(after, node, new, old)
+    added, deleted = address_changes(plane.dummy_addresses, state.bound_addresses)
+    return SyncPlan(
+        plane,
+        addresses_added=added,
+        addresses_deleted=deleted,
+        set_changes=set_changes(plane.ipsets, state.set_members),
+        real_servers=graceful_terminations(state.real_servers, old, new),
+        cleanup=decided,
+        conntrack=conntrack,
+    )
