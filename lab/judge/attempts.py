@@ -9,13 +9,13 @@ MAX_ATTEMPTS, until each has been).
 
 ClientIP session affinity is judged per connection too: `affinity: true|false` asks whether every connection
 after the first was sent along the client's affinity state, which the rule that looks the client up says by
-matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nftables: `ip saddr @affinity-*`);
+matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nftables: `ip saddr @affinity-*`),
+as the renderer that writes it says (lab/render/kubeproxy/affinity.py);
 `pause` spaces the connections to outwait the affinity timeout.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from dataclasses import replace
@@ -24,16 +24,16 @@ from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology
 from lab.judge.verdict import Verdict, judge
 from lab.probe.evidence.base import RuleHit
 from lab.probe.session import Observation, ProbeSession
+from lab.render.dataplane import affinity_lookup
+from lab.render.kubeproxy.affinity import AffinityLookup
 
 MAX_ATTEMPTS = 64
-# The rules that send a connection along the client's affinity when they match (not the ones that record it:
-# iptables' `--set`, nftables' `update @affinity-*`).
-AFFINITY_LOOKUP = re.compile(r" --rcheck |\bip saddr @affinity-")
 
 
-def followed_affinity(observed: Observation) -> bool:
-    """Whether the connection was sent along the client's ClientIP affinity: a lookup rule matched it."""
-    return any(AFFINITY_LOOKUP.search(hit.rule) for _, hit in observed.rules)
+def followed_affinity(observed: Observation, lookup: AffinityLookup | None) -> bool:
+    """Whether the connection was sent along the client's ClientIP affinity: the lookup rule the renderer wrote
+    matched it."""
+    return lookup is not None and any(lookup.matches(hit.table, hit.rule) for _, hit in observed.rules)
 
 
 def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expected | str:
@@ -117,12 +117,13 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         results.append(_one(session, probe, topo))
     observations = [o for o, _ in results]
     reasons = [f"attempt {i}: {r}" for i, (_, v) in enumerate(results, 1) for r in v.reasons]
+    lookup = affinity_lookup(topo.cluster.proxy_mode)
     if expected.affinity is not None:
         how = "followed the client's affinity" if expected.affinity else "was balanced anew (affinity expired)"
         reasons += [
             f"attempt {i}: expected it {how}, but it {'did not' if expected.affinity else 'followed it'}"
             for i, o in enumerate(observations[1:], 2)
-            if followed_affinity(o) != expected.affinity
+            if followed_affinity(o, lookup) != expected.affinity
         ]
     if missing := sorted(wanted - {o.entry for o in observations}):
         reasons.append(f"no connection entered through {', '.join(missing)} in {len(results)} attempts")
@@ -137,7 +138,7 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         seen = f"{o.source} ({o.source_ip})" if o.source else o.source_ip or "-"
         mark = "✓" if v.ok else "✗"
         answer = f"{o.outcome} by {o.backend or '-'} on {o.node or '-'}, saw {seen}"
-        answer += ", by ClientIP affinity" if followed_affinity(o) else ""
+        answer += ", by ClientIP affinity" if followed_affinity(o, lookup) else ""
         lines.append(f"{mark} #{i} entered {o.entry or '?'}: {answer}")
     first_bad = next((o for o, v in results if not v.ok), observations[0])
     summary = Observation(

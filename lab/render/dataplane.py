@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from lab.describe.kernel_when import release_numbers
 from lab.describe.topology import Topology
+from lab.render.kubeproxy import iptables, nftables
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
+from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.conntrack import start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
@@ -151,3 +153,9 @@ def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
     """What realize sets on each node, as rendered."""
     return {node: plane.setup for node, plane in planes.items()}
+
+
+def affinity_lookup(mode: str) -> AffinityLookup | None:
+    """How the rule that sends a client along its ClientIP affinity reads in the kernel's listing, as the mode's
+    renderer writes it (None for ipvs, whose affinity is the virtual server's persistence, no rule)."""
+    return {"iptables": iptables.AFFINITY_LOOKUP, "nftables": nftables.AFFINITY_LOOKUP}.get(mode)

@@ -11,6 +11,7 @@ from lab.describe.load import load_scenario
 from lab.judge.attempts import followed_affinity, run_probe
 from lab.probe.evidence.base import RuleHit
 from lab.probe.session import Observation
+from lab.render.dataplane import affinity_lookup
 
 SAME = BASE.replace(
     "    expect: {outcome: delivered, source: node2}\n",
@@ -73,8 +74,10 @@ def met(*hits: RuleHit) -> Observation:
 
 
 def test_only_the_lookup_rules_say_a_connection_followed_the_affinity():
-    assert followed_affinity(met(RCHECK, RECORD)) and followed_affinity(met(NFT_LOOKUP, NFT_UPDATE))
-    assert not followed_affinity(met(RECORD)) and not followed_affinity(met(NFT_UPDATE))
+    xt, nft = affinity_lookup("iptables"), affinity_lookup("nftables")
+    assert followed_affinity(met(RCHECK, RECORD), xt) and followed_affinity(met(NFT_LOOKUP, NFT_UPDATE), nft)
+    assert not followed_affinity(met(RECORD), xt) and not followed_affinity(met(NFT_UPDATE), nft)
+    assert not followed_affinity(met(NFT_LOOKUP), xt) and not followed_affinity(met(RCHECK), affinity_lookup("ipvs"))
 
 
 @pytest.mark.parametrize(

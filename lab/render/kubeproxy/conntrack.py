@@ -63,7 +63,6 @@ class Cleanup:
         return tuple(args for args, _ in self.deletes)
 
 
-
 @dataclass(frozen=True)
 class ConntrackDeletion:
     """One `conntrack` deletion a sync runs: its arguments, why kube-proxy runs it, and what the lab says once

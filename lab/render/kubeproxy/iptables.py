@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from ipaddress import ip_network
 
 from lab.render.kubeproxy import hashing
+from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -71,6 +72,9 @@ LARGE_CLUSTER_ENDPOINTS = 1000
 NFACCT_INVALID_DROPPED = "ct_state_invalid_dropped_pkts"
 NFACCT_LOCALHOST_NODEPORTS = "localhost_nps_accepted_pkts"
 
+# The rules that send a client its xt_recent list knows to its endpoint (`-m recent --rcheck`, in the service and
+# XLB chains; not the endpoint chain's `--set` that records it), as iptables-save prints them.
+AFFINITY_LOOKUP = AffinityLookup("nat", "--rcheck")
 _LOOPBACK_NET = ip_network("127.0.0.0/8")
 _NEW = ("-m", "conntrack", "--ctstate", "NEW")
 _LOCAL_SRC = ("-m", "addrtype", "--src-type", "LOCAL")
@@ -492,7 +496,7 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         timeout = svc.port.affinity_timeout
         for ep in plan.local if timeout else ():
             sep = svc.endpoint_chain(ep)
-            recent = ("-m", "recent", "--name", sep, "--rcheck", "--seconds", str(timeout), "--reap")
+            recent = ("-m", "recent", "--name", sep, AFFINITY_LOOKUP.match, "--seconds", str(timeout), "--reap")
             out.nat("-A", xlb_chain, "-m", "comment", "--comment", name, recent, "-j", sep)
         for i, ep in enumerate(plan.local):
             pick = _statistic(len(plan.local) - i)
@@ -691,7 +695,8 @@ def _write_affinity_rules(
         return
     for ep in endpoints:
         sep = svc.endpoint_chain(ep)
-        recent = ("-m", "recent", "--name", sep, "--rcheck", "--seconds", str(svc.port.affinity_timeout), "--reap")
+        timeout = str(svc.port.affinity_timeout)
+        recent = ("-m", "recent", "--name", sep, AFFINITY_LOOKUP.match, "--seconds", timeout, "--reap")
         out.nat("-A", chain, _balancing_comment(svc, ep, large, node), recent, "-j", sep)
 
 

@@ -59,6 +59,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -98,6 +99,9 @@ EXTERNAL_PREFIX = "external-"
 FIREWALL_PREFIX = "firewall-"
 ENDPOINT_PREFIX = "endpoint-"
 AFFINITY_PREFIX = "affinity-"
+# The service chain's rule that sends a client its affinity set knows to its endpoint (written in
+# _write_balancing as `ip saddr @affinity-* goto endpoint-*`), as nft's trace prints it.
+AFFINITY_LOOKUP = AffinityLookup(TABLE, f"ip saddr @{AFFINITY_PREFIX}")
 
 # knftables.NameLengthMax (256) minus the longest prefix kube-proxy reserves (16).
 _NAME_BASE_MAX = 256 - 16
