@@ -1,4 +1,6 @@
-"""install: a node's rendered dataplane loaded with the real tools, in the order kube-proxy needs them."""
+"""install: a node's rendered dataplane loaded with the real tools, in the order kube-proxy needs them (its first
+sync), and a later sync's plan (lab/render/kubeproxy/sync.py) applied as it is, from the kernel state read
+before it (lab/install/kernel_state.py). Nothing here decides what kube-proxy does."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's address and the sets'
     member changes, the rules as a whole (one transaction, as kube-proxy's restore), the virtual servers' changes
     (connections to unchanged real servers live on), the real servers graceful termination deletes. The
-    conntrack deletions come after every node's rules (apply_conntrack). What it says: a refused nftables sync,
+    conntrack deletions come after every node's rules (apply_plans). What it says: a refused nftables sync,
     the real servers graceful termination deletes or keeps."""
     plane = plan.dataplane
     if plane.mode == "ipvs":

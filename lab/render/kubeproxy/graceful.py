@@ -3,9 +3,11 @@ weight 0 and which it deletes.
 
 A TCP real server whose endpoint left is set to weight 0 by the sync (sync_lines in ipvs.py) and kept while it
 still has connections; it is deleted once it has no active and no inactive connection
-(ActiveConn + InActConn, utilipvs.IsRsGracefulTerminationNeeded in the klog-era manager, which is every
-release the lab reproduces in ipvs mode). kube-proxy retries the deletion every minute (rsCheckDeleteInterval);
-the lab checks at each later sync. UDP and SCTP real servers are deleted at once by the sync itself.
+(ActiveConn + InActConn and utilipvs.IsRsGracefulTerminationNeeded, true for neither UDP nor SCTP: read in
+the klog-era manager; that it holds for every release the lab reproduces in ipvs mode, 1.19 on, is inferred
+from the era, the 2018 manager counted ActiveConn alone). kube-proxy retries the deletion every minute
+(rsCheckDeleteInterval); the lab checks at each later sync. UDP and SCTP real servers are deleted at once by
+the sync itself.
 """
 
 from __future__ import annotations
