@@ -429,7 +429,7 @@ def parser() -> argparse.ArgumentParser:
         "--steps",
         action="store_true",
         help="time one change to a running 3-node cluster (a Deployment scaled down: kube-proxy's sync and "
-        "conntrack cleanup) per mode and era, against reloading the same rules",
+        "conntrack cleanup) per mode and era, against a sync that changes nothing",
     )
     bench.add_argument(
         "--scale",

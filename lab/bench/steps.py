@@ -65,7 +65,7 @@ def run_steps_bench(modes: list[str], repeat: int, console: Console) -> int:
     table = Table(
         title=f"a step: scale statsd 3 → 2 on 3 nodes, kube-proxy's sync and conntrack cleanup, median of {repeat}"
     )
-    for column in ("mode", "kube-proxy", "step (s)", "floor: reload rules (s)", "step / floor"):
+    for column in ("mode", "kube-proxy", "step (s)", "floor: a sync changing nothing (s)", "step / floor"):
         table.add_column(column, justify="left" if column in ("mode", "kube-proxy") else "right")
     for mode in modes:
         for version in VERSIONS:
