@@ -114,15 +114,17 @@ def _queued_icmp(sock: socket.socket) -> IcmpError | None:
 
 
 def read_reply(sock: socket.socket) -> dict[str, str]:
-    """A backend's JSON line: alone (UDP, a held connection) or as the body of its HTTP answer (a new TCP one)."""
+    """A backend's JSON line: alone (UDP, a held connection) or as the body of its HTTP answer (a new TCP one).
+    On a held connection the answer to an earlier line that came after its exchange timed out arrives with this
+    one: the last line is this exchange's answer."""
     data = b""
     while not _body(data).endswith(b"\n"):
         chunk = sock.recv(4096)
         if not chunk:
             break
         data += chunk
-    body = _body(data)
-    return json.loads(body) if body.strip() else {}
+    lines = _body(data).strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
 
 
 def _body(data: bytes) -> bytes:
