@@ -578,6 +578,13 @@ def _kernel_check(feature: str) -> Check:
     return checks[feature]
 
 
+def running_kernel() -> str:
+    """The release of the kernel the lab runs on (`uname -r`: the host's, or the guest's under `lab vm`), read
+    here once and given to describe (`when: {kernel: ...}`) and, in the Topology, to render: neither reads the
+    machine."""
+    return platform.release()
+
+
 def kernel_has(feature: str) -> bool:
     """Whether the running kernel can do `feature` (a name from run_checks()); computed once per process."""
     return _kernel_check(feature).present

@@ -14,8 +14,8 @@ from rich.console import Console
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
+from lab.doctor import running_kernel
 from lab.helptext import MATRIX, VARIANT
-from lab.pipeline import running_kernel
 from lab.report.literal import literal
 
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them

@@ -16,8 +16,12 @@ from rich.table import Table
 
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
-from lab.pipeline import Timing, cannot_run, run_variant
+from lab.judge.results import Timing
+from lab.pipeline import cannot_run, run_variant
 from lab.realize.runs import new_prefix, release, remove_namespaces
+from lab.render.dataplane import node_dataplane
+from lab.replay.env import Setup
+from lab.replay.run import replay
 
 # The catalogue at the repository root (lab/bench/stages.py -> lab/bench -> lab -> root).
 CATALOGUE = Path(__file__).resolve().parents[2] / "topologies"
@@ -103,10 +107,6 @@ REPLAY_CASES = (
 
 
 def run_replay_bench(repeat: int, console: Console) -> int:
-    from lab.render.dataplane import node_dataplane
-    from lab.replay.env import Setup
-    from lab.replay.run import replay
-
     scenario = CATALOGUE / "lb-local-from-pods.yaml"
     rules = node_dataplane(load_scenario(scenario).variants[0], "node2").iptables
     table = Table(title=f"lab replay — report 1's node2 rules, median of {repeat}")

@@ -47,7 +47,7 @@ def load_scenario(
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one); `kernel` is the release the variants will run on (lab.pipeline.running_kernel), which `when: {kernel:
+    one); `kernel` is the release the variants will run on (lab.doctor.running_kernel), which `when: {kernel:
     ...}` is judged against (None: no kernel, and such a condition applies to nothing). What is wrong is raised
     all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema reads, what each
     variant's resolve steps refuse."""

@@ -10,8 +10,8 @@ from typing import Any
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import load_scenario
 from lab.describe.topology import Axis, ProbeSpec, Topology
+from lab.doctor import running_kernel
 from lab.live.record import LiveLabError
-from lab.pipeline import running_kernel
 
 
 def target(topo: Topology, text: str, via: str | None, node: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.describe.topology import Topology
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
 from lab.probe.session import Hop

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.describe.topology import Expected, ProbeSpec, Topology
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.evidence.snmp import counted
 
 

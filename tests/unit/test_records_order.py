@@ -8,7 +8,7 @@ from support.scenario import BASE, ScriptedSession, write
 
 from lab.describe.load import load_scenario
 from lab.judge.attempts import run_probe
-from lab.pipeline import ProbeResult
+from lab.judge.results import ProbeResult
 from lab.probe.session import Observation
 from lab.report.records import observed_text, to_record
 

@@ -17,8 +17,12 @@ import pytest
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
-from lab.pipeline import ProbeResult, VariantRun, run_variant, running_kernel
+from lab.doctor import running_kernel
+from lab.judge.results import ProbeResult, VariantRun
+from lab.pipeline import run_variant
+from lab.probe.capture import pcap_dir
 from lab.realize.terminate import handle_sigterm
+from lab.report.html import write_report
 from lab.report.literal import visible
 from lab.report.records import evidence_lines, headline
 
@@ -48,8 +52,6 @@ _html: list[Path] = []  # --lab-html's directory, checked at configure time
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not _html or not _runs:
         return
-    from lab.report.html import write_report
-
     by_scenario: dict[str, list[VariantRun]] = {}
     for run in _runs.values():
         by_scenario.setdefault(run.topology.scenario, []).append(run)
@@ -61,8 +63,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # A SIGTERM stops the session like Ctrl-C, so the variant being built tears its namespaces down.
     handle_sigterm()
     if directory := config.getoption("--lab-html"):
-        from lab.probe.capture import pcap_dir
-
         try:
             _html[:] = [pcap_dir(directory)]
         except argparse.ArgumentTypeError as exc:
