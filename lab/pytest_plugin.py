@@ -27,7 +27,7 @@ from lab.report.literal import visible
 from lab.report.records import evidence_lines, headline
 
 _runs: dict[tuple[str, tuple], VariantRun] = {}
-LAB_CODE = Path(__file__).resolve().parents[1]  # the lab package
+LAB_CODE = Path(__file__).resolve().parent  # the lab package
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
