@@ -34,6 +34,7 @@ from rich.text import Text
 from lab.argtypes import count, seconds
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
+from lab.doctor import machine_arch
 from lab.helptext import STOPPED, exit_codes
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
@@ -196,7 +197,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in scenario_paths(args.files):  # every file is checked, whichever fail
         try:
             with err.status(literal(f"checking {path}…")) if err.is_terminal else nullcontext():
-                scenario = load_scenario(path)
+                scenario = load_scenario(path, arch=machine_arch())
         except ScenarioError as exc:
             err.print(_error_text(exc), highlight=False)
             failed = True

@@ -17,7 +17,7 @@ import pytest
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
-from lab.doctor import running_kernel
+from lab.doctor import machine_arch, running_kernel
 from lab.judge.results import ProbeResult, VariantRun
 from lab.pipeline import run_variant
 from lab.probe.capture import pcap_dir
@@ -76,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            scenario = load_scenario(self.path, kernel=running_kernel())
+            scenario = load_scenario(self.path, kernel=running_kernel(), arch=machine_arch())
         except ScenarioError as exc:
             raise self.CollectError(f"error: {exc}") from exc  # shown as the message alone, no traceback
         for topo in scenario.variants:

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.describe.load import load_scenario
-from lab.describe.topology import Topology
+from lab.describe.topology import Axis, Topology
+from lab.doctor import machine_arch
 from lab.install.dataplane import load
 from lab.install.echo import EchoServers
 from lab.install.steps import run_steps
@@ -65,7 +66,8 @@ def run_steps_bench(modes: list[str], repeat: int, console: Console) -> int:
         table.add_column(column, justify="left" if column in ("mode", "kube-proxy") else "right")
     for mode in modes:
         for version in VERSIONS:
-            (topo,) = load_scenario(SCENARIO, {"proxyMode": [mode], "kubeVersion": [version]}).variants
+            axes: dict[str, list[Axis]] = {"proxyMode": [mode], "kubeVersion": [version]}
+            (topo,) = load_scenario(SCENARIO, axes, arch=machine_arch()).variants
             if reason := cannot_run(topo):
                 table.add_row(mode, version, "skipped", reason, "")
                 continue

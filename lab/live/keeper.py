@@ -34,7 +34,7 @@ from rich.console import Console
 from lab.describe.load import load_scenario
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
-from lab.doctor import running_kernel
+from lab.doctor import machine_arch, running_kernel
 from lab.judge.attempts import run_probe
 from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.live.adhoc import adhoc_probe
@@ -110,7 +110,8 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
     handle_sigterm()
     try:
         digest = file_digest(path)
-        topo = next(t for t in load_scenario(path, matrix, kernel=running_kernel()).variants if t.variant == variant)
+        scenario = load_scenario(path, matrix, kernel=running_kernel(), arch=machine_arch())
+        topo = next(t for t in scenario.variants if t.variant == variant)
         with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
             session.kube_proxy_synced(stood.said)  # a refused first sync: every `lab probe` says so
             realized = stood.realized

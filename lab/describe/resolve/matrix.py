@@ -46,6 +46,9 @@ class Variant:
     # The running kernel's release, as the pipeline read it; None when describing for no kernel (a `kernel:`
     # condition then applies to none).
     kernel: str | None = None
+    # The machine's architecture by Go's name (kubelet's `kubernetes.io/arch` label on every node), as the runner
+    # read it; None when describing for no machine (the nodes then have no such label).
+    arch: str | None = None
 
     def applies(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
         """Whether this variant, on this kernel, matches an item's `when` (checked against the declared matrix)."""
@@ -81,7 +84,11 @@ class Variant:
 
 
 def expand(
-    source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, list[Axis]], kernel: str | None = None
+    source: Source,
+    file_axes: dict[str, list[Axis]],
+    flags: dict[str, list[Axis]],
+    kernel: str | None = None,
+    arch: str | None = None,
 ) -> Iterator[Variant]:
     """The variants of the file, in the matrix's order (the file's axes, then the flags' new ones); the axes and
     their bound are checked before the first is given."""
@@ -105,7 +112,7 @@ def expand(
     for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
         choice = tuple(zip(axes.values(), indexes, strict=True))
         values = tuple((axis.name, axis.values[k]) for axis, k in choice)
-        yield Variant(_variant(source, choice) if choice else source, values, declared, kernel)
+        yield Variant(_variant(source, choice) if choice else source, values, declared, kernel, arch)
 
 
 def _flag(axis: str, values: list[Axis]) -> str:
