@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lab.describe.refs import ObjectRef
 from lab.describe.schema import Outcome
 
 Axis = str | bool
@@ -62,7 +63,7 @@ class PodSpec:
     @property
     def kube_name(self) -> str:
         """Its name in Kubernetes (metadata.name)."""
-        return self.name.rpartition("/")[2]
+        return ObjectRef.parse(self.name).name
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from lab.describe.yamlsrc import FieldPath, Source
 # headers. `auto` picks its kind later (ipip where the kernel has it): the wider of the two.
 TUNNEL_OVERHEAD = {"ipip": 20, "vxlan": 50, "auto": 50}
 
+
 def resolve_nodes(
     src: Source, declared: list[schema.Node], cluster: ClusterSpec, arch: str | None = None
 ) -> tuple[NodeSpec, ...]:
