@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 
-from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology
+from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology, entry_suffix
 from lab.judge.verdict import Verdict, judge
 from lab.probe.evidence.base import RuleHit
 from lab.probe.session import Observation, ProbeSession
@@ -42,21 +42,19 @@ def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expect
         return expected
     entry = observed.entry
     needs_entry = expected.node == ENTRY or any(
-        n and n.split("/")[0] == ENTRY for n in (expected.source, expected.source_local, expected.source_remote)
+        entry_suffix(n) is not None for n in (expected.source, expected.source_local, expected.source_remote)
     )
     if needs_entry and not entry:
         return "no node saw the connection, so it entered through none"
     source = expected.source
     if expected.source_local is not None and expected.source_remote is not None:
         source = expected.source_local if observed.node == entry else expected.source_remote
-    if source is not None and entry and source.split("/")[0] == ENTRY:
-        source = entry + source[len(ENTRY) :]
+    if entry and (suffix := entry_suffix(source)) is not None:
+        source = entry + suffix
     node = entry if expected.node == ENTRY else expected.node
     source_ip = expected.source_ip
     if source is not None and source != expected.source or expected.source_local is not None:
-        by_name = {name: ip for ip, name in topo.address_names().items()}
-        by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
-        source_ip = by_name.get(source or "", source)
+        source_ip = topo.address_of(source or "") or source
     return replace(expected, node=node, source=source, source_ip=source_ip)
 
 
