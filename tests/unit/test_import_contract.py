@@ -36,3 +36,15 @@ def test_the_contract_fails_when_a_stage_imports_a_later_one(tmp_path):
     assert done.returncode != 0
     assert "lab.describe is not allowed to import lab.report" in done.stdout
     assert "lab.describe.errors -> lab.report.records" in done.stdout
+
+
+def test_the_contract_keeps_report_rendering_and_the_machine_out_of_the_stages(tmp_path):
+    shutil.copytree(REPO / "lab", tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    html = tmp_path / "lab" / "report" / "html.py"
+    html.write_text(html.read_text() + "\nfrom lab import pipeline  # noqa: F401\n")  # report running a variant
+    network = tmp_path / "lab" / "describe" / "resolve" / "network.py"
+    network.write_text(network.read_text() + "\nfrom lab import doctor  # noqa: F401\n")  # describe asking the machine
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "lab.report is not allowed to import lab.pipeline" in done.stdout
+    assert "lab.describe is not allowed to import lab.doctor" in done.stdout
