@@ -1,6 +1,6 @@
 """Why a probe went as it did, in words: from the frames the captures saw, the rules that moved and what the
 client was told (a RST, an ICMP error and who sent it, a REJECT the kernel did not answer, a crafted segment's
-fate). The session asks the kernel where it must (lab.probe.session: a packet lost without a rule)."""
+fate). lab.probe.explain asks the kernel where it must (a packet lost without a rule)."""
 
 from __future__ import annotations
 
