@@ -15,6 +15,7 @@ from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry
 from lab.install.echo import Arrival, EchoServers
 from lab.probe.capture import Captures, Frame
+from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.nftrace import TCP_SYN
@@ -55,19 +56,18 @@ class Seen:
     deltas: dict[str, Counters]  # the counters that moved, per counted actor
     counts_limits: bool  # whether this kernel counts the ICMP errors it rate-limits
     entries: list[tuple[str, Entry]]  # its flow's conntrack entries, when its source port is known
-    backend: str | None
-    node: str | None
-    source_ip: str | None
+    answered: tuple[str | None, str | None, str | None]  # the backend, its node and the source it saw, if any
 
     def observation(
         self, names: Mapping[str, str], explanation: str, pcaps: tuple[str, ...], seconds: float
     ) -> Observation:
+        backend, node, source_ip = self.answered
         return Observation(
             outcome=self.outcome,
-            backend=self.backend,
-            node=self.node,
-            source_ip=self.source_ip,
-            source=names.get(self.source_ip or ""),
+            backend=backend,
+            node=node,
+            source_ip=source_ip,
+            source=names.get(source_ip or ""),
             error=self.sent.result.error,
             path=path_lines(self.shown),
             hops=_hops(self.shown),
@@ -94,6 +94,7 @@ class Observer:
         rule_actors: list[str],
         ports: set[int],
     ) -> None:
+        # The session's own resources (its evidence and ports are filled as it starts), read here, never closed.
         self.realized, self.captures, self.echo, self.evidence = realized, captures, echo, evidence
         self.rule_actors = rule_actors  # the actors whose rules are read, in the session's order
         self.ports = ports  # where the backends listen: a probe's packets go to these or its own port
@@ -118,6 +119,7 @@ class Observer:
         return Before(frames, arrivals, marks, counted, counters)
 
     def observe(self, probe: ProbeSpec, running: Topology, sent: Sent, before: Before) -> Seen:
+        """What `sent` did in the cluster running `running`, read since `before`."""
         result = sent.result
         # An earlier connection's last packets (the client's RST, a FIN) can reach a capture after this probe's
         # mark on a busy machine: frames from or to an earlier socket of a client are not this probe's.
@@ -131,16 +133,6 @@ class Observer:
         counters_after = read_counters([self.realized.ns_of(actor) for actor in counted])
         deltas = {a: moved(b, c) for a, b, c in zip(counted, before.counters, counters_after, strict=True)}
         self.last_counters = dict(zip(counted, counters_after, strict=True))
-        forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
-        hits = []
-        for actor in _by_first_sight(met(probe, running, frames, self.rule_actors), frames):
-            hits += [(actor, hit) for hit in self.evidence[actor].hits(before.evidence[actor], forward)]
-        backend = node = source_ip = None
-        if result.reply:
-            backend, node = result.reply.get("backend"), result.reply.get("node")
-            source_ip = result.reply.get("peer", "").rsplit(":", 1)[0]
-        elif arrivals:
-            backend, node, source_ip = arrivals[0].backend, arrivals[0].node, arrivals[0].peer_ip
         outcome = result.outcome
         if outcome == "dropped" and result.connected and not arrivals:
             outcome = "accepted"  # a socket that is no backend completed the handshake
@@ -151,22 +143,29 @@ class Observer:
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
         shown = [f for f in frames if f.opens_or_ends or (probe.flow and Segment.of(f) is not None)]
-        counts_limits = "IcmpOutRateLimitHost" in counters_after[0]
         return Seen(
-            probe,
-            sent,
-            outcome,
-            frames,
-            shown,
-            arrivals,
-            hits,
-            deltas,
-            counts_limits,
-            entries,
-            backend,
-            node,
-            source_ip,
+            probe=probe,
+            sent=sent,
+            outcome=outcome,
+            frames=frames,
+            shown=shown,
+            arrivals=arrivals,
+            hits=self._rule_hits(probe, running, frames, before),
+            deltas=deltas,
+            counts_limits="IcmpOutRateLimitHost" in counters_after[0],
+            entries=entries,
+            answered=_answered(result, arrivals),
         )
+
+    def _rule_hits(
+        self, probe: ProbeSpec, running: Topology, frames: list[Frame], before: Before
+    ) -> list[tuple[str, RuleHit]]:
+        """The rules the probe's forward packets met on each actor they can have crossed, in path order."""
+        forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
+        hits = []
+        for actor in _by_first_sight(met(probe, running, frames, self.rule_actors), frames):
+            hits += [(actor, hit) for hit in self.evidence[actor].hits(before.evidence[actor], forward)]
+        return hits
 
     def record_icmp(self, probe: ProbeSpec, running: Topology, seen: Seen) -> None:
         """The ICMP the nodes sent during the probe, for the probes after it."""
@@ -178,6 +177,16 @@ class Observer:
             time.perf_counter(),
             running.cluster.underlay,
         )
+
+
+def _answered(result: ClientResult, arrivals: list[Arrival]) -> tuple[str | None, str | None, str | None]:
+    """The backend that answered, its node and the source address it saw: from its reply, else from its first
+    arrival (a datagram or a spoofed packet no client socket hears the answer to)."""
+    if result.reply:
+        return result.reply.get("backend"), result.reply.get("node"), result.reply.get("peer", "").rsplit(":", 1)[0]
+    if arrivals:
+        return arrivals[0].backend, arrivals[0].node, arrivals[0].peer_ip
+    return None, None, None
 
 
 def met(probe: ProbeSpec, running: Topology, frames: list[Frame], rule_actors: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
 def test_every_stage_imports_only_earlier_stages():
     done = lint_imports(REPO)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 2 kept, 0 broken." in done.stdout
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
 def test_the_contract_fails_when_a_stage_imports_a_later_one(tmp_path):
@@ -36,3 +36,12 @@ def test_the_contract_fails_when_a_stage_imports_a_later_one(tmp_path):
     assert done.returncode != 0
     assert "lab.describe is not allowed to import lab.report" in done.stdout
     assert "lab.describe.errors -> lab.report.records" in done.stdout
+
+
+def test_the_contract_fails_when_a_probe_step_imports_a_later_one(tmp_path):
+    shutil.copytree(REPO / "lab", tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    send = tmp_path / "lab" / "probe" / "send.py"
+    send.write_text(send.read_text() + "\nfrom lab.probe import observe  # noqa: F401\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "lab.probe.send -> lab.probe.observe" in done.stdout
