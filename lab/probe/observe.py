@@ -61,6 +61,7 @@ class Seen:
     def observation(
         self, names: Mapping[str, str], explanation: str, pcaps: tuple[str, ...], seconds: float
     ) -> Observation:
+        """What judge and report read of the probe, with its why (lab/probe/explain.py) and its pcap files."""
         backend, node, source_ip = self.answered
         return Observation(
             outcome=self.outcome,
@@ -76,7 +77,7 @@ class Seen:
             seconds=seconds,
             pcaps=pcaps,
             entry=_entry(self.frames, self.sent.result.local),
-            conntrack=tuple(f"{node}: {entry.text}" for node, entry in self.entries),
+            conntrack=tuple(f"{actor}: {entry.text}" for actor, entry in self.entries),
             flow=self.sent.history,
             counters=tuple((actor, tuple(delta.items())) for actor, delta in self.deltas.items() if delta),
         )
@@ -133,6 +134,9 @@ class Observer:
         counters_after = read_counters([self.realized.ns_of(actor) for actor in counted])
         deltas = {a: moved(b, c) for a, b, c in zip(counted, before.counters, counters_after, strict=True)}
         self.last_counters = dict(zip(counted, counters_after, strict=True))
+        # The rules' evidence right after the counters, before the nodes are asked anything else, in the order the
+        # session has always read them.
+        hits = self._rule_hits(probe, running, frames, before)
         outcome = result.outcome
         if outcome == "dropped" and result.connected and not arrivals:
             outcome = "accepted"  # a socket that is no backend completed the handshake
@@ -150,7 +154,7 @@ class Observer:
             frames=frames,
             shown=shown,
             arrivals=arrivals,
-            hits=self._rule_hits(probe, running, frames, before),
+            hits=hits,
             deltas=deltas,
             counts_limits="IcmpOutRateLimitHost" in counters_after[0],
             entries=entries,
