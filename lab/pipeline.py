@@ -125,16 +125,16 @@ def run_variant(
                 if probe.before:  # even for a probe left out: later ones expect what it changed
                     session.note(f"steps before {probe.name}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
-                    session.rules_changed(running)
+                    session.rules_changed()
                     for done in steps:
                         if not done.step.argv:  # a workload change: every node's kube-proxy synced
                             session.kube_proxy_synced(done.said)
                     session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
                     if probe.keep_every:  # the flow it keeps goes on for later probes to check
-                        session.run(probe)
+                        session.run(probe, running)
                     continue
-                observed, verdict = run_probe(session, probe, topo)
+                observed, verdict = run_probe(session, probe, topo, running)
                 result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
                 results.append(result)
                 if on_result:

@@ -10,7 +10,7 @@ from support.scenario import BASE, ScriptedSession, error_for, write
 from lab.describe.load import load_scenario
 from lab.judge.attempts import followed_affinity, run_probe
 from lab.probe.evidence.base import RuleHit
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 
 SAME = BASE.replace(
     "    expect: {outcome: delivered, source: node2}\n",
