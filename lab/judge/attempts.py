@@ -125,7 +125,13 @@ def run_probe(
         reasons += [
             f"attempt {i}: expected it {how}, but it {'did not' if expected.affinity else 'followed it'}"
             for i, o in enumerate(observations[1:], 2)
-            if followed_affinity(o) != expected.affinity
+            if not o.unread and followed_affinity(o) != expected.affinity
+        ]
+        # Without the rules it met, whether a connection followed the affinity is not known: it cannot pass.
+        reasons += [
+            f"attempt {i}: whether it {how} is not known: the rules that acted cannot be read on {'; '.join(o.unread)}"
+            for i, o in enumerate(observations[1:], 2)
+            if o.unread
         ]
     if missing := sorted(wanted - {o.entry for o in observations}):
         reasons.append(f"no connection entered through {', '.join(missing)} in {len(results)} attempts")
@@ -155,6 +161,7 @@ def run_probe(
         connections=tuple(o.hops for o in observations),
         counters=_merge_counters(observations),
         rules=_merge_rules(observations),
+        unread=tuple(dict.fromkeys(u for o in observations for u in o.unread)),
         explanation=first_bad.explanation,
         seconds=sum(o.seconds for o in observations),
         pcaps=tuple(p for o in observations for p in o.pcaps),

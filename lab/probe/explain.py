@@ -51,6 +51,13 @@ class Explainer:
             mtu = path_mtu(seen.frames, result.local, target, self.names, self.running.cluster.proxy_mode)
             # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
             explanation = mtu if result.connected or not explanation else f"{explanation}; {mtu}"
+        if seen.unread:  # the rules it names are those of the other actors only
+            lacking = "; ".join(seen.unread)
+            explanation = (
+                f"{explanation}; the rules that acted cannot be read on {lacking}"
+                if explanation
+                else (f"the rules that acted cannot be read on {lacking}")
+            )
         if sync_failures:  # whatever happened, it happened without the Service rules of that sync
             failed = "; ".join(f"{SYNC_FAILED} on {node}: {why}" for node, why in sync_failures.items())
             explanation = f"{failed}; {explanation}" if explanation else failed

@@ -35,6 +35,8 @@ class Observation:
     connections: tuple[tuple[Hop, ...], ...] = ()
     # The kernel's SNMP counters that moved during the probe, on each node and the client (lab/probe/evidence/snmp.py).
     counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    # Actors whose rules could not be read for this probe, with why ("node1: timed out …"): `rules` lacks theirs.
+    unread: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

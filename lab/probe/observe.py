@@ -17,7 +17,7 @@ from lab.install.echo import Arrival, EchoServers
 from lab.probe.capture import Captures, Frame
 from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
-from lab.probe.evidence.base import Evidence, RuleHit
+from lab.probe.evidence.base import Evidence, EvidenceError, RuleHit
 from lab.probe.evidence.nftrace import TCP_SYN
 from lab.probe.evidence.snmp import Counters, moved, read_counters
 from lab.probe.flows import flow_entries
@@ -37,7 +37,7 @@ class Before:
 
     frames: int
     arrivals: int
-    evidence: dict[str, int]
+    evidence: dict[str, object]  # each actor's mark, or the EvidenceError that kept it from being taken
     counted: list[str]
     counters: list[Counters]
 
@@ -53,6 +53,7 @@ class Seen:
     shown: list[Frame]  # those that tell where it went
     arrivals: list[Arrival]
     hits: list[tuple[str, RuleHit]]  # the rules it met, in path order
+    unread: list[str]  # "actor: why" for each actor whose rules could not be read
     deltas: dict[str, Counters]  # the counters that moved, per counted actor
     counts_limits: bool  # whether this kernel counts the ICMP errors it rate-limits
     entries: list[tuple[str, Entry]]  # its flow's conntrack entries, when its source port is known
@@ -73,6 +74,7 @@ class Seen:
             path=path_lines(self.shown),
             hops=_hops(self.shown),
             rules=tuple(self.hits),
+            unread=tuple(self.unread),
             explanation=explanation,
             seconds=seconds,
             pcaps=pcaps,
@@ -108,7 +110,7 @@ class Observer:
         """The marks before `probe`, and what the nodes sent since the previous one (a kept flow's datagrams during
         steps) where the captures saw it go (a live lab forgets its frames between probes: then nothing was seen)."""
         arrivals, frames = self.echo.mark(), self.captures.mark()
-        marks = {actor: evidence.mark() for actor, evidence in self.evidence.items()}
+        marks = {actor: _marked(evidence) for actor, evidence in self.evidence.items()}
         nodes = [n.name for n in running.nodes]
         counted = nodes + [probe.source] * (probe.source not in nodes)  # the nodes, and the client
         counters = read_counters([self.realized.ns_of(actor) for actor in counted])
@@ -136,7 +138,7 @@ class Observer:
         self.last_counters = dict(zip(counted, counters_after, strict=True))
         # The rules' evidence right after the counters, before the nodes are asked anything else, in the order the
         # session has always read them.
-        hits = self._rule_hits(probe, running, frames, before)
+        hits, unread = self._rule_hits(probe, running, frames, before)
         outcome = result.outcome
         if outcome == "dropped" and result.connected and not arrivals:
             outcome = "accepted"  # a socket that is no backend completed the handshake
@@ -155,6 +157,7 @@ class Observer:
             shown=shown,
             arrivals=arrivals,
             hits=hits,
+            unread=unread,
             deltas=deltas,
             counts_limits="IcmpOutRateLimitHost" in counters_after[0],
             entries=entries,
@@ -163,13 +166,22 @@ class Observer:
 
     def _rule_hits(
         self, probe: ProbeSpec, running: Topology, frames: list[Frame], before: Before
-    ) -> list[tuple[str, RuleHit]]:
-        """The rules the probe's forward packets met on each actor they can have crossed, in path order."""
+    ) -> tuple[list[tuple[str, RuleHit]], list[str]]:
+        """The rules the probe's forward packets met on each actor they can have crossed, in path order, and the
+        actors whose rules could not be read, with why. A trace whose marker is late (a machine too busy to deliver
+        the kernel's events in time) costs this probe that actor's rules, not the run: captures and backends still
+        tell what happened, and the probe says which rules it lacks."""
         forward = partial(_forward_packet, protocol=probe.protocol, ports=self.ports | {probe.dst_port})
-        hits = []
+        hits, unread = [], []
         for actor in _by_first_sight(met(probe, running, frames, self.rule_actors), frames):
-            hits += [(actor, hit) for hit in self.evidence[actor].hits(before.evidence[actor], forward)]
-        return hits
+            mark = before.evidence[actor]
+            try:
+                if isinstance(mark, EvidenceError):
+                    raise mark
+                hits += [(actor, hit) for hit in self.evidence[actor].hits(mark, forward)]
+            except EvidenceError as exc:
+                unread.append(f"{actor}: {exc}")
+        return hits, unread
 
     def record_icmp(self, probe: ProbeSpec, running: Topology, seen: Seen) -> None:
         """The ICMP the nodes sent during the probe, for the probes after it."""
@@ -181,6 +193,14 @@ class Observer:
             time.perf_counter(),
             running.cluster.underlay,
         )
+
+
+def _marked(evidence: Evidence) -> object:
+    """Where `evidence` stands before a probe, or the error that kept it from saying (read in _rule_hits)."""
+    try:
+        return evidence.mark()
+    except EvidenceError as exc:
+        return exc
 
 
 def _answered(result: ClientResult, arrivals: list[Arrival]) -> tuple[str | None, str | None, str | None]:
