@@ -12,7 +12,7 @@ from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
-from lab.render.kubeproxy.nftables import render_nftables
+from lab.render.kubeproxy.nftables import LocalhostNodePort, render_nftables
 from lab.render.kubeproxy.ports import HeldPort, held_ports
 from lab.render.kubeproxy.versions import Release
 
@@ -40,6 +40,8 @@ class NodeDataplane:
     dummy_addresses: tuple[str, ...] = ()
     sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
     held_ports: tuple[HeldPort, ...] = ()  # the sockets kube-proxy up to 1.23 holds open (ports.py)
+    # The listeners of 1.37's userspace proxy for localhost NodePorts (nftables mode with its feature gate).
+    localhost_proxy: tuple[LocalhostNodePort, ...] = ()
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
 
     def text(self) -> str:
@@ -116,9 +118,13 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
             ),
         )
     if topo.cluster.proxy_mode == "nftables":
-        script = render_nftables(services, config, [node.ip], version).script()
-        return NodeDataplane("nftables", nft=script, setup=_setup(topo, False))
-    rendered = render_iptables(services, config, [node.ip], version)
+        rules = render_nftables(services, config, [node.ip], version)
+        return NodeDataplane(
+            "nftables", nft=rules.script(), setup=_setup(topo, False), localhost_proxy=rules.localhost_nodeports
+        )
+    # GetNodeIPs: every address of the node's interfaces, loopback's too, so that nodePortAddresses naming
+    # 127.0.0.0/8 serves NodePorts on 127.0.0.1 (with iptables.localhostNodePorts).
+    rendered = render_iptables(services, config, _local(topo, node_name), version)
     held = held_ports(services, config, _local(topo, node_name), release)
     return NodeDataplane(
         "iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet), held_ports=held
