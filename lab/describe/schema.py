@@ -90,7 +90,7 @@ class Cluster(Strict):
     # kube-proxy's --masquerade-all (iptables.masqueradeAll): SNAT every packet to a Service address.
     masquerade_all: bool = Field(False, alias="masqueradeAll")
     # kube-proxy's nodePortAddresses: the CIDRs whose local addresses take NodePorts (empty: kube-proxy's default),
-    # and the keywords of NODE_PORT_KEYWORDS (which release takes which: lab/describe/resolve/cluster.py).
+    # and the keywords of NODE_PORT_KEYWORDS (which release takes which: lab/describe/releases.py).
     node_port_addresses: list[str] = Field([], alias="nodePortAddresses")
     ipvs: Ipvs = Ipvs()
     iptables: Iptables = Iptables()
