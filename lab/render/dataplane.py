@@ -44,12 +44,19 @@ class NodeDataplane:
     localhost_proxy: tuple[LocalhostNodePort, ...] = ()
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
 
+    def proxied(self) -> list[str]:
+        """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
+        return [
+            f"kube-proxy listens on 127.0.0.1:{p.node_port}/TCP for {p.service} -> {', '.join(p.endpoints)}"
+            for p in self.localhost_proxy
+        ]
+
     def text(self) -> str:
         """What `lab render` prints: each part under a heading naming the tool that loads it."""
         if self.mode == "iptables":
             return self.iptables
         if self.mode == "nftables":
-            return self.nft
+            return self.nft + "".join(f"# {line}\n" for line in self.proxied())
         parts = [
             (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
             ("ipset restore", self.ipsets),

@@ -143,3 +143,10 @@ def test_no_gate_writes_nothing_for_localhost(version, gate):
     rules = _nft(("192.168.56.0/24", "127.0.0.0/8"), version, gate)
     assert rules.localhost_nodeports == () and not any("localhost" in line for line in rules.commands)
     assert rules == replace(_nft(("192.168.56.0/24",), version, gate), version=version)
+
+
+def test_lab_render_names_the_proxys_listeners_after_the_rules(tmp_path):
+    fields = f'kubeVersion: "1.37", nodePortAddresses: [primary, localhost], featureGates: {{{GATE}: true}}'
+    text = node1(tmp_path, fields, "nftables").text()
+    assert text.endswith("# kube-proxy listens on 127.0.0.1:30000/TCP for default/web:http -> 10.244.1.2:8080, "
+                         "10.244.1.3:8080\n"), text  # fmt: skip
