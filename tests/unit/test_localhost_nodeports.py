@@ -150,3 +150,14 @@ def test_lab_render_names_the_proxys_listeners_after_the_rules(tmp_path):
     text = node1(tmp_path, fields, "nftables").text()
     assert text.endswith("# kube-proxy listens on 127.0.0.1:30000/TCP for default/web:http -> 10.244.1.2:8080, "
                          "10.244.1.3:8080\n"), text  # fmt: skip
+
+
+def test_the_proxy_pins_one_endpoint_under_client_ip_affinity_and_forgets_it_when_affinity_changes():
+    from lab.install.localhost_proxy import _Listener
+
+    endpoints = tuple(f"10.244.1.{n}:5000" for n in range(2, 12))
+    pinned = _Listener("ns", LocalhostNodePort("default/registry", 30500, endpoints, affinity_timeout=10800))
+    first = pinned.pick()
+    assert {pinned.pick() for _ in range(20)} == {first}
+    pinned.update(LocalhostNodePort("default/registry", 30500, endpoints))
+    assert pinned.pinned == "" and len({pinned.pick() for _ in range(200)}) > 1
