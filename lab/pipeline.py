@@ -9,6 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.describe.releases import check_feature_gate
 from lab.describe.topology import Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
@@ -37,6 +38,9 @@ def cannot_run(topo: Topology) -> str:
     mode = topo.cluster.proxy_mode
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem
+    for gate, _ in topo.cluster.feature_gates:
+        if problem := check_feature_gate(topo.cluster.kube_version, gate):
+            return problem
     least = Release.of(topo.cluster.kube_version).nft_kernel_minimum if mode == "nftables" else None
     if least and (kernel := kernel_version(on_this_kernel(topo).kernel)) < least:
         return (
