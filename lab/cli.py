@@ -449,5 +449,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
-        err.print(f"{'terminated' if terminated else 'interrupted'}; namespaces removed")
+        err.print(f"{'terminated' if terminated else 'interrupted'}; what it built was taken down")
         sys.exit(143 if terminated else 130)
