@@ -1,0 +1,255 @@
+"""kube-proxy's configuration (the KubeProxyConfiguration in its ConfigMap's data["config.conf"]) and its release,
+as a scenario's `cluster` fields, and a note for every field the lab does not reproduce.
+
+Field names are kube-proxy's config API (kubernetes/kubernetes, staging/src/k8s.io/kube-proxy/config/v1alpha1/
+types.go); durations are Go's (`1h0m0s`, `30s`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.describe.kubectl.objects import Obj, embedded
+from lab.describe.releases import check_option, check_version
+from lab.describe.yamlsrc import FieldPath
+
+# Fields that set how kube-proxy runs (addresses it listens on, its API client, logs, timers), not which rules
+# it writes: read, and named together on one line.
+_PROCESS = [
+    "apiVersion",
+    "kind",
+    "bindAddress",
+    "bindAddressHardFail",
+    "clientConnection",
+    "configSyncPeriod",
+    "enableProfiling",
+    "healthzBindAddress",
+    "hostnameOverride",
+    "logging",
+    "metricsBindAddress",
+    "oomScoreAdj",
+    "portRange",
+    "showHiddenMetricsForVersion",
+    "winkernel",
+    "windowsRunAsService",
+    "syncPeriod",
+    "minSyncPeriod",
+]
+_TIMERS = ("syncPeriod", "minSyncPeriod")
+_DEFAULT_TIMEOUTS = {"tcpEstablishedTimeout": 86400, "tcpCloseWaitTimeout": 3600}  # what the lab writes
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns)")
+_UNIT = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+@dataclass
+class ProxyConfig:
+    """What the configuration sets in the scenario's `cluster`, and what it sets that the lab leaves out."""
+
+    cluster: dict[str, Any] = field(default_factory=dict)
+    cluster_cidr: str | None = None  # the IPv4 clusterCIDR kube-proxy was given
+    notes: list[str] = field(default_factory=list)
+
+
+def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
+    """The ConfigMap's (or a bare KubeProxyConfiguration's) settings for kube-proxy `version`."""
+    conf = embedded(obj, ("data", "config.conf")) if obj.kind == "ConfigMap" else obj
+    out = ProxyConfig()
+    _mode(conf, out)
+    _cluster_cidr(conf, out)
+    _detect_local(conf, out)
+    _node_port_addresses(conf, out)
+    _masquerade(conf, out)
+    _ipvs(conf, out)
+    _conntrack(conf, out, version)
+    for gate, value in conf.get(("featureGates",), dict, {}).items():
+        out.notes.append(
+            conf.note(("featureGates", gate), f"{value}: not modelled; the lab follows {version}'s defaults")
+        )
+    known = {
+        "mode",
+        "clusterCIDR",
+        "detectLocalMode",
+        "detectLocal",
+        "nodePortAddresses",
+        "iptables",
+        "ipvs",
+        "nftables",
+        "conntrack",
+        "featureGates",
+        "linux",
+        *_PROCESS,
+    }
+    for key in conf.data:
+        if key not in known:
+            out.notes.append(conf.note((key,), "a field lab import does not know: not reproduced"))
+    process = [k for k in _PROCESS if _set(conf.data.get(k)) and k not in ("apiVersion", "kind")]
+    process += [
+        f"{section}.{t}"
+        for section in ("iptables", "ipvs", "nftables")
+        for t in _TIMERS
+        if _set(conf.get((section, t), str))
+    ]
+    if process:
+        out.notes.append(conf.note((), f"read, no effect on the rules the lab installs: {', '.join(process)}"))
+    return out
+
+
+def _mode(conf: Obj, out: ProxyConfig) -> None:
+    mode = conf.get(("mode",), str, "") or "iptables"  # kube-proxy's default on Linux
+    if mode not in ("iptables", "ipvs", "nftables"):
+        raise conf.error(("mode",), f"expected iptables, ipvs or nftables (what the lab reproduces), got {mode!r}")
+    out.cluster["proxyMode"] = mode
+
+
+def _cluster_cidr(conf: Obj, out: ProxyConfig) -> None:
+    text = conf.get(("clusterCIDR",), str, "")
+    for cidr in filter(None, (c.strip() for c in text.split(","))):
+        net = _network(conf, ("clusterCIDR",), cidr)
+        if net.version == 6:
+            out.notes.append(conf.note(("clusterCIDR",), f"{cidr}: IPv6 is not modelled yet (IPv4 only)"))
+        elif out.cluster_cidr is None:
+            out.cluster_cidr = str(net)
+    out.cluster["kubeProxyClusterCIDR"] = out.cluster_cidr is not None
+
+
+def _detect_local(conf: Obj, out: ProxyConfig) -> None:
+    mode = conf.get(("detectLocalMode",), str, "")
+    if mode not in ("", "ClusterCIDR"):
+        out.notes.append(
+            conf.note(
+                ("detectLocalMode",),
+                f"{mode}: not modelled; the lab detects local traffic by "
+                "clusterCIDR (kube-proxy's default), or not at all without one",
+            )
+        )
+    for key, value in conf.get(("detectLocal",), dict, {}).items():
+        if value:
+            out.notes.append(conf.note(("detectLocal", key), f"{value!r}: not modelled"))
+
+
+def _node_port_addresses(conf: Obj, out: ProxyConfig) -> None:
+    kept = []
+    for path, value in conf.each(("nodePortAddresses",)):
+        if value == "primary":  # kube-proxy 1.29+'s word for the node's primary IP, nftables mode's default
+            if out.cluster["proxyMode"] != "nftables":
+                out.notes.append(conf.note(path, "primary: the lab models it in nftables mode only (its default)"))
+            continue
+        if not isinstance(value, str):
+            raise conf.error(path, f"expected a CIDR, got {value!r}")
+        net = _network(conf, path, value)
+        if net.version == 6:
+            out.notes.append(conf.note(path, f"{value}: IPv6 is not modelled yet (IPv4 only)"))
+        else:
+            kept.append(str(net))
+    if kept:
+        out.cluster["nodePortAddresses"] = kept
+
+
+def _masquerade(conf: Obj, out: ProxyConfig) -> None:
+    sections = ("iptables", "nftables", "linux")
+    if any(conf.get((s, "masqueradeAll"), bool, False) for s in sections):
+        out.cluster["masqueradeAll"] = True
+    for section in ("iptables", "nftables"):
+        bit = conf.get((section, "masqueradeBit"), int)
+        if bit not in (None, 14):
+            out.notes.append(conf.note((section, "masqueradeBit"), f"{bit}: not modelled; the lab marks with bit 14"))
+    if conf.get(("iptables", "localhostNodePorts"), bool, True) is False:
+        out.notes.append(
+            conf.note(
+                ("iptables", "localhostNodePorts"),
+                "false: not modelled; the lab accepts NodePorts on localhost where the release does by default",
+            )
+        )
+    for key in conf.get(("linux",), dict, {}):
+        if key != "masqueradeAll":
+            out.notes.append(conf.note(("linux", key), "not modelled"))
+
+
+def _ipvs(conf: Obj, out: ProxyConfig) -> None:
+    ipvs: dict[str, Any] = {}
+    scheduler = conf.get(("ipvs", "scheduler"), str, "")
+    if scheduler:
+        ipvs["scheduler"] = scheduler
+    if conf.get(("ipvs", "strictARP"), bool, False):
+        ipvs["strictARP"] = True
+    if ipvs:
+        out.cluster["ipvs"] = ipvs
+    if conf.get(("ipvs", "excludeCIDRs"), list, []):
+        out.notes.append(conf.note(("ipvs", "excludeCIDRs"), "not modelled"))
+    for key in ("tcpTimeout", "tcpFinTimeout", "udpTimeout"):
+        if _seconds(conf, ("ipvs", key)):
+            out.notes.append(conf.note(("ipvs", key), "not modelled: the lab keeps ip_vs' own timeouts"))
+
+
+def _conntrack(conf: Obj, out: ProxyConfig, version: str) -> None:
+    conntrack: dict[str, Any] = {}
+    if conf.get(("conntrack", "tcpBeLiberal"), bool, False):
+        conntrack["tcpBeLiberal"] = True
+    for key in ("udpTimeout", "udpStreamTimeout"):
+        if seconds := _seconds(conf, ("conntrack", key)):
+            conntrack[key] = max(1, round(seconds))
+    for key in list(conntrack):
+        if problem := check_option(version, ("conntrack", key)):
+            out.notes.append(conf.note(("conntrack", key), f"{problem}: left out"))
+            del conntrack[key]
+    if conntrack:
+        out.cluster["conntrack"] = conntrack
+    for key, default in _DEFAULT_TIMEOUTS.items():
+        value = _seconds(conf, ("conntrack", key))
+        if value not in (None, 0, default):
+            out.notes.append(
+                conf.note(("conntrack", key), f"not modelled: the lab writes kube-proxy's default {default} s")
+            )
+    for key in ("maxPerCore", "min"):
+        if conf.get(("conntrack", key), int):
+            out.notes.append(conf.note(("conntrack", key), "not modelled: nf_conntrack_max is the host's, left alone"))
+
+
+def _set(value: Any) -> bool:
+    """Whether a field holds anything but its empty value ("", 0, "0s", null, or a mapping of such)."""
+    if isinstance(value, dict):
+        return any(_set(v) for v in value.values())
+    return value not in (None, "", 0, "0s", False, [])
+
+
+def release(text: str) -> str | None:
+    """1.MINOR of a version as kubectl or a node prints it ("v1.31.2", "v1.29.3-eks-adc7111"), else None."""
+    match = re.fullmatch(r"v?1\.(\d+)(\.\d+)?([-+].*)?", text.strip())
+    return f"1.{int(match.group(1))}" if match else None
+
+
+def version_of(obj: Obj) -> str:
+    """The release of `kubectl version -o yaml`'s server."""
+    git = obj.get(("serverVersion", "gitVersion"), str)
+    if git is None:
+        raise obj.error(("serverVersion", "gitVersion"), "missing: kubectl version printed no server (no cluster?)")
+    found = release(git)
+    if found is None:
+        raise obj.error(("serverVersion", "gitVersion"), f"expected a version such as v1.31.2, got {git!r}")
+    return found
+
+
+def checked_version(version: str, where: str) -> str:
+    if problem := check_version(version):
+        raise ValueError(f"{where}: {problem}; give --kube-version 1.MINOR to reproduce another release")
+    return version
+
+
+def _seconds(obj: Obj, path: FieldPath) -> float | None:
+    text = obj.get(path, str)
+    if text is None:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise obj.error(path, f"expected a duration such as 1h0m0s or 30s, got {text!r}")
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def _network(obj: Obj, path: FieldPath, text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        raise obj.error(path, f"expected a CIDR such as 10.244.0.0/16, got {text!r}") from None
