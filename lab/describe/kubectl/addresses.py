@@ -62,6 +62,8 @@ class Anonymizer:
             if net.subnet_of(old):
                 start = new.network_address + (int(net.network_address) - int(old.network_address))
                 return str(IPv4Network((start, net.prefixlen)))
+            if old.subnet_of(net):  # a network around one of the cluster's (nodePortAddresses: the VPC)
+                return str(new.supernet(new_prefix=net.prefixlen))
         if net.prefixlen < 15:  # 0.0.0.0/0 and the like say nothing of the cluster
             return text
         if text not in self.others:

@@ -38,6 +38,7 @@ _PROCESS = [
     "syncPeriod",
     "minSyncPeriod",
 ]
+_CONFIG_KEYS = ("config.conf", "config")
 _TIMERS = ("syncPeriod", "minSyncPeriod")
 _DEFAULT_TIMEOUTS = {"tcpEstablishedTimeout": 86400, "tcpCloseWaitTimeout": 3600}  # what the lab writes
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns)")
@@ -53,9 +54,16 @@ class ProxyConfig:
     notes: list[str] = field(default_factory=list)
 
 
+def config_key(obj: Obj) -> str | None:
+    """The key of a ConfigMap's data that holds a KubeProxyConfiguration: config.conf (kubeadm's kube-proxy), config
+    (EKS's kube-proxy-config), None when none does."""
+    data = obj.get(("data",), dict, {})
+    return next((k for k in _CONFIG_KEYS if isinstance(data.get(k), str) and "KubeProxyConfiguration" in data[k]), None)
+
+
 def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     """The ConfigMap's (or a bare KubeProxyConfiguration's) settings for kube-proxy `version`."""
-    conf = embedded(obj, ("data", "config.conf")) if obj.kind == "ConfigMap" else obj
+    conf = embedded(obj, ("data", config_key(obj) or "config.conf")) if obj.kind == "ConfigMap" else obj
     out = ProxyConfig()
     _mode(conf, out)
     _cluster_cidr(conf, out)
@@ -66,7 +74,9 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     _conntrack(conf, out, version)
     for gate, value in conf.get(("featureGates",), dict, {}).items():
         out.notes.append(
-            conf.note(("featureGates", gate), f"{value}: not modelled; the lab follows {version}'s defaults")
+            conf.note(
+                ("featureGates", gate), f"{str(value).lower()}: not modelled; the lab follows {version}'s defaults"
+            )
         )
     known = {
         "mode",

@@ -19,7 +19,7 @@ from lab.describe.kubectl.cluster import ZONE_LABEL, Node, Pod, detect_cni, pod_
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.probes import probes_for
-from lab.describe.kubectl.proxyconfig import ProxyConfig, kube_proxy_config, release, version_of
+from lab.describe.kubectl.proxyconfig import ProxyConfig, config_key, kube_proxy_config, release, version_of
 from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, read_service, read_slice
 from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
@@ -50,6 +50,9 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     notes += cni.notes
 
     nodes = {n.name: n for obj in _unique(inputs, "Node") if (n := read_node(obj, notes)) is not None}
+    if not nodes:
+        said = "".join(f"; {n}" for n in inputs.notes())
+        raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
     pods = [read_pod(obj) for obj in _unique(inputs, "Pod")]
     placed = _placeable(pods, nodes, cni.value, notes)
     services = _services(inputs, options, notes)
@@ -70,8 +73,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     cluster_cidr = _cluster_cidr(config, [nodes[n] for n in wanted], notes)
     pod_cidrs = _pod_cidrs([nodes[n] for n in wanted], cluster_cidr, notes)
     service_cidr = str(covering([s.cluster_ip for s in services.values()] or ["10.96.0.0"], 16))
-    underlay = covering([nodes[n].ip for n in wanted], 24)
-    assert underlay is not None
+    underlay = covering([nodes[n].ip for n in wanted], 24) or ipaddress.IPv4Network("192.168.56.0/24")
     outside = _outside_address(underlay, {nodes[n].ip for n in wanted})
 
     cluster = {
@@ -157,12 +159,12 @@ def _version(inputs: Inputs, options: Options) -> str:
 
 
 def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig:
-    configs = [o for o in inputs.objects["KubeProxyConfiguration"]] + [
-        o for o in inputs.objects["ConfigMap"] if "config.conf" in o.get(("data",), dict, {})
+    configs = inputs.objects["KubeProxyConfiguration"] + [
+        o for o in inputs.objects["ConfigMap"] if config_key(o) is not None
     ]
     for obj in inputs.objects["ConfigMap"]:
         if obj not in configs:
-            notes.append(obj.note(("data",), "not read: no config.conf (kube-proxy's ConfigMap holds one)"))
+            notes.append(obj.note(("data",), "not read: no KubeProxyConfiguration in its data"))
     if not configs:
         notes.append("lab import: no kube-proxy ConfigMap given: iptables mode and kube-proxy's defaults assumed")
         return ProxyConfig(cluster={"proxyMode": "iptables"})
