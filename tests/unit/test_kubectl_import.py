@@ -237,3 +237,22 @@ def test_the_same_object_twice_is_refused():
 
 def test_without_a_version_the_nodes_kube_proxy_version_is_taken():
     assert imported(SHOP[:2]).scenario["cluster"]["kubeVersion"] == "1.30"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("kind: List\nitems: !!python/object:os.system x\n", ":2: items: the tag !!python/object:os.system is not"),
+        ("kind: List\nkind: List\n", ":2: kind: duplicate key 'kind' (first at line 1)"),
+        ("kind: List\nitems: &a [*a]\n", ":2: alias *a is inside the value it names"),
+        ("kind: List\nitems: [\n", ":3: not valid YAML"),
+        ("kind: List\nitems: " + "[" * 70 + "]" * 70 + "\n", ":2: nested deeper than 64 levels"),
+    ],
+)
+def test_a_dump_is_plain_yaml_read_with_bounds(tmp_path, text, said):
+    """Dumps are parsed with libyaml for speed, with the same refusals as a scenario file."""
+    path = tmp_path / "dump.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        read_inputs([str(path)])
+    assert said in str(info.value)

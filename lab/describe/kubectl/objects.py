@@ -136,7 +136,7 @@ def read_inputs(files: list[str]) -> Inputs:
     """Every file's objects; `-` is standard input."""
     inputs = Inputs()
     for name in files:
-        src = _stdin() if name == "-" else load_yaml(name, MAX_BYTES, MAX_VALUES)
+        src = _stdin() if name == "-" else load_yaml(name, MAX_BYTES, MAX_VALUES, fast=True)
         if not isinstance(src.data, dict):
             raise ScenarioError(src.file, 1, "", f"expected a Kubernetes object or List, got {_said(src.data)}")
         inputs.add(Obj(src, (), src.data))
@@ -152,7 +152,7 @@ def _stdin() -> Source:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ScenarioError("<stdin>", line, "", f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
-    return parse_yaml("<stdin>", text, MAX_VALUES)
+    return parse_yaml("<stdin>", text, MAX_VALUES, fast=True)
 
 
 def embedded(obj: Obj, path: FieldPath) -> Obj:
