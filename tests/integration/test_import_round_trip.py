@@ -66,3 +66,16 @@ def test_imported_cluster_runs_as_the_catalogue_expects(scenario, policy, host_u
         for r in json.loads(done.stdout)["results"]
     }
     assert seen == EXPECTED[policy]
+
+
+def test_pytest_runs_the_imported_file_as_tests(scenario):
+    """`sudo pytest s.yaml`: every imported probe a test item, each passing (they only observe)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scenario)],
+        capture_output=True,
+        text=True,
+        cwd=scenario.parent,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "15 passed" in done.stdout

@@ -60,5 +60,5 @@ class Names:
     def zone(self, zone: str) -> str:
         return self._numbered("zone", zone, "zone") if self.anonymize else zone
 
-    def container(self, pod: str, name: str) -> str:
+    def container(self, name: str) -> str:
         return "main" if self.anonymize else name

@@ -107,7 +107,7 @@ class Inputs:
         kind = obj.kind
         if not kind and ("serverVersion" in obj.data or "clientVersion" in obj.data):
             self.versions.append(obj)
-        elif kind in ("List",) or kind.endswith("List"):
+        elif kind.endswith("List"):  # List, or NodeList and the like
             for path, item in obj.each(("items",)):
                 if not isinstance(item, dict):
                     raise obj.error(path, f"expected a Kubernetes object, got {_said(item)}")

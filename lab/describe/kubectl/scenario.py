@@ -20,7 +20,7 @@ from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.probes import probes_for
 from lab.describe.kubectl.proxyconfig import ProxyConfig, config_key, kube_proxy_config, release, version_of
-from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, read_service, read_slice
+from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, Slice, read_service, read_slice
 from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
 
@@ -279,7 +279,7 @@ def _pod(pod: Pod, names: Names) -> dict[str, Any]:
         if port["protocol"] not in ("TCP", "UDP"):
             continue
         entry = {k: port[k] for k in ("name", "containerPort", "protocol") if port[k] is not None}
-        containers.setdefault(names.container(pod.name, port["container"]), []).append(entry)
+        containers.setdefault(names.container(port["container"]), []).append(entry)
     metadata: dict[str, Any] = {"name": names.pod(pod.namespace, pod.name), "namespace": names.namespace(pod.namespace)}
     labels = pod.obj.get(("metadata", "labels"), dict, {})
     if labels and not names.anonymize:
@@ -326,7 +326,7 @@ def _service(svc: Service, names: Names, notes: list[str]) -> dict[str, Any]:
     return manifest
 
 
-def _slice(svc: Service, s: Any, names: Names) -> dict[str, Any]:
+def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
     endpoints = []
     for ep in s.endpoints:
         out: dict[str, Any] = {"addresses": [ep.pod.ip], "conditions": ep.conditions, "nodeName": names.node(ep.node)}

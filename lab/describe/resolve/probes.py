@@ -249,8 +249,9 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
     if e.outcome == schema.OBSERVE:
         if backends or e.node or e.source or e.entries or e.same_backend or e.affinity is not None:
             raise src.error(
-                (*path, "outcome"), "observe accepts whatever happens: backend, node, source, entries, sameBackend "
-                "and affinity go with an outcome the probe must have"
+                (*path, "outcome"),
+                "observe accepts whatever happens: backend, node, source, entries, sameBackend "
+                "and affinity go with an outcome the probe must have",
             )
         return Expected("delivered", also=tuple(o for o in get_args(schema.Outcome) if o != "delivered"), observe=True)
     first, *also = e.outcome if isinstance(e.outcome, list) else [e.outcome]
