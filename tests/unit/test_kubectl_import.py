@@ -256,3 +256,33 @@ def test_a_dump_is_plain_yaml_read_with_bounds(tmp_path, text, said):
     with pytest.raises(ScenarioError) as info:
         read_inputs([str(path)])
     assert said in str(info.value)
+
+
+def test_a_bare_kube_proxy_configuration_and_its_keywords(tmp_path):
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n"
+        "nodePortAddresses: [all, localhost]\niptables: {masqueradeAll: true}\n"
+    )
+    result = imported([NODEPORT[0], str(conf), NODEPORT[2]])
+    cluster = result.scenario["cluster"]
+    assert (cluster["proxyMode"], cluster["nodePortAddresses"], cluster["masqueradeAll"]) == (
+        "nftables",
+        ["0.0.0.0/0"],
+        True,
+    )
+    assert cluster["kubeProxyClusterCIDR"] is False  # no clusterCIDR: kube-proxy detects no local traffic by it
+    assert notes_about(result, "conf.yaml:4: KubeProxyConfiguration: nodePortAddresses[1]", "localhost")
+
+
+def test_a_broken_configuration_names_its_line_in_the_configmap(tmp_path):
+    broken = tmp_path / "kube-proxy.yaml"
+    text = Path(NODEPORT[1]).read_text()
+    broken.write_text(text.replace("    mode: iptables", "    mode: userspace"))
+    line = text[: text.index("    mode: iptables")].count("\n") + 1
+    with pytest.raises(ScenarioError) as info:
+        imported([NODEPORT[0], str(broken), NODEPORT[2]])
+    assert str(info.value) == (
+        f"{broken}:{line}: ConfigMap kube-system/kube-proxy: data.config.conf: mode: expected iptables, ipvs or "
+        "nftables (what the lab reproduces), got 'userspace'"
+    )

@@ -1,9 +1,10 @@
 """kube-proxy's configuration (the KubeProxyConfiguration in its ConfigMap's data["config.conf"]) and its release,
 as a scenario's `cluster` fields, and a note for every field the lab does not reproduce.
 
-Field names are kube-proxy's config API (kubernetes/kubernetes, staging/src/k8s.io/kube-proxy/config/v1alpha1/
-types.go); durations are Go's (`1h0m0s`, `30s`).
-"""
+Field names are kube-proxy's config API (kubernetes/kubernetes at 052d2d84f95e90aa94868b51a48b1ae7a1c91152,
+staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go: KubeProxyConfiguration and its iptables, ipvs, nftables,
+conntrack and detectLocal sections; nodePortAddresses' keywords primary, localhost and all); durations are Go's
+(`1h0m0s`, `30s`)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,6 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
         "nftables",
         "conntrack",
         "featureGates",
-        "linux",
         *_PROCESS,
     }
     for key in conf.data:
@@ -143,10 +143,14 @@ def _detect_local(conf: Obj, out: ProxyConfig) -> None:
 def _node_port_addresses(conf: Obj, out: ProxyConfig) -> None:
     kept = []
     for path, value in conf.each(("nodePortAddresses",)):
-        if value == "primary":  # kube-proxy 1.29+'s word for the node's primary IP, nftables mode's default
+        if value == "primary":  # the node's primary IP, nftables mode's default
             if out.cluster["proxyMode"] != "nftables":
                 out.notes.append(conf.note(path, "primary: the lab models it in nftables mode only (its default)"))
             continue
+        if value == "localhost":
+            out.notes.append(conf.note(path, "localhost: not modelled; left out"))
+            continue
+        value = "0.0.0.0/0" if value == "all" else value
         if not isinstance(value, str):
             raise conf.error(path, f"expected a CIDR, got {value!r}")
         net = _network(conf, path, value)
@@ -159,8 +163,7 @@ def _node_port_addresses(conf: Obj, out: ProxyConfig) -> None:
 
 
 def _masquerade(conf: Obj, out: ProxyConfig) -> None:
-    sections = ("iptables", "nftables", "linux")
-    if any(conf.get((s, "masqueradeAll"), bool, False) for s in sections):
+    if any(conf.get((s, "masqueradeAll"), bool, False) for s in ("iptables", "nftables")):
         out.cluster["masqueradeAll"] = True
     for section in ("iptables", "nftables"):
         bit = conf.get((section, "masqueradeBit"), int)
@@ -173,9 +176,6 @@ def _masquerade(conf: Obj, out: ProxyConfig) -> None:
                 "false: not modelled; the lab accepts NodePorts on localhost where the release does by default",
             )
         )
-    for key in conf.get(("linux",), dict, {}):
-        if key != "masqueradeAll":
-            out.notes.append(conf.note(("linux", key), "not modelled"))
 
 
 def _ipvs(conf: Obj, out: ProxyConfig) -> None:
