@@ -34,17 +34,24 @@ class Obj:
     data: dict[str, Any]
     label: str = ""  # for a document held in a field: "ConfigMap kube-system/kube-proxy: data.config.conf"
 
+    def _text(self, *path: str) -> str:
+        """A field of text, "" when missing or of another type (`get` says which, where it matters)."""
+        value: Any = self.data
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        return value if isinstance(value, str) else ""
+
     @property
     def kind(self) -> str:
-        return str(self.data.get("kind") or "")
+        return self._text("kind")
 
     @property
     def name(self) -> str:
-        return str((self.data.get("metadata") or {}).get("name") or "")
+        return self._text("metadata", "name")
 
     @property
     def namespace(self) -> str:
-        return str((self.data.get("metadata") or {}).get("namespace") or "")
+        return self._text("metadata", "namespace")
 
     @property
     def key(self) -> str:
@@ -104,7 +111,7 @@ class Inputs:
     unused: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def add(self, obj: Obj) -> None:
-        kind = obj.kind
+        kind = obj.get(("kind",), str, "")
         if not kind and ("serverVersion" in obj.data or "clientVersion" in obj.data):
             self.versions.append(obj)
         elif kind.endswith("List"):  # List, or NodeList and the like
@@ -113,7 +120,8 @@ class Inputs:
                     raise obj.error(path, f"expected a Kubernetes object, got {_said(item)}")
                 self.add(Obj(obj.src, (*obj.path, *path), item))
         elif kind in self.objects:
-            if not obj.name and kind != "KubeProxyConfiguration":
+            obj.get(("metadata", "namespace"), str)  # text, or an error naming it
+            if not obj.get(("metadata", "name"), str) and kind != "KubeProxyConfiguration":
                 raise obj.error(("metadata", "name"), "every object has a name")
             self.objects[kind].append(obj)
         elif not kind:

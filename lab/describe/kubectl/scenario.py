@@ -59,7 +59,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     by_ip = {p.ip: p for p in placed if p.ip}
     for obj in inputs.objects["EndpointSlice"]:
         key = f"{obj.namespace or 'default'}/{obj.get(('metadata', 'labels', SERVICE_NAME_LABEL), str, '')}"
-        if key in services and (s := read_slice(obj, by_ip, notes)) is not None:
+        if key in services and (s := read_slice(obj, by_ip, nodes, notes)) is not None:
             services[key].slices.append(s)
     for key, svc in list(services.items()):
         if any(s.had_endpoints for s in svc.slices) and not any(s.endpoints for s in svc.slices):
@@ -210,7 +210,8 @@ def _nodes_involved(services: dict[str, Service], nodes: dict[str, Node], asked:
     an endpoint), in the input's order."""
     if not asked:
         return list(nodes)
-    used = {ep.pod.node for svc in services.values() for s in svc.slices for ep in s.endpoints}
+    endpoints = [ep for svc in services.values() for s in svc.slices for ep in s.endpoints]
+    used = {n for ep in endpoints for n in (ep.pod.node, ep.node, *ep.nodes)}  # where they run, and their hints
     other = next((n for n in nodes if n not in used), None)
     return [n for n in nodes if n in used or n == other]
 

@@ -3,6 +3,7 @@ frontends, and each endpoint with its conditions, node and hints, tied to the po
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,7 +157,7 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
     )
 
 
-def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], notes: list[str]) -> Slice | None:
+def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], notes: list[str]) -> Slice | None:
     """The slice with the endpoints the lab can answer from (a pod of the dump at the endpoint's address)."""
     family = obj.get(("addressType",), str)
     if family != "IPv4":
@@ -188,14 +189,22 @@ def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], notes: list[str]) -> Slice 
             )
             continue
         conditions = {k: obj.get((*path, "conditions", k), bool) for k in ("ready", "serving", "terminating")}
+        node = obj.get((*path, "nodeName"), str, pod.node)
+        if node not in nodes:
+            notes.append(obj.note((*path, "nodeName"), f"{node}: no node of the input; its pod's {pod.node} is taken"))
+            node = pod.node
+        hinted = [(p, obj.get((*p, "name"), str, "")) for p, _ in obj.each((*path, "hints", "forNodes"))]
+        for hint_path, name in hinted:
+            if name not in nodes:
+                notes.append(obj.note((*hint_path, "name"), f"{name!r}: no node of the input; the hint is left out"))
         endpoints.append(
             Endpoint(
                 pod,
                 {k: v for k, v in conditions.items() if v is not None},
-                obj.get((*path, "nodeName"), str, pod.node),
+                node,
                 obj.get((*path, "zone"), str),
-                [z.get("name") for _, z in obj.each((*path, "hints", "forZones")) if isinstance(z, dict)],
-                [n.get("name") for _, n in obj.each((*path, "hints", "forNodes")) if isinstance(n, dict)],
+                [obj.get((*p, "name"), str, "") for p, _ in obj.each((*path, "hints", "forZones"))],
+                [name for _, name in hinted if name in nodes],
             )
         )
     return Slice(obj, endpoints, ports, bool(listed))
