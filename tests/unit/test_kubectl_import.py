@@ -133,6 +133,8 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
         ("data.config: conntrack.tcpEstablishedTimeout", "not modelled"),
         ("data.config: clusterCIDR", "fd00:64::/48"),
         ("Calico", "routed-tunnel"),
+        ("Service shop/web: metadata.annotations.service.beta.kubernetes.io/aws-load-balancer-type", "not modelled"),
+        ("Service shop/web: status.loadBalancer", "underlay gateway stands in"),
     ],
 )
 def test_what_the_lab_leaves_out_is_said_with_file_line_and_object(words):

@@ -15,6 +15,7 @@ PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
 HEADLESS_LABEL = "service.kubernetes.io/headless"
 TOPOLOGY_ANNOTATIONS = ("service.kubernetes.io/topology-mode", "service.kubernetes.io/topology-aware-hints")
 PROTOCOLS = ("TCP", "UDP")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply's copy of the object
 
 # Service spec fields the lab reads, and those that change nothing kube-proxy writes once the EndpointSlices are
 # known (the controller and the API server act on them): read, not reported.
@@ -139,6 +140,24 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
             notes.append(obj.note(path, f"{said}: only IPv4 load balancer addresses are modelled; left out"))
             continue
         ingress.append({"ip": ip, "ipMode": obj.get((*path, "ipMode"), str, "VIP")})
+    for key in obj.get(("metadata", "annotations"), dict, {}):
+        if key not in (*TOPOLOGY_ANNOTATIONS, LAST_APPLIED) and _networking(key):
+            notes.append(
+                obj.note(
+                    ("metadata", "annotations", key),
+                    "not modelled (a cloud load balancer's or a "
+                    "controller's setting: the lab's own load balancer stands in)",
+                )
+            )
+    if ingress:
+        notes.append(
+            obj.note(
+                ("status", "loadBalancer"),
+                "the lab's underlay gateway stands in for the load "
+                "balancer: it routes the address to one node (docs/scenarios.md, Topology); add "
+                "loadBalancers: to the scenario for one that health-checks and spreads",
+            )
+        )
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
     if lb_ip and is_ipv4(lb_ip) and not ingress and kind == "LoadBalancer":
         spec["loadBalancerIP"] = lb_ip
@@ -208,6 +227,15 @@ def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], not
             )
         )
     return Slice(obj, endpoints, ports, bool(listed))
+
+
+def _networking(annotation: str) -> bool:
+    """Whether an annotation's prefix is Kubernetes' or a load balancer's (cloud providers', MetalLB's): the ones
+    that may change what reaches a Service; others (prometheus.io/scrape, an app's own) are not said."""
+    prefix = annotation.rpartition("/")[0]
+    return prefix.endswith("kubernetes.io") or any(
+        w in prefix for w in ("load-balancer", "loadbalancer", "metallb", "cloud")
+    )
 
 
 def _ipv4_only(obj: Obj, path: tuple[str, ...], notes: list[str]) -> list[str]:
