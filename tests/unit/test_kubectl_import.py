@@ -260,21 +260,28 @@ def test_a_dump_is_plain_yaml_read_with_bounds(tmp_path, text, said):
     assert said in str(info.value)
 
 
-def test_a_bare_kube_proxy_configuration_and_its_keywords(tmp_path):
+def test_a_bare_kube_proxy_configuration_and_what_its_release_takes(tmp_path):
     conf = tmp_path / "conf.yaml"
     conf.write_text(
         "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n"
-        "nodePortAddresses: [all, localhost]\niptables: {masqueradeAll: true}\n"
+        "nodePortAddresses: [all, localhost]\niptables: {masqueradeAll: true, localhostNodePorts: false}\n"
+        "featureGates: {KubeProxyNFTablesLocalhostNodePorts: true}\n"
     )
-    result = imported([NODEPORT[0], str(conf), NODEPORT[2]])
-    cluster = result.scenario["cluster"]
+    newest = imported([NODEPORT[0], str(conf)], kube_version="1.37")
+    cluster = newest.scenario["cluster"]
     assert (cluster["proxyMode"], cluster["nodePortAddresses"], cluster["masqueradeAll"]) == (
         "nftables",
-        ["0.0.0.0/0"],
+        ["all", "localhost"],
         True,
     )
+    assert cluster["iptables"] == {"localhostNodePorts": False}
+    assert cluster["featureGates"] == {"KubeProxyNFTablesLocalhostNodePorts": True}
     assert cluster["kubeProxyClusterCIDR"] is False  # no clusterCIDR: kube-proxy detects no local traffic by it
-    assert notes_about(result, "conf.yaml:4: KubeProxyConfiguration: nodePortAddresses[1]", "localhost")
+    older = imported([NODEPORT[0], str(conf)], kube_version="1.31")
+    cluster = older.scenario["cluster"]
+    assert "nodePortAddresses" not in cluster and "featureGates" not in cluster
+    assert notes_about(older, "conf.yaml:4: KubeProxyConfiguration: nodePortAddresses", "'all' (added in 1.37")
+    assert notes_about(older, "conf.yaml:6: KubeProxyConfiguration: featureGates", "no feature gate")
 
 
 def test_a_broken_configuration_names_its_line_in_the_configmap(tmp_path):

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.describe.kubectl.objects import Obj, embedded
-from lab.describe.releases import check_option, check_version
+from lab.describe.releases import (
+    FEATURE_GATES_SINCE,
+    check_feature_gate,
+    check_node_port_addresses,
+    check_option,
+)
+from lab.describe.schema import NODE_PORT_KEYWORDS
 from lab.describe.yamlsrc import FieldPath
 
 # Fields that set how kube-proxy runs (addresses it listens on, its API client, logs, timers), not which rules
@@ -69,16 +75,11 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     _mode(conf, out)
     _cluster_cidr(conf, out)
     _detect_local(conf, out)
-    _node_port_addresses(conf, out)
-    _masquerade(conf, out)
+    _node_port_addresses(conf, out, version)
+    _masquerade(conf, out, version)
     _ipvs(conf, out)
     _conntrack(conf, out, version)
-    for gate, value in conf.get(("featureGates",), dict, {}).items():
-        out.notes.append(
-            conf.note(
-                ("featureGates", gate), f"{str(value).lower()}: not modelled; the lab follows {version}'s defaults"
-            )
-        )
+    _feature_gates(conf, out, version)
     known = {
         "mode",
         "clusterCIDR",
@@ -105,6 +106,25 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     if process:
         out.notes.append(conf.note((), f"read, no effect on the rules the lab installs: {', '.join(process)}"))
     return out
+
+
+def _feature_gates(conf: Obj, out: ProxyConfig, version: str) -> None:
+    """The gates the lab models are written (where the release knows them); every other one is said."""
+    modelled = {}
+    for gate, value in conf.get(("featureGates",), dict, {}).items():
+        path = ("featureGates", gate)
+        if not isinstance(value, bool):
+            raise conf.error(path, f"expected true or false, got {value!r}")
+        if gate not in FEATURE_GATES_SINCE:
+            out.notes.append(
+                conf.note(path, f"{str(value).lower()}: not modelled; the lab follows {version}'s defaults")
+            )
+        elif problem := check_feature_gate(version, gate):
+            out.notes.append(conf.note(path, f"{problem}: left out"))
+        else:
+            modelled[gate] = value
+    if modelled:
+        out.cluster["featureGates"] = modelled
 
 
 def _mode(conf: Obj, out: ProxyConfig) -> None:
@@ -140,29 +160,26 @@ def _detect_local(conf: Obj, out: ProxyConfig) -> None:
             out.notes.append(conf.note(("detectLocal", key), f"{value!r}: not modelled"))
 
 
-def _node_port_addresses(conf: Obj, out: ProxyConfig) -> None:
+def _node_port_addresses(conf: Obj, out: ProxyConfig, version: str) -> None:
     kept = []
     for path, value in conf.each(("nodePortAddresses",)):
-        if value == "primary":  # the node's primary IP, nftables mode's default
-            if out.cluster["proxyMode"] != "nftables":
-                out.notes.append(conf.note(path, "primary: the lab models it in nftables mode only (its default)"))
-            continue
-        if value == "localhost":
-            out.notes.append(conf.note(path, "localhost: not modelled; left out"))
-            continue
-        value = "0.0.0.0/0" if value == "all" else value
         if not isinstance(value, str):
-            raise conf.error(path, f"expected a CIDR, got {value!r}")
+            raise conf.error(path, f"expected a CIDR or a keyword, got {value!r}")
+        if value in NODE_PORT_KEYWORDS:
+            kept.append(value)
+            continue
         net = _network(conf, path, value)
         if net.version == 6:
             out.notes.append(conf.note(path, f"{value}: IPv6 is not modelled yet (IPv4 only)"))
         else:
             kept.append(str(net))
-    if kept:
+    if problem := check_node_port_addresses(version, kept, NODE_PORT_KEYWORDS):
+        out.notes.append(conf.note(("nodePortAddresses",), f"{problem}: left out, kube-proxy's default taken"))
+    elif kept:
         out.cluster["nodePortAddresses"] = kept
 
 
-def _masquerade(conf: Obj, out: ProxyConfig) -> None:
+def _masquerade(conf: Obj, out: ProxyConfig, version: str) -> None:
     if any(conf.get((s, "masqueradeAll"), bool, False) for s in ("iptables", "nftables")):
         out.cluster["masqueradeAll"] = True
     for section in ("iptables", "nftables"):
@@ -170,12 +187,10 @@ def _masquerade(conf: Obj, out: ProxyConfig) -> None:
         if bit not in (None, 14):
             out.notes.append(conf.note((section, "masqueradeBit"), f"{bit}: not modelled; the lab marks with bit 14"))
     if conf.get(("iptables", "localhostNodePorts"), bool, True) is False:
-        out.notes.append(
-            conf.note(
-                ("iptables", "localhostNodePorts"),
-                "false: not modelled; the lab accepts NodePorts on localhost where the release does by default",
-            )
-        )
+        if problem := check_option(version, ("iptables", "localhostNodePorts")):
+            out.notes.append(conf.note(("iptables", "localhostNodePorts"), f"{problem}: left out"))
+        else:
+            out.cluster["iptables"] = {"localhostNodePorts": False}
 
 
 def _ipvs(conf: Obj, out: ProxyConfig) -> None:
@@ -240,12 +255,6 @@ def version_of(obj: Obj) -> str:
     if found is None:
         raise obj.error(("serverVersion", "gitVersion"), f"expected a version such as v1.31.2, got {git!r}")
     return found
-
-
-def checked_version(version: str, where: str) -> str:
-    if problem := check_version(version):
-        raise ValueError(f"{where}: {problem}; give --kube-version 1.MINOR to reproduce another release")
-    return version
 
 
 def _seconds(obj: Obj, path: FieldPath) -> float | None:
