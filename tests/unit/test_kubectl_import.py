@@ -109,6 +109,8 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
     assert result.scenario["cluster"]["nodePortAddresses"] == ["10.0.0.0/16"]
     web = next(s for s in topo.services if s.name == "web")
     assert (web.ingress_ips, web.proxy_ingress_ips, web.external_policy) == (("198.51.100.7",),) * 2 + ("Local",)
+    # kube-proxy writes nothing for an ipMode Proxy address: the lab's load balancer takes it to the NodePort.
+    assert result.scenario["loadBalancers"] == [{"name": "lb", "services": ["shop/web"]}]
     spoofed = next(p for p in topo.probes if p.name == "shop-web-http-load-balancer-from-source-range")
     assert spoofed.source_address == "203.0.113.1"
 
@@ -134,7 +136,7 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
         ("data.config: clusterCIDR", "fd00:64::/48"),
         ("Calico", "routed-tunnel"),
         ("Service shop/web: metadata.annotations.service.beta.kubernetes.io/aws-load-balancer-type", "not modelled"),
-        ("Service shop/web: status.loadBalancer", "underlay gateway stands in"),
+        ("Service shop/web: status.loadBalancer", "ipMode Proxy", "proxies to the NodePort"),
     ],
 )
 def test_what_the_lab_leaves_out_is_said_with_file_line_and_object(words):

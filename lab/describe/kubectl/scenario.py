@@ -117,6 +117,13 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         "workload": workload,
         "probes": probes,
     }
+    proxied = [
+        f"{names.namespace(s.namespace)}/{names.service(s.namespace, s.name)}"
+        for s in services.values()
+        if any(i["ipMode"] == "Proxy" for i in s.ingress)
+    ]
+    if proxied:  # kube-proxy writes nothing for a Proxy address: a load balancer must take it to a NodePort
+        scenario["loadBalancers"] = [{"name": "lb", "services": proxied}]
     if options.anonymize:
         scenario = Anonymizer(cluster_cidr, service_cidr, str(underlay)).walk(scenario)
     return Imported(scenario, notes)

@@ -15,6 +15,14 @@ PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
 HEADLESS_LABEL = "service.kubernetes.io/headless"
 TOPOLOGY_ANNOTATIONS = ("service.kubernetes.io/topology-mode", "service.kubernetes.io/topology-aware-hints")
 PROTOCOLS = ("TCP", "UDP")
+ROUTED = (
+    "the lab's underlay gateway stands in for the load balancer: it routes the address to one node "
+    "(docs/scenarios.md, Topology); add loadBalancers: to the scenario for one that health-checks and spreads"
+)
+PROXIED = (
+    "ipMode Proxy: the scenario's load balancer (loadBalancers:, forward: nodePort, the client's address kept) "
+    "stands in for the cloud's, which proxies to the NodePort"
+)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply's copy of the object
 
 # Service spec fields the lab reads, and those that change nothing kube-proxy writes once the EndpointSlices are
@@ -149,15 +157,10 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
                     "controller's setting: the lab's own load balancer stands in)",
                 )
             )
-    if ingress:
-        notes.append(
-            obj.note(
-                ("status", "loadBalancer"),
-                "the lab's underlay gateway stands in for the load "
-                "balancer: it routes the address to one node (docs/scenarios.md, Topology); add "
-                "loadBalancers: to the scenario for one that health-checks and spreads",
-            )
-        )
+    if any(i["ipMode"] == "Proxy" for i in ingress):
+        notes.append(obj.note(("status", "loadBalancer"), PROXIED))
+    elif ingress:
+        notes.append(obj.note(("status", "loadBalancer"), ROUTED))
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
     if lb_ip and is_ipv4(lb_ip) and not ingress and kind == "LoadBalancer":
         spec["loadBalancerIP"] = lb_ip
