@@ -79,3 +79,36 @@ def test_pytest_runs_the_imported_file_as_tests(scenario):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "15 passed" in done.stdout
+
+
+SHOP = REPO / "tests" / "fixtures" / "kubectl" / "shop"
+NODE3 = "ip-10-0-1-48-eu-west-1-compute-internal"  # runs web's only terminating endpoint, and no ready one
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_imported_endpoint_conditions_hold_on_the_kernel(mode, tmp_path, host_unchanged):
+    """The EKS-like cluster's slices as kube-proxy read them: through the node whose only web endpoint is
+    terminating (externalTrafficPolicy Local) that endpoint answers, the client's address kept (kube-proxy's
+    fallback to serving terminating endpoints); the not-ready api endpoint never answers; the ipMode Proxy address
+    reaches a backend through the lab's load balancer."""
+    out = tmp_path / "s.yaml"
+    files = [str(SHOP / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml")]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "import", *files, "-o", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", str(out), "--json", "--matrix", f"proxyMode={mode}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = {r["probe"]: r["observed"] for r in json.loads(done.stdout)["results"]}
+    terminating = seen[f"shop-web-http-node-port-via-{NODE3}"]
+    assert (terminating["backend"], terminating["source_ip"]) == ("web-6d4cf56db6-qq7tz", "10.0.3.254")
+    assert {o["backend"] for p, o in seen.items() if p.startswith("payments-api-")} == {"api-5b9f7c8d4-kx8wq"}
+    ready_web = {"web-6d4cf56db6-2xkqp", "web-6d4cf56db6-8vbnm"}
+    assert {o["backend"] for p, o in seen.items() if p.startswith("shop-web-http-cluster-ip-")} <= ready_web
+    assert seen["shop-web-http-load-balancer"]["outcome"] == "delivered"
