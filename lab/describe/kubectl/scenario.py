@@ -98,7 +98,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         workload += [_slice(svc, s, names) for s in svc.slices]
         ns = names.namespace(svc.namespace)
         probes += probes_for(manifest, ns, client_of, [names.node(n) for n in wanted], OUTSIDE, svc.source_ranges)
-    for original, label in names.renamed_nodes():
+    for original, label in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
         notes.append(
             nodes[original].obj.note(
                 ("metadata", "name"), f"named {label} in the scenario (the lab's node names are DNS-1123 labels)"
