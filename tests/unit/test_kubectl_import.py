@@ -297,3 +297,12 @@ def test_a_broken_configuration_names_its_line_in_the_configmap(tmp_path):
         f"{broken}:{line}: ConfigMap kube-system/kube-proxy: data.config.conf: mode: expected iptables, ipvs or "
         "nftables (what the lab reproduces), got 'userspace'"
     )
+
+
+def test_a_dump_without_endpoint_slices_says_so(tmp_path):
+    dump = tmp_path / "dump.yaml"
+    text = Path(NODEPORT[0]).read_text()
+    dump.write_text(text[: text.index("- addressType: IPv4")] + 'kind: List\nmetadata:\n  resourceVersion: ""\n')
+    result = imported([str(dump), *NODEPORT[1:]])
+    assert notes_about(result, "Service default/openresty", "no EndpointSlice of it in the input")
+    assert not [m for m in result.scenario["workload"] if m["kind"] == "EndpointSlice"]

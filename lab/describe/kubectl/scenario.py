@@ -62,7 +62,15 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         if key in services and (s := read_slice(obj, by_ip, nodes, notes)) is not None:
             services[key].slices.append(s)
     for key, svc in list(services.items()):
-        if any(s.had_endpoints for s in svc.slices) and not any(s.endpoints for s in svc.slices):
+        if not svc.slices:
+            notes.append(
+                svc.obj.note(
+                    (),
+                    "no EndpointSlice of it in the input: written without endpoints, as kube-"
+                    "proxy would reject its traffic (kubectl get endpointslices gives them)",
+                )
+            )
+        elif any(s.had_endpoints for s in svc.slices) and not any(s.endpoints for s in svc.slices):
             notes.append(svc.obj.note((), "skipped: none of its endpoints is a pod the lab can build (see above)"))
             del services[key]
 
