@@ -6,6 +6,7 @@ lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
 lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
+lab import FILE... > s.yaml  a scenario from a cluster's kubectl get -o yaml|json, kube-proxy's ConfigMap, version
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
@@ -212,6 +213,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from lab.describe.kubectl.command import run_import
+
+    return run_import(args, lambda line: err.print(Text("note: ", style="yellow") + literal(line), highlight=False))
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks = run_checks()
     console.print(format_checks(checks))
@@ -331,6 +338,10 @@ def parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     validate.set_defaults(func=cmd_validate)
+
+    from lab.describe.kubectl.command import add_import_command
+
+    add_import_command(sub, cmd_import)
 
     replay = sub.add_parser(
         "replay",
