@@ -29,7 +29,8 @@ class PartDiff:
     @property
     def count(self) -> int:
         """How many differences: each entry missing, extra or changed, an order, a declaration."""
-        return len(self.missing) + len(self.extra) + len(self.changed) + bool(self.order) + bool(self.spec)
+        entries = len(self.missing) + len(self.extra) + len(self.changed) + bool(self.order) + bool(self.spec)
+        return entries or bool(self.whole)  # an empty chain one side lacks is one difference
 
     def as_json(self) -> dict[str, object]:
         return {

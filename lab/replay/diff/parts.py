@@ -30,6 +30,7 @@ _HASHED = re.compile(r"^(KUBE-(?:SVC|SEP|EXT|FW|SVL|XLB))-[A-Z2-7]{16}$")
 # A Service port name as kube-proxy writes it in comments: NAMESPACE/NAME, or NAMESPACE/NAME:PORT.
 _PORT_NAME = re.compile(r"(?<![\w./-])([a-z0-9][-a-z0-9]*/[a-z0-9][-a-z0-9.]*(?::[-a-z0-9]+)?)")
 _DNAT = re.compile(r"--to-destination (\S+)")
+_ARROW = re.compile(r"-> (\S+)")
 # nftables: the hash in service-XXXXXXXX-ns/name/tcp/port (and endpoint-, external-, firewall-, affinity- ...).
 _NFT_HASH = re.compile(r"\b([a-z]+)-[A-Z2-7]{8}-(?=[a-z0-9])")
 
@@ -80,7 +81,9 @@ def _iptables_names(tables: iptables.Tables) -> dict[str, str]:
         port_name = next((m.group(1) for c in said if (m := _PORT_NAME.search(c))), None)
         if port_name is None:
             continue  # nothing says what it stands for: it keeps its hash
-        endpoint = f" {dnat[chain]}" if chain in dnat else ""
+        # The endpoint the jump's comment names (1.22+: "ns/svc:port -> 10.0.0.1:80"), else the one it DNATs to.
+        arrow = next((m.group(1) for c in comments.get(f"to {chain}", []) if (m := _ARROW.search(c))), None)
+        endpoint = f" {arrow or dnat[chain]}" if arrow or chain in dnat else ""
         names[chain] = f"{match.group(1)}({port_name}{endpoint})"
     return names
 
@@ -194,6 +197,8 @@ def ipvs_side(ipsets: str | None, servers: str | None) -> Side:
         )
         parts[part.key] = part
         for service, (_, reals) in listed:
+            if not reals:  # the virtual servers' part says it is there; no real server is no part of its own
+                continue
             members = sorted(reals.items())
             part = Part(
                 "real servers", "ipvs", service, False, tuple(r for r, _ in members), tuple(n for _, n in members)
