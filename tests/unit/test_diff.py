@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.cli import main
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
 from lab.install.tools import InstallError
@@ -221,3 +222,19 @@ def test_unknown_input_names_file_line_and_what_was_expected(tmp_path: Path, kin
     with pytest.raises(InstallError) as raised:
         diff_from_args(_args(tmp_path, **{kind: text}))
     assert str(raised.value).startswith(f"--{kind} {tmp_path / kind} {says}")
+
+
+@pytest.mark.parametrize(("drift", "status"), [("", 0), ("--dport 30080", 1), ("COMMIT", 2)])
+def test_exit_status(tmp_path: Path, drift: str, status: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """0 identical, 1 differences, 2 a dump that cannot be read (error: names it), never a traceback."""
+    rules = _dumps("iptables").rules
+    (tmp_path / "dump").write_text(
+        rules.replace(drift, "--dport 30081" if drift != "COMMIT" else "BOGUS", 1) if drift else rules
+    )
+    argv = ["diff", str(SCENARIO), "--node", "node1", "--rules", str(tmp_path / "dump")]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--variant", "proxyMode=iptables", "--variant", "externalTrafficPolicy=Cluster"])
+    assert exited.value.code == status
+    out, err = capsys.readouterr()
+    assert ("lab replay --rules" in out) == (status < 2)
+    assert (f"error: --rules {tmp_path / 'dump'} line " in err) == (status == 2)
