@@ -25,16 +25,16 @@ class Dumps:
 
     def mode(self, scenario_mode: str) -> str:
         """The proxy mode that wrote these dumps: nft → nftables; ipsets or ipvs servers → ipvs; an iptables-save
-        alone → ipvs if kube-proxy's rules match its ipsets, iptables if it has KUBE-SVC chains, else the
+        alone → ipvs if kube-proxy's rules match its KUBE-CLUSTER-IP set, iptables if it has KUBE-SVC chains, else the
         scenario's."""
         if self.nft is not None:
             return "nftables"
         if self.ipsets is not None or self.ipvs is not None:
             return "ipvs"
         rules = self.rules or ""
-        if "--match-set KUBE-" in rules:
+        if "--match-set KUBE-CLUSTER-IP " in rules:
             return "ipvs"
-        if ":KUBE-SVC-" in rules or ":KUBE-SERVICES" in rules and scenario_mode != "ipvs":
+        if ":KUBE-SVC-" in rules or (":KUBE-SERVICES" in rules and scenario_mode != "ipvs"):
             return "iptables"
         return scenario_mode
 

@@ -117,7 +117,9 @@ def iptables_side(text: str, mode: str, dump: str = "rules") -> Side:
             others[where] = others.get(where, 0) + 1
     for table, chains in tables.chains.items():
         for chain in chains:
-            if (table, chain) not in rules and chain not in BUILT_IN:
+            if chain in CANARIES:
+                others.setdefault(f"{table} {chain} (a canary, empty by design)", 0)
+            elif (table, chain) not in rules and chain not in BUILT_IN:
                 others.setdefault(f"{table} {chain}", 0)
     parts = {}
     for (table, chain), found in rules.items():
@@ -133,12 +135,12 @@ def _others(counts: dict[str, int]) -> tuple[str, ...]:
 
 
 def nft_side(text: str, dump: str = "nft") -> Side:
-    """kube-proxy's table (ip kube-proxy) of a ruleset or a transaction: its chains in order, its sets and maps as
-    sets; other tables are others'."""
+    """kube-proxy's IPv4 table (ip kube-proxy) of a ruleset or a transaction: its chains in order, its sets and maps
+    as sets; other tables (its IPv6 one too, which render does not write) are others'."""
     tables = nft.listing(text, dump)
     parts = {}
     for key, table in tables.items():
-        if key not in nft.KUBE_PROXY_TABLES:
+        if key != nft.KUBE_PROXY_TABLE:
             continue
         for name, chain in table.chains.items():
             part = Part(
@@ -163,7 +165,11 @@ def nft_side(text: str, dump: str = "nft") -> Side:
                 named.spec,
             )
             parts[part.key] = part
-    others = tuple(f"table {key}" for key in tables if key not in nft.KUBE_PROXY_TABLES)
+    others = tuple(
+        f"table {key}" + (" (IPv6: the lab renders IPv4 only)" if key.startswith("ip6 ") else "")
+        for key in tables
+        if key != nft.KUBE_PROXY_TABLE
+    )
     return Side(parts, others)
 
 
