@@ -238,3 +238,16 @@ def test_exit_status(tmp_path: Path, drift: str, status: int, capsys: pytest.Cap
     out, err = capsys.readouterr()
     assert ("lab replay --rules" in out) == (status < 2)
     assert (f"error: --rules {tmp_path / 'dump'} line " in err) == (status == 2)
+
+
+def test_a_stale_copy_of_a_chain_keeps_its_hash_and_shows() -> None:
+    """Two endpoint chains that say the same endpoint (one left behind by another kube-proxy) are both shown."""
+    rules = _dumps("iptables").rules
+    sep = re.search(r"KUBE-SEP-[A-Z2-7]{16}", rules).group(0)
+    stale = "KUBE-SEP-" + "A" * 16  # sorts before any other hash: the chain in use must still take the name
+    copy = [line.replace(sep, stale) for line in rules.splitlines() if line.startswith(f"-A {sep} ")]
+    rules = rules.replace(f":{sep} - [0:0]\n", f":{sep} - [0:0]\n:{stale} - [0:0]\n")
+    nat_end = rules.rindex("COMMIT")
+    rules = rules[:nat_end] + "\n".join(copy) + "\n" + rules[nat_end:]
+    part = _only(_diff("iptables", Dumps(rules=rules)))
+    assert part["whole"] == "extra" and part["name"] == stale and len(part["extra"]) == 2

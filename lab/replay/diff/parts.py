@@ -63,6 +63,7 @@ def _iptables_names(tables: iptables.Tables) -> dict[str, str]:
     """Hash-named chain → what it stands for: KUBE-SVC(default/web:http), KUBE-SEP(default/web:http 10.0.0.1:80)."""
     comments: dict[str, list[str]] = {}
     dnat: dict[str, str] = {}
+    jumped: set[str] = set()
     for rule in tables.rules:
         text = " ".join(rule.words)
         own = [rule.words[at + 1] for at, word in enumerate(rule.words[:-1]) if word == "--comment"]
@@ -72,8 +73,11 @@ def _iptables_names(tables: iptables.Tables) -> dict[str, str]:
         for at, word in enumerate(rule.words[:-1]):  # what a rule jumping to a chain says of it
             if word in ("-j", "-g") and _HASHED.match(rule.words[at + 1]):
                 comments.setdefault(f"to {rule.words[at + 1]}", []).extend(own)
-    names = {}
-    for chain in {r.chain for r in tables.rules} | {c for cs in tables.chains.values() for c in cs}:
+                jumped.add(rule.words[at + 1])
+    names: dict[str, str] = {}
+    # Chains something jumps to first: of two saying the same, the one in use takes the name.
+    chains = {r.chain for r in tables.rules} | {c for cs in tables.chains.values() for c in cs}
+    for chain in sorted(chains, key=lambda c: (c not in jumped, c)):
         match = _HASHED.match(chain)
         if not match:
             continue
@@ -84,7 +88,9 @@ def _iptables_names(tables: iptables.Tables) -> dict[str, str]:
         # The endpoint the jump's comment names (1.22+: "ns/svc:port -> 10.0.0.1:80"), else the one it DNATs to.
         arrow = next((m.group(1) for c in comments.get(f"to {chain}", []) if (m := _ARROW.search(c))), None)
         endpoint = f" {arrow or dnat[chain]}" if arrow or chain in dnat else ""
-        names[chain] = f"{match.group(1)}({port_name}{endpoint})"
+        name = f"{match.group(1)}({port_name}{endpoint})"
+        if name not in names.values():  # a second chain saying the same (a stale copy) keeps its hash: both show
+            names[chain] = name
     return names
 
 
