@@ -27,7 +27,7 @@ def on_node1(prefix: str, *command: str) -> str:
     return done.stdout
 
 
-def diff(dump: Path, option: str) -> tuple[int, dict]:
+def diff(dump: Path, option: str, *more: str) -> tuple[int, dict]:
     done = lab(
         "diff",
         str(SCENARIO),
@@ -35,6 +35,7 @@ def diff(dump: Path, option: str) -> tuple[int, dict]:
         "node1",
         option,
         str(dump),
+        *more,
         "--variant",
         "externalTrafficPolicy=Cluster",
         "--json",
@@ -45,6 +46,11 @@ def diff(dump: Path, option: str) -> tuple[int, dict]:
 
 @pytest.fixture
 def live(host_unchanged, request):
+    if request.param == "ipvs":
+        from lab.doctor import kernel_has
+
+        if not (kernel_has("ip_vs") and kernel_has("dummy")):
+            pytest.skip("kernel has no ip_vs or dummy: run under `lab vm run`")
     done = lab(
         "up", str(SCENARIO), "--variant", f"proxyMode={request.param}", "--variant", "externalTrafficPolicy=Cluster"
     )
@@ -90,3 +96,27 @@ def test_nftables_node_is_identical_then_an_edit_is_reported(live, tmp_path):
     [part] = report["parts"]
     assert part["name"] == "masquerading" and [e["entry"] for e in part["extra"]] == ["ip saddr 10.9.9.9 drop"]
     assert part["order"] == []  # kube-proxy's three rules keep their order; the extra one is only extra
+
+
+@pytest.mark.ipvs
+@pytest.mark.parametrize("live", ["ipvs"], indirect=True)
+def test_ipvs_node_is_identical_then_an_edit_is_reported(live, tmp_path):
+    """ipvs mode's three dumps; ipvsadm -Ln reads as -Sn does. Needs ip_vs and dummy (lab vm run)."""
+    rules, sets, saved, listed = (tmp_path / name for name in ("iptables-save", "ipset", "ipvs-S", "ipvs-L"))
+    rules.write_text(on_node1(live, "iptables-save"))
+    sets.write_text(on_node1(live, "ipset", "save"))
+    saved.write_text(on_node1(live, "ipvsadm", "-Sn"))
+    listed.write_text(on_node1(live, "ipvsadm", "-Ln"))
+    for servers in (saved, listed):
+        status, report = diff(rules, "--rules", "--ipsets", str(sets), "--ipvs", str(servers))
+        assert status == 0 and report["identical"], report
+
+    # Someone gives the ClusterIP's real server weight 5.
+    on_node1(live, "ipvsadm", "-e", "-t", "10.96.0.10:80", "-r", "10.244.1.2:8080", "-m", "-w", "5")
+    saved.write_text(on_node1(live, "ipvsadm", "-Sn"))
+    status, report = diff(rules, "--rules", "--ipsets", str(sets), "--ipvs", str(saved))
+    assert status == 1
+    [part] = report["parts"]
+    assert part["name"] == "TCP 10.96.0.10:80 rr"
+    assert part["changed"][0]["expected"] == "10.244.1.2:8080 masq weight 1"
+    assert part["changed"][0]["found"] == "10.244.1.2:8080 masq weight 5"
