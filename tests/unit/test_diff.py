@@ -185,9 +185,14 @@ table inet cni {
 \t\ttype filter hook forward priority filter; policy accept;
 \t}
 }
+table ip nat {
+\tchain KUBE-SERVICES {
+\t}
+}
 """
     result = _diff("nftables", Dumps(nft=listing))
-    assert "masquerading" not in {d.name for d in result.differences} and result.others == ("table inet cni",)
+    assert "masquerading" not in {d.name for d in result.differences}
+    assert result.others == ("table inet cni", "table ip nat (holds 1 KUBE- chain)")
 
 
 def test_nftables_another_release_is_named() -> None:

@@ -171,12 +171,17 @@ def nft_side(text: str, dump: str = "nft") -> Side:
                 named.spec,
             )
             parts[part.key] = part
-    others = tuple(
-        f"table {key}" + (" (IPv6: the lab renders IPv4 only)" if key.startswith("ip6 ") else "")
-        for key in tables
-        if key != nft.KUBE_PROXY_TABLE
-    )
+    others = tuple(_other_table(key, table) for key, table in tables.items() if key != nft.KUBE_PROXY_TABLE)
     return Side(parts, others)
+
+
+def _other_table(key: str, table: nft.Table) -> str:
+    """A table not compared, with what in it may still be kube-proxy's: its IPv6 table (render writes IPv4), the
+    KUBE- chains of iptables-nft (kube-proxy's iptables or ipvs mode, which nftables mode does not write)."""
+    kube = sum(name.startswith("KUBE-") for name in table.chains)
+    if key == "ip6 kube-proxy":
+        return f"table {key} (IPv6: the lab renders IPv4 only)"
+    return f"table {key}" + (f" (holds {kube} KUBE- chain{'s' if kube != 1 else ''})" if kube else "")
 
 
 def unhash(text: str) -> str:
