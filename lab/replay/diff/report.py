@@ -18,9 +18,8 @@ _WHOLE = {
 
 
 def _part(diff: PartDiff, version: str, console: Console) -> None:
-    heading = literal(
-        f"{diff.table} {diff.kind if diff.kind != 'chain' else ''} {diff.name}".replace("  ", " "), "bold"
-    )
+    kind = "" if diff.kind == "chain" else f"{diff.kind} "  # a chain is the usual case: named without the word
+    heading = literal(f"{diff.table} {kind}{diff.name}", "bold")
     if diff.whole:
         heading += literal(f": {_WHOLE[diff.whole].format(version=version, kind=diff.kind)}")
     console.print(heading)
@@ -32,7 +31,7 @@ def _part(diff: PartDiff, version: str, console: Console) -> None:
         console.print(Text("  ~ expected ", style="cyan") + literal(expected), soft_wrap=True)
         console.print(Text(f"    found    line {line}: ", style="cyan") + literal(found), soft_wrap=True)
     if diff.order:
-        console.print(literal("  order differs; kube-proxy's order matters in this chain, the node has:"))
+        console.print(literal("  order differs where kube-proxy's order matters (docs/diff.md); the node has:"))
         for line, entry in diff.order:
             console.print(literal(f"    line {line}: {entry}"), soft_wrap=True)
     if diff.spec:
