@@ -14,7 +14,12 @@ from lab.render.dataplane import node_dataplane
 from lab.replay.diff.nodediff import Dumps, diff_node
 
 # nftables-long-comment's rules are refused by nft by design (a comment over 128 characters): nothing to read back.
-SCENARIOS = sorted(p for p in (REPO / "topologies").glob("*.yaml") if p.stem != "nftables-long-comment")
+# The catalogue, and a fixture with what it leaves out (session affinity, source ranges, UDP, no endpoints) in
+# every mode and ten releases.
+SCENARIOS = [
+    *sorted(p for p in (REPO / "topologies").glob("*.yaml") if p.stem != "nftables-long-comment"),
+    REPO / "tests" / "fixtures" / "diff" / "many-features.yaml",
+]
 
 
 def _dumped(netns: FreshNetns, mode: str, backend: str, plane) -> Dumps:  # noqa: ANN001 - render's NodeDataplane

@@ -60,11 +60,11 @@ def _priority(text: str) -> str:
 
 def spec(text: str) -> str:
     """A chain's or set's declaration, as `key value` statements sorted: the hook's priority a number, policy accept
-    (the default) left out, timeouts in seconds."""
+    and a dynamic set's size 65535 (the defaults, which nft lists) left out, timeouts in seconds."""
     statements = []
     for part in re.split(r"\s*;\s*|\n", text):
         part = " ".join(part.split())
-        if not part or part == "policy accept":
+        if not part or part in ("policy accept", "size 65535"):  # the defaults nft lists where none was written
             continue
         if match := re.fullmatch(r"type (\S+) hook (\S+)(?: device \S+)? priority (.+)", part):
             part = f"type {match.group(1)} hook {match.group(2)} priority {_priority(match.group(3))}"
@@ -236,7 +236,8 @@ def _add_elements(table: Table | None, block: tuple[str, str] | None, text: str,
 def rule(text: str) -> str:
     """A rule (or a set's element) in one form: nft's own words for marks (`mark or X` is listed as
     `meta mark | X`), numbers in decimal (`0x00004000` and `16384`, `== 0` and `== 0x00000000`), counters without
-    their counts, kube-proxy 1.36's `dnat ip addr . port to` as listed (`dnat ip to`), spaces as nft prints them."""
+    their counts, kube-proxy 1.36's `dnat ip addr . port to` as listed (`dnat ip to`), an anonymous set's elements
+    sorted (nft lists them sorted), spaces as nft prints them."""
     text = re.sub(r"\bcounter packets \d+ bytes \d+", "counter", text)
     text = re.sub(r"(?<!meta )(?<!ct )\bmark\b", "meta mark", text)
     text = re.sub(r"\b(or|xor|and)\b", lambda m: {"or": "|", "xor": "^", "and": "&"}[m.group(1)], text)
@@ -244,4 +245,6 @@ def rule(text: str) -> str:
     text = text.replace("dnat ip addr . port to", "dnat ip to")
     text = re.sub(r"\s*,\s*", ", ", text)
     text = re.sub(r"\{\s*", "{ ", re.sub(r"\s*\}", " }", text))
+    # An anonymous set's elements in one order: nft lists `{ 192.168.0.0/25, 10.0.0.0/8 }` sorted.
+    text = re.sub(r"\{ ([^{}]*) \}", lambda m: "{ " + ", ".join(sorted(m.group(1).split(", "))) + " }", text)
     return " ".join(text.split())
