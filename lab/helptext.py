@@ -20,7 +20,7 @@ def exit_codes(*codes: tuple[int, str]) -> str:
 # lab diff's description: what it compares, in which form, and what it leaves out.
 DIFF = (
     "Compare a node's real kube-proxy rules with what kube-proxy of the scenario's release and mode writes on that "
-    "node for the scenario's objects (what lab render prints), and list per chain the rules missing from the node, "
+    "node for the scenario's objects as it starts, before any step (what lab render prints), and list per chain the rules missing from the node, "
     "the extra ones, the changed ones (a missing and an extra rule mostly alike) and, where kube-proxy's order "
     "matters, rules out of order. Dumps: --rules (iptables-save) for iptables mode; --rules, --ipsets and --ipvs "
     "(any of them) for ipvs mode; --nft for nftables mode; the mode is the dumps', the variant the first whose "
