@@ -256,3 +256,12 @@ def test_a_stale_copy_of_a_chain_keeps_its_hash_and_shows() -> None:
     rules = rules[:nat_end] + "\n".join(copy) + "\n" + rules[nat_end:]
     part = _only(_diff("iptables", Dumps(rules=rules)))
     assert part["whole"] == "extra" and part["name"] == stale and len(part["extra"]) == 2
+
+
+def test_an_unknown_node_and_mixed_modes_are_refused(tmp_path: Path) -> None:
+    args = _args(tmp_path, rules=_dumps("iptables").rules)
+    args.node = "node9"
+    with pytest.raises(InstallError, match=r"no node 'node9'; nodes are node1, node2, node3"):
+        diff_from_args(args)
+    with pytest.raises(InstallError, match=r"--nft is a node in nftables mode: give it alone"):
+        diff_from_args(_args(tmp_path, rules=_dumps("iptables").rules, nft=_dumps("nftables").nft))
