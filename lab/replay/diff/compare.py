@@ -12,6 +12,8 @@ from lab.replay.diff.parts import LAST_RULE, Part, Side
 
 # How alike a missing and an extra entry must be to be one changed entry rather than two (difflib's ratio).
 _CHANGED = 0.6
+# At most this many (missing, extra) pairs are weighed in one part.
+_PAIRS = 10_000
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,21 @@ def _in_order(part: Part, wanted: Counter[str]) -> list[tuple[int, str]]:
     return kept
 
 
+def _likeness(missing: str, extra: str) -> float:
+    """difflib's ratio, after its cheap upper bounds rule out most pairs."""
+    matcher = SequenceMatcher(None, missing, extra)
+    if matcher.real_quick_ratio() < _CHANGED or matcher.quick_ratio() < _CHANGED:
+        return 0.0
+    return matcher.ratio()
+
+
 def _pair(missing: list[str], extra: list[tuple[int, str]]) -> list[tuple[str, int, str]]:
-    """Pair each missing entry with the extra entry most like it, best pairs first; removes what is paired."""
+    """Pair each missing entry with the extra entry most like it, best pairs first; removes what is paired. A chain
+    rewritten wholesale (more than _PAIRS candidate pairs) is left as missing and extra: no pairing reads better."""
+    if len(missing) * len(extra) > _PAIRS:
+        return []
     scored = sorted(
-        ((SequenceMatcher(None, m, e).ratio(), i, j) for i, m in enumerate(missing) for j, (_, e) in enumerate(extra)),
+        ((_likeness(m, e), i, j) for i, m in enumerate(missing) for j, (_, e) in enumerate(extra)),
         reverse=True,
     )
     used_m: set[int] = set()
@@ -96,7 +109,7 @@ def _order(expected: Part, found: Part) -> tuple[tuple[int, str], ...]:
     return tuple(theirs) if [e for _, e in theirs] != [e for _, e in ours] else ()
 
 
-def compare_part(expected: Part | None, found: Part | None) -> PartDiff | None:
+def compare_part(expected: Part | None, found: Part | None, pair: bool = True) -> PartDiff | None:
     some = expected or found
     assert some is not None
     head = {"kind": some.kind, "table": some.table, "name": some.name}
@@ -107,7 +120,7 @@ def compare_part(expected: Part | None, found: Part | None) -> PartDiff | None:
         return PartDiff(**head, whole="extra", extra=tuple(zip(found.lines, found.entries, strict=True)))
     extra = _in_order(found, _subtract(found.entries, expected.entries))
     missing = [entry for _, entry in _in_order(expected, _subtract(expected.entries, found.entries))]
-    changed = _pair(missing, extra)
+    changed = _pair(missing, extra) if pair else []
     spec = (expected.spec, found.spec) if expected.spec != found.spec else None
     diff = PartDiff(
         **head,
@@ -120,10 +133,11 @@ def compare_part(expected: Part | None, found: Part | None) -> PartDiff | None:
     return diff if diff.count else None
 
 
-def compare(expected: Side, found: Side) -> list[PartDiff]:
-    """Every part that differs, render's parts in their order first, then the node's extra parts."""
+def compare(expected: Side, found: Side, pair: bool = True) -> list[PartDiff]:
+    """Every part that differs, render's parts in their order first, then the node's extra parts. pair=False leaves
+    changed entries as a missing and an extra one (a count to rank releases by, without weighing likeness)."""
     diffs = []
     for key in [*expected.parts, *(k for k in found.parts if k not in expected.parts)]:
-        if diff := compare_part(expected.parts.get(key), found.parts.get(key)):
+        if diff := compare_part(expected.parts.get(key), found.parts.get(key), pair):
             diffs.append(diff)
     return diffs

@@ -71,7 +71,10 @@ class NodeDiff:
     version: str
     differences: tuple[PartDiff, ...]
     others: tuple[str, ...]  # what the dumps hold that is not kube-proxy's
-    best: tuple[Match, ...] = ()  # the releases whose output the dumps match best, when not the scenario's
+    # When the dumps differ, and another release's output they match better: the releases they match best, and the
+    # scenario's release scored alike (entries missing or extra; a changed one counts as both).
+    best: tuple[Match, ...] = ()
+    own: Match | None = None
 
     @property
     def identical(self) -> bool:
@@ -90,7 +93,11 @@ class NodeDiff:
             "differences": self.count,
             "parts": [d.as_json() for d in self.differences],
             "not_compared": list(self.others),
-            "best_match": [{"kubeVersion": m.version, "differences": m.differences} for m in self.best],
+            # Entries missing or extra (a changed one counts as both), against the best releases and the scenario's.
+            "best_match": [{"kubeVersion": m.version, "differing_entries": m.differences} for m in self.best],
+            "scenario_release": {"kubeVersion": self.own.version, "differing_entries": self.own.differences}
+            if self.own
+            else None,
         }
 
 
@@ -98,22 +105,27 @@ def with_release(topo: Topology, mode: str, version: str) -> Topology:
     return replace(topo, cluster=replace(topo.cluster, proxy_mode=mode, kube_version=version))
 
 
-def _against(topo: Topology, node: str, dumps: Dumps, found: Side, mode: str, version: str) -> list[PartDiff]:
+def _against(
+    topo: Topology, node: str, dumps: Dumps, found: Side, mode: str, version: str, pair: bool = True
+) -> list[PartDiff]:
     plane = node_dataplane(with_release(topo, mode, version), node)
-    return compare(rendered(plane, dumps).side(mode), found)
+    return compare(rendered(plane, dumps).side(mode), found, pair)
 
 
-def _best(topo: Topology, node: str, dumps: Dumps, found: Side, mode: str, count: int) -> tuple[Match, ...]:
-    """The releases whose output the dumps match with fewer differences than the scenario's release, best first."""
-    counts = []
+def _best(topo: Topology, node: str, dumps: Dumps, found: Side, mode: str) -> tuple[tuple[Match, ...], Match | None]:
+    """The releases whose output the dumps match with fewer differences than the scenario's, if any, and the
+    scenario's. Ranked by entries missing or extra (a changed one counts as both), weighing no likeness."""
+    counts = {}
     for version in NFTABLES_VERSIONS if mode == "nftables" else IPTABLES_VERSIONS:
         try:
-            diffs = _against(topo, node, dumps, found, mode, version)
+            diffs = _against(topo, node, dumps, found, mode, version, pair=False)
         except ValueError:  # render refuses this scenario for that release (an option it did not have)
             continue
-        counts.append(Match(version, sum(d.count for d in diffs)))
-    fewest = min((m.differences for m in counts), default=count)
-    return tuple(m for m in counts if m.differences == fewest) if fewest < count else ()
+        counts[version] = Match(version, sum(d.count for d in diffs))
+    own = counts.get(topo.cluster.kube_version, Match(topo.cluster.kube_version, 0))
+    fewest = min(m.differences for m in counts.values())
+    better = [m for m in counts.values() if m.differences == fewest] if fewest < own.differences else []
+    return (tuple(better), own) if better else ((), None)
 
 
 def diff_node(topo: Topology, node: str, dumps: Dumps) -> NodeDiff:
@@ -121,6 +133,5 @@ def diff_node(topo: Topology, node: str, dumps: Dumps) -> NodeDiff:
     mode = dumps.mode(topo.cluster.proxy_mode)
     found = dumps.side(mode)
     differences = _against(topo, node, dumps, found, mode, topo.cluster.kube_version)
-    count = sum(d.count for d in differences)
-    best = _best(topo, node, dumps, found, mode, count) if differences else ()
-    return NodeDiff(node, mode, topo.cluster.kube_version, tuple(differences), found.others, best)
+    best, own = _best(topo, node, dumps, found, mode) if differences else ((), None)
+    return NodeDiff(node, mode, topo.cluster.kube_version, tuple(differences), found.others, best, own)

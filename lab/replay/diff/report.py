@@ -49,12 +49,12 @@ def print_diff(result: NodeDiff, console: Console, replay: str) -> None:
         console.print(literal(what) + Text(f"{result.count} difference(s)", style="red"))
         for diff in result.differences:
             _part(diff, result.version, console)
-    if result.best:
+    if result.best and result.own:
         versions = ", ".join(m.version for m in result.best)
         console.print(
             literal(
-                f"the dump matches kube-proxy {versions} best ({result.best[0].differences} difference(s); "
-                f"{result.count} against {result.version})"
+                f"the dump matches kube-proxy {versions} best ({result.best[0].differences} difference(s) against it, "
+                f"{result.own.differences} against {result.own.version})"
             )
         )
     if result.others:
