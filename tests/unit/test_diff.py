@@ -265,3 +265,11 @@ def test_an_unknown_node_and_mixed_modes_are_refused(tmp_path: Path) -> None:
         diff_from_args(args)
     with pytest.raises(InstallError, match=r"--nft is a node in nftables mode: give it alone"):
         diff_from_args(_args(tmp_path, rules=_dumps("iptables").rules, nft=_dumps("nftables").nft))
+
+
+def test_nftables_named_counters_compare_by_name_not_count() -> None:
+    script = _dumps("nftables").nft + "add counter ip kube-proxy stray\n"
+    part = _only(_diff("nftables", Dumps(nft=script)))
+    assert (part["kind"], part["name"], part["whole"]) == ("counter", "stray", "extra")
+    listed = "table ip kube-proxy {\n\tcounter stray {\n\t\tpackets 12 bytes 720\n\t}\n}\n"
+    assert "stray" in {d.name for d in _diff("nftables", Dumps(nft=listed)).differences}

@@ -16,7 +16,7 @@ from lab.replay.dump import DumpError
 
 KUBE_PROXY_TABLE = "ip kube-proxy"
 _PRIORITY_NAMES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100}
-_OBJECTS = ("chain", "set", "map", "rule", "element", "table")
+_OBJECTS = ("chain", "set", "map", "rule", "element", "table", "counter")
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Table:
     spec: str = ""
     chains: dict[str, Chain] = field(default_factory=dict)
     sets: dict[str, NamedSet] = field(default_factory=dict)
+    counters: set[str] = field(default_factory=set)  # named counters (their counts are no part of the comparison)
 
 
 def _seconds(text: str) -> str:
@@ -146,6 +147,11 @@ def _command(table: Table, verb: str, what: str, rest: str, number: int, dump: s
         else:
             named = table.sets.setdefault(name, NamedSet(what))
             named.spec = spec(body) or named.spec
+    elif what == "counter":
+        if verb in ("delete", "destroy"):
+            table.counters.discard(name)
+        elif verb in ("add", "create"):
+            table.counters.add(name)
     elif what == "element":
         named = table.sets.get(name)
         if named is None:
@@ -202,6 +208,8 @@ def listing(text: str, dump: str = "nft") -> dict[str, Table]:
                     table.sets[block[1]] = NamedSet(block[0])
             elif match := re.fullmatch(r"(flowtable|counter|quota|limit|ct \w+|secmark|synproxy) (\S+) \{", line):
                 block = ("other", match.group(2))
+                if match.group(1) == "counter":
+                    table.counters.add(match.group(2))
             else:
                 table.spec = spec("; ".join(filter(None, [table.spec, line])))
         elif line == "}":

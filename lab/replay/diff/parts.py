@@ -171,6 +171,9 @@ def nft_side(text: str, dump: str = "nft") -> Side:
                 named.spec,
             )
             parts[part.key] = part
+        for name in table.counters:  # named counters: that they exist; their counts are dropped
+            part = Part("counter", key, name, False, (), ())
+            parts[part.key] = part
     others = tuple(_other_table(key, table) for key, table in tables.items() if key != nft.KUBE_PROXY_TABLE)
     return Side(parts, others)
 
