@@ -273,3 +273,19 @@ def test_nftables_named_counters_compare_by_name_not_count() -> None:
     assert (part["kind"], part["name"], part["whole"]) == ("counter", "stray", "extra")
     listed = "table ip kube-proxy {\n\tcounter stray {\n\t\tpackets 12 bytes 720\n\t}\n}\n"
     assert "stray" in {d.name for d in _diff("nftables", Dumps(nft=listed)).differences}
+
+
+def test_another_endpoint_lines_up_by_service_port() -> None:
+    """The pod moved to 10.244.1.7: the Service's chain shows its one changed jump, the endpoint chains show which
+    endpoint went and which came, named by what they stand for."""
+    result = _diff("iptables", Dumps(rules=_dumps("iptables").rules.replace("10.244.1.2", "10.244.1.7")))
+    parts = {d.name: d.as_json() for d in result.differences}
+    assert set(parts) == {
+        "KUBE-SVC(default/openresty:http)",
+        "KUBE-SEP(default/openresty:http 10.244.1.2:8080)",
+        "KUBE-SEP(default/openresty:http 10.244.1.7:8080)",
+    }
+    [changed] = parts["KUBE-SVC(default/openresty:http)"]["changed"]
+    assert changed["found"].endswith("-j KUBE-SEP(default/openresty:http 10.244.1.7:8080)")
+    assert parts["KUBE-SEP(default/openresty:http 10.244.1.2:8080)"]["whole"] == "missing"
+    assert parts["KUBE-SEP(default/openresty:http 10.244.1.7:8080)"]["whole"] == "extra"
