@@ -1,0 +1,107 @@
+"""The Python API on the real kernel: lab.up builds a variant, its actors run commands in their namespaces,
+probes and steps act as in `lab run`, and everything is torn down on every way out of the block."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from support.host import REPO, lab_namespaces
+
+import lab
+from lab.api import LabError, to_json
+
+STEPS = REPO / "tests" / "integration" / "topologies" / "steps.yaml"
+NODEPORT = {"service": "web", "port": 80, "via": "nodePort", "node": "node2"}
+
+
+def test_actors_probe_and_step_then_torn_down(host_unchanged, own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        client = cluster["client"]
+        assert client.address == "10.244.2.2" and cluster["default/client"] is client
+        said = client.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"])
+        assert said.returncode == 0 and f"inet {client.address}/24" in said.stdout, said
+        assert "KUBE-SERVICES" in cluster["node1"].exec(["iptables-save", "-t", "nat"]).stdout
+        with pytest.raises(LabError, match=r"has no actor 'nodeX'; its actors are: .*node1, node2"):
+            cluster["nodeX"]
+
+        delivered = cluster.probe({"from": "client", "to": NODEPORT})
+        record = to_json(delivered)
+        assert record["ok"] and record["observed"]["backend"] == "web", record
+        assert record["probe"] == "probe-1" and record["variant"] == {"proxyMode": "iptables"}
+        json.dumps(record)  # as `lab run --json` prints it
+
+        done = cluster.step({"delete": "Service/web"})
+        assert [str(d.step) for d in done] == ["delete Service default/web (kube-proxy resyncs every node)"]
+        refused = cluster.probe(from_="client", to=NODEPORT, expect={"outcome": "refused"})
+        assert refused.verdict.ok, refused.verdict.reasons
+        # The other Service still answers, after the step.
+        other = cluster.probe({"from": "client", "to": {"service": "other", "port": 81}, "expect": {"backend": "web"}})
+        assert other.verdict.ok, other.verdict.reasons
+    assert own_namespaces() == []
+    with pytest.raises(LabError, match="was taken down"):
+        client.exec(["true"])
+
+
+def test_a_refused_probe_or_step_is_said_in_words_and_the_lab_stays(own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "nftables"}) as cluster:
+        with pytest.raises(LabError, match=r"^probe: to.service: no Service default/webx in the workload"):
+            cluster.probe({"from": "client", "to": {"service": "webx", "port": 80}})
+        with pytest.raises(LabError, match=r"^step: "):
+            cluster.step({"scale": "Deployment/nothing", "replicas": 2})
+        assert cluster.probe({"from": "client", "to": NODEPORT}).verdict.ok
+    assert own_namespaces() == []
+
+
+def test_bad_input_is_one_message(tmp_path):
+    with pytest.raises(LabError, match=r"no-such\.yaml"):
+        with lab.up(tmp_path / "no-such.yaml"):
+            pass
+    with pytest.raises(LabError, match=r"proxyMode.*iptables|iptables.*proxyMode") as info:
+        with lab.up(STEPS, variant={"proxyMode": "userspace"}):
+            pass
+    assert "Traceback" not in str(info.value)
+    with pytest.raises(LabError, match=r"noSuchAxis"):
+        with lab.up(STEPS, variant={"noSuchAxis": "x"}):
+            pass
+
+
+def test_an_exception_in_the_block_tears_it_down(own_namespaces):
+    with pytest.raises(RuntimeError, match="the user's own"):
+        with lab.up(STEPS, variant={"proxyMode": "iptables"}):
+            assert own_namespaces()
+            raise RuntimeError("the user's own")
+    assert own_namespaces() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
+    script = tmp_path / "hold.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, time
+        import lab
+        with lab.up({str(STEPS)!r}, variant={{"proxyMode": "iptables"}}) as cluster:
+            print(cluster.prefix, flush=True)
+            time.sleep(60)
+        """)
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        prefix = proc.stdout.readline().strip()
+        assert prefix.startswith("lab-"), proc.stderr.read()
+        assert any(ns.startswith(f"{prefix}-") for ns in lab_namespaces())
+        time.sleep(0.2)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
