@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.api.requests import HISTORY, STEP, LabError, in_words, probe_entry, step_carrier, variant_matrix
+from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
 from lab.api.session import has_flow, probe_once, probe_session, steps_done
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
@@ -203,7 +203,7 @@ def up(
     try:
         variants = source.load().variants
     except ScenarioError as exc:
-        raise LabError(str(exc)) from None
+        raise load_error(exc) from None
     topo, said = first_runnable(str(file), list(variants), cannot_run)
     if topo is None:
         raise LabError("\n".join(said))

@@ -78,6 +78,19 @@ def in_words(exc: ScenarioError, index: int, what: str) -> LabError:
     return LabError("\n".join(said))
 
 
+def load_error(exc: ScenarioError) -> LabError:
+    """describe's errors about the file and the variant; a refused axis or value is named as the caller gave it
+    (`variant proxyMode=userspace: ...`), not as the command line's `--matrix` flag that describe knows."""
+    errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
+    said = []
+    for error in errors:
+        if error.file.startswith("--matrix ") and not error.line:
+            said.append(f"variant {error.file.removeprefix('--matrix ')}: {error.message}")
+        else:
+            said.append(str(error))
+    return LabError("\n".join(said))
+
+
 def to_json(result: ProbeResult) -> dict[str, Any]:
     """A probe's result as `lab run --json` prints it (one entry of its "results")."""
     return to_record(result)

@@ -50,8 +50,9 @@ def load_scenario(
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
     one); `own_probes` False leaves the file's own probes out, so that `extra_probes` are resolved against the
-    workload as it starts (the Python API's probes and steps, lab.api); `kernel` is the release the variants will run on (lab.doctor.running_kernel), which `when: {kernel:
-    ...}` is judged against (None: no kernel, and such a condition applies to nothing); `arch` the machine's
+    workload as it starts (the Python API's probes and steps, lab.api); `kernel` is the release the variants will
+    run on (lab.doctor.running_kernel), which `when: {kernel: ...}` is judged against (None: no kernel, and such
+    a condition applies to nothing); `arch` the machine's
     architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label). What
     is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
     reads, what each variant's resolve steps refuse."""
