@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
-from lab.api.session import has_flow, probe_once, probe_session, steps_done
+from lab.api.session import forget_frames, has_flow, probe_once, probe_session, steps_done
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.readfile import ReadError, read_bytes
@@ -77,7 +77,7 @@ def pod_aliases(topo: Topology) -> dict[str, str]:
 class Cluster:
     """A variant that is up: `cluster["client"]` an actor, `cluster.probe(...)`, `cluster.step(...)`."""
 
-    def __init__(self, source: _Source, topo: Topology, stood: Standing, session: ProbeSession) -> None:
+    def __init__(self, source: ScenarioSource, topo: Topology, stood: Standing, session: ProbeSession) -> None:
         self._source, self._stood, self._session = source, stood, session
         self.topology = topo  # as built; `running` is what kube-proxy was last told (steps change it)
         self.running = topo
@@ -116,9 +116,22 @@ class Cluster:
         self._probes += 1
         entry = probe_entry(probe, fields, f"probe-{self._probes}")
         spec = self._resolve(entry, "probe")
-        if spec.flow and not has_flow(self._session, spec.flow):
+        if spec.flow and not self.has_flow(spec.flow):
             raise LabError(f"probe {spec.name} checks the flow of probe {spec.flow}, which no probe of this lab keeps")
         return probe_once(self._session, spec, self.running, self._apply(entry, spec))
+
+    def run(self, probe: ProbeSpec) -> ProbeResult:
+        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`)."""
+        self.check_up()
+        return probe_once(self._session, probe, self.running, [])
+
+    def has_flow(self, probe: str) -> bool:
+        """Whether the probe named `probe` keeps a flow going here (a probe's `flow:` check needs one)."""
+        return has_flow(self._session, probe)
+
+    def forget_frames(self) -> None:
+        """Drop the frames captured while no probe runs (a cluster held for long, as the live keeper's)."""
+        forget_frames(self._session)
 
     def step(self, step: Mapping[str, Any]) -> tuple[StepDone, ...]:
         """Do one step to the running cluster, as a probe's `before:` does (docs/scenarios.md): a command on
@@ -166,9 +179,10 @@ class Cluster:
         self._up = False
 
 
-class _Source:
-    """The scenario file the cluster was built from, loaded again (with the API's probes and steps) as it was
-    first; refused if it changed since: its variant would no longer be the one running."""
+class ScenarioSource:
+    """The scenario file a cluster is built from, with the matrix values asked for, and loaded again (with the
+    API's probes and steps) as it was first; refused if it changed since: its variant would no longer be the
+    one running."""
 
     def __init__(self, path: Path, matrix: dict[str, list[Axis]]) -> None:
         self.path, self.matrix = path, matrix
@@ -199,7 +213,7 @@ def up(
     a LabError in words."""
     if os.geteuid() != 0:
         raise LabError("lab.up needs root: it builds network namespaces (run with sudo)")
-    source = _Source(Path(file), variant_matrix(variant or {}))
+    source = ScenarioSource(Path(file), variant_matrix(variant or {}))
     try:
         variants = source.load().variants
     except ScenarioError as exc:
@@ -209,6 +223,14 @@ def up(
         raise LabError("\n".join(said))
     if threading.current_thread() is threading.main_thread():
         handle_sigterm()  # SIGTERM unwinds the block like Ctrl-C, so that the teardown runs
+    with hold(source, topo, timeout) as cluster:
+        yield cluster
+
+
+@contextmanager
+def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT) -> Iterator[Cluster]:
+    """Build `topo` (a variant of `source`) with the pipeline's stages, open its probe session, and hold it while
+    the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
     with standing(topo) as stood, probe_session(stood, timeout) as session:
         cluster = Cluster(source, topo, stood, session)
         try:

@@ -35,7 +35,7 @@ def steps_done(session: ProbeSession, running: Topology, done: list[StepDone]) -
 def probe_once(session: ProbeSession, probe: ProbeSpec, running: Topology, steps: list[StepDone]) -> ProbeResult:
     """Run one probe and judge it. Frames captured since the last probe (between calls, nobody looks) are
     forgotten first, as the live keeper does."""
-    session.captures.forget()
+    forget_frames(session)
     observed, verdict = run_probe(session, probe, running)
     return ProbeResult(running, probe, observed, verdict, tuple(steps))
 
@@ -43,3 +43,8 @@ def probe_once(session: ProbeSession, probe: ProbeSpec, running: Topology, steps
 def has_flow(session: ProbeSession, name: str) -> bool:
     """Whether the probe `name` kept a flow that is still going (a `flow:` check needs it)."""
     return name in session.flows
+
+
+def forget_frames(session: ProbeSession) -> None:
+    """Drop what the captures took since the last probe: nobody looks at frames between probes."""
+    session.captures.forget()
