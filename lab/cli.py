@@ -311,7 +311,8 @@ def parser() -> argparse.ArgumentParser:
         "render",
         help="print the rules kube-proxy would install on a node",
         description="Print what kube-proxy of the variant's version and mode leaves on NODE: the complete "
-        "iptables-restore input, ipvs' parts, or the nftables transaction. Builds nothing.",
+        "iptables-restore input, ipvs' parts, or the nftables transaction (then, as comments, the listeners of "
+        "1.37's localhost NodePort proxy). Builds nothing.",
         epilog=exit_codes((0, "printed"), (2, "a scenario error (file:line: field), an unknown node, a bad flag")),
     )
     render.add_argument("file", help="a scenario file")

@@ -9,6 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.describe.releases import check_feature_gate
 from lab.describe.topology import Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
@@ -37,6 +38,9 @@ def cannot_run(topo: Topology) -> str:
     mode = topo.cluster.proxy_mode
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem
+    for gate, _ in topo.cluster.feature_gates:
+        if problem := check_feature_gate(topo.cluster.kube_version, gate):
+            return problem
     least = Release.of(topo.cluster.kube_version).nft_kernel_minimum if mode == "nftables" else None
     if least and (kernel := kernel_version(on_this_kernel(topo).kernel)) < least:
         return (
@@ -125,16 +129,16 @@ def run_variant(
                 if probe.before:  # even for a probe left out: later ones expect what it changed
                     session.note(f"steps before {probe.name}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
-                    session.rules_changed(running)
+                    session.rules_changed()
                     for done in steps:
                         if not done.step.argv:  # a workload change: every node's kube-proxy synced
                             session.kube_proxy_synced(done.said)
                     session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
                     if probe.keep_every:  # the flow it keeps goes on for later probes to check
-                        session.run(probe)
+                        session.run(probe, running)
                     continue
-                observed, verdict = run_probe(session, probe, topo)
+                observed, verdict = run_probe(session, probe, topo, running)
                 result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
                 results.append(result)
                 if on_result:

@@ -305,9 +305,17 @@ class ClusterSpec:
     udp_stream_timeout: int = 0
     # kube-proxy's flags as a scenario sets them (KubeProxyConfiguration field names in the scenario).
     masquerade_all: bool = False
-    node_port_addresses: tuple[str, ...] = ()
+    node_port_addresses: tuple[str, ...] = ()  # CIDRs and keywords (primary, localhost, all) as written
+    iptables_localhost_nodeports: bool = True
+    # kube-proxy's featureGates as the scenario sets them, (gate, on) sorted by gate; which release knows which is
+    # lab/describe/releases.py's, what each changes lab/render/kubeproxy/versions.py's.
+    feature_gates: tuple[tuple[str, bool], ...] = ()
     ipvs_scheduler: str = "rr"
     ipvs_strict_arp: bool = False
+
+    def gate(self, name: str) -> bool:
+        """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
+        return dict(self.feature_gates).get(name, False)
 
 
 @dataclass(frozen=True)

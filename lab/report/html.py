@@ -15,7 +15,7 @@ from lab.describe.topology import Topology
 from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
-from lab.probe.session import Hop
+from lab.probe.observation import Hop
 from lab.probe.why import dropping_rule
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot

@@ -88,6 +88,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
                 {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}
                 for node, h in o.rules
             ],
+            "rules_unread": list(o.unread),
             "flow": list(o.flow),
             "conntrack": list(o.conntrack),
             "counters": {actor: dict(moved) for actor, moved in o.counters},
@@ -109,6 +110,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "explanation": None,
     "path": [],
     "rules": [],
+    "rules_unread": [],
     "flow": [],
     "conntrack": [],
     "counters": {},

@@ -8,7 +8,7 @@ from support.scenario import BASE, write
 from lab.describe.load import load_scenario
 from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.judge.verdict import Verdict
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 from lab.report.compare import compare_rows
 
 NAMED = BASE.replace(
