@@ -13,18 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
-from lab.api.session import forget_frames, has_flow, probe_once, probe_session, steps_done
+from lab.api.session import forget_frames, has_flow, probe_once
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology
 from lab.doctor import machine_arch, running_kernel
-from lab.install.steps import StepDone, run_steps
+from lab.install.steps import StepDone
 from lab.install.tools import InstallError
 from lab.judge.results import ProbeResult
-from lab.pipeline import Standing, cannot_run, kube_proxy_sync, standing
+from lab.pipeline import Standing, cannot_run, probing, standing, steps_before
 from lab.probe.session import ProbeSession
-from lab.realize.enter import NamespaceError
 from lab.realize.terminate import handle_sigterm
 from lab.selection import first_runnable
 
@@ -118,12 +117,12 @@ class Cluster:
         spec = self._resolve(entry, "probe")
         if spec.flow and not self.has_flow(spec.flow):
             raise LabError(f"probe {spec.name} checks the flow of probe {spec.flow}, which no probe of this lab keeps")
-        return probe_once(self._session, spec, self.running, self._apply(entry, spec))
+        return probe_once(self._session, spec, self.topology, self.running, self._apply(entry, spec))
 
     def run(self, probe: ProbeSpec) -> ProbeResult:
         """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`)."""
         self.check_up()
-        return probe_once(self._session, probe, self.running, [])
+        return probe_once(self._session, probe, self.topology, self.running, [])
 
     def has_flow(self, probe: str) -> bool:
         """Whether the probe named `probe` keeps a flow going here (a probe's `flow:` check needs one)."""
@@ -161,18 +160,16 @@ class Cluster:
         return spec
 
     def _apply(self, entry: dict[str, Any], spec: ProbeSpec) -> list[StepDone]:
-        """Do the probe's steps, each followed by kube-proxy's sync (lab.pipeline.kube_proxy_sync); remembered as
-        written, for describe to resolve what comes next against the workload they leave."""
+        """Do the probe's steps as `lab run` does them (lab.pipeline.steps_before: each workload change followed by
+        kube-proxy's sync); remembered as written, for describe to resolve what comes next against the workload
+        they leave."""
         if not spec.before:
             return []
-        stood = self._stood
         try:
-            running, done = run_steps(stood.realized, self.running, spec, kube_proxy_sync(stood.realized, stood.ports))
-        except (InstallError, NamespaceError) as exc:
+            self.running, done = steps_before(self._stood, self._session, self.running, spec)
+        except InstallError as exc:  # a command that failed or timed out, named with its step
             raise LabError(str(exc)) from None
-        self.running = running
         self._history += entry.get("before", [])
-        steps_done(self._session, running, done)
         return done
 
     def close(self) -> None:
@@ -231,7 +228,7 @@ def up(
 def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT) -> Iterator[Cluster]:
     """Build `topo` (a variant of `source`) with the pipeline's stages, open its probe session, and hold it while
     the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
-    with standing(topo) as stood, probe_session(stood, timeout) as session:
+    with standing(topo) as stood, probing(stood, timeout) as session:
         cluster = Cluster(source, topo, stood, session)
         try:
             yield cluster
