@@ -101,3 +101,25 @@ def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
             os.kill(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0
     assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
+
+
+def test_scale_to_zero_and_back_reproduces_kubernetes_139628(own_namespaces):
+    # topologies/udp-scale-to-zero.yaml, driven step by step: 1.32's conntrack reconciler skips a Service with no
+    # serving endpoint, so the statsd client's flow stays blackholed to the pod that left, until a pod comes back.
+    variant = {"proxyMode": "iptables", "kubeVersion": "1.32"}
+    flow = {"from": "client", "to": {"service": "statsd", "port": 8125}, "sourcePort": 40125}
+    with lab.up(REPO / "topologies" / "udp-scale-to-zero.yaml", variant=variant) as cluster:
+        assert cluster.probe(flow, expect={"outcome": "delivered", "backend": "statsd-0"}).verdict.ok
+        (scaled,) = cluster.step({"scale": "Deployment/statsd", "replicas": 0})
+        assert "statsd-0" not in {p.name for p in cluster.running.pods}
+        blackholed = cluster.probe(flow, expect={"outcome": "dropped"})
+        assert blackholed.verdict.ok, blackholed.verdict.reasons
+        assert cluster.probe(from_="client", to=flow["to"], expect={"outcome": "refused"}).verdict.ok
+        back = cluster.probe(
+            flow, before=[{"scale": "Deployment/statsd", "replicas": 1}], expect={"backend": "statsd-1"}
+        )
+        assert back.verdict.ok, back.verdict.reasons
+        assert to_json(back)["before"], to_json(back)
+        with pytest.raises(LabError, match=r"statsd-2 would be created, and this lab did not build them"):
+            cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+    assert own_namespaces() == []
