@@ -93,7 +93,8 @@ def lab_up() -> Iterator[Callable[..., Cluster]]:
             try:
                 return built.enter_context(up(file, variant, timeout))
             except LabError as exc:
-                pytest.fail(f"lab_up: {exc}", pytrace=False)
+                refused = str(exc)
+            pytest.fail(f"lab_up: {refused}", pytrace=False)  # outside `except`: no "during handling of" chain
 
         yield build
 

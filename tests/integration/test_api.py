@@ -123,3 +123,29 @@ def test_scale_to_zero_and_back_reproduces_kubernetes_139628(own_namespaces):
         with pytest.raises(LabError, match=r"statsd-2 would be created, and this lab did not build them"):
             cluster.step({"scale": "Deployment/statsd", "replicas": 2})
     assert own_namespaces() == []
+
+
+USERS_TEST = """
+def test_unknown_value(lab_up):
+    lab_up({steps!r}, variant={{"proxyMode": "userspace"}})
+
+
+def test_up_then_failing(lab_up):
+    cluster = lab_up({steps!r}, variant={{"proxyMode": "iptables"}})
+    print("PREFIX", cluster.prefix)
+    assert cluster.probe(from_="client", to={{"service": "web", "port": 80}}).verdict.ok
+    assert False, "the user's own failure"
+"""
+
+
+def test_the_fixture_in_a_users_session_fails_bad_input_in_words_and_tears_down(tmp_path):
+    (tmp_path / "test_mine.py").write_text(USERS_TEST.format(steps=str(STEPS)))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "--rootdir", str(tmp_path), "test_mine.py"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:]
+    unknown = done.stdout.split("_ test_unknown_value _", 1)[1].split("_ test_up_then_failing _", 1)[0]
+    assert "lab_up: variant proxyMode=userspace: 'userspace': expected 'iptables', 'ipvs' or 'nftables'" in unknown
+    assert "Traceback" not in unknown and "lab/api" not in unknown and "During handling" not in unknown, unknown
+    assert "the user's own failure" in done.stdout and "2 failed" in done.stdout, done.stdout[-3000:]
+    prefix = done.stdout.split("PREFIX ", 1)[1].split()[0]
+    assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
