@@ -149,3 +149,31 @@ def test_the_fixture_in_a_users_session_fails_bad_input_in_words_and_tears_down(
     assert "the user's own failure" in done.stdout and "2 failed" in done.stdout, done.stdout[-3000:]
     prefix = done.stdout.split("PREFIX ", 1)[1].split()[0]
     assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
+
+
+def shape(value: object) -> object:
+    """A JSON value's keys, all the way down (lists by their first item)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return None
+
+
+def test_a_probes_record_is_the_one_lab_run_json_prints(own_namespaces):
+    argv = [sys.executable, "-m", "lab", "run", str(STEPS), "--variant", "proxyMode=iptables"]
+    ran = subprocess.run([*argv, "--probe", "cluster-ip-before", "--json"], capture_output=True, text=True, timeout=120)
+    (expected,) = [r for r in json.loads(ran.stdout)["results"] if r["probe"] == "cluster-ip-before"]
+    written = {
+        "name": "cluster-ip-before",
+        "from": "client",
+        "to": {"service": "web", "port": 80},
+        "expect": {"outcome": "delivered", "backend": "web", "source": "client"},
+    }
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        got = to_json(cluster.probe(written))
+    assert shape(got) == shape(expected)
+    for field in ("scenario", "file", "variant", "kernel", "probe", "from", "to", "expected", "ok", "reasons"):
+        assert got[field] == expected[field], field
+    for field in ("outcome", "backend", "node", "source", "source_ip"):
+        assert got["observed"][field] == expected["observed"][field], field
