@@ -15,7 +15,7 @@ from typing import Any
 from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
 from lab.api.session import forget_frames, has_flow, probe_once
 from lab.describe.errors import ScenarioError
-from lab.describe.load import load_scenario
+from lab.describe.load import Scenario, load_scenario
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology
 from lab.doctor import machine_arch, running_kernel
@@ -83,6 +83,7 @@ class Cluster:
         self._history: list[dict[str, Any]] = []  # every step done so far, as written
         self._probes = 0
         self._up = True
+        self._broken = ""  # why the cluster's state is no longer known (a step that failed halfway)
         realized = stood.realized
         known = addresses(topo)
         names = [*realized.namespaces, *(p.name for p in topo.built_pods)]
@@ -97,6 +98,8 @@ class Cluster:
     def check_up(self) -> None:
         if not self._up:
             raise LabError(f"{self.prefix} was taken down when its `with lab.up(...)` block ended")
+        if self._broken:
+            raise LabError(f"{self.prefix}: a step failed ({self._broken}); what it left is unknown: build it again")
 
     def __getitem__(self, name: str) -> Actor:
         actor = self.actors.get(self._aliases.get(name, name))
@@ -141,8 +144,9 @@ class Cluster:
         return tuple(self._apply(entry, self._resolve(entry, "step")))
 
     def _resolve(self, entry: dict[str, Any], what: str) -> ProbeSpec:
-        """`entry` resolved by describe as if written at the end of the file's probes, after the steps done so
-        far (the file's own probes, which the API does not run, left out)."""
+        """`entry` resolved by describe as a probe of the file is, after the steps done so far (the file's own
+        probes, which the API does not run, left out); a step that would create a pod this lab did not build is
+        refused."""
         extra = [step_carrier(HISTORY, self._history, self.topology.nodes[0].name)] if self._history else []
         try:
             variants = self._source.load((*extra, entry), own_probes=False).variants
@@ -168,6 +172,7 @@ class Cluster:
         try:
             self.running, done = steps_before(self._stood, self._session, self.running, spec)
         except InstallError as exc:  # a command that failed or timed out, named with its step
+            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
             raise LabError(str(exc)) from None
         self._history += entry.get("before", [])
         return done
@@ -192,7 +197,7 @@ class ScenarioSource:
         except ReadError as exc:
             raise LabError(f"{self.path}: {exc}") from None
 
-    def load(self, extra: Sequence[dict[str, Any]] = (), own_probes: bool = True) -> Any:
+    def load(self, extra: Sequence[dict[str, Any]] = (), own_probes: bool = True) -> Scenario:
         if self._digest() != self.digest:
             raise LabError(f"{self.path} changed since lab.up built it: leave the `with` block and build it again")
         return load_scenario(

@@ -177,3 +177,12 @@ def test_a_probes_record_is_the_one_lab_run_json_prints(own_namespaces):
         assert got[field] == expected[field], field
     for field in ("outcome", "backend", "node", "source", "source_ip"):
         assert got["observed"][field] == expected["observed"][field], field
+
+
+def test_a_failed_step_is_named_and_the_cluster_refuses_what_follows(own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        with pytest.raises(LabError, match=r"before: on node1: ip addr del 10.9.9.9/32 dev eth0.*exited with 2"):
+            cluster.step({"run": "ip addr del 10.9.9.9/32 dev eth0", "nodes": ["node1"]})
+        with pytest.raises(LabError, match=r"a step failed .*what it left is unknown"):
+            cluster.probe(from_="client", to=NODEPORT)
+    assert own_namespaces() == []
