@@ -110,16 +110,18 @@ class Cluster:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._aliases.get(name, name) in self.actors
 
-    def probe(self, probe: Mapping[str, Any] | None = None, /, **fields: Any) -> ProbeResult:
+    def probe(self, probe: Mapping[str, Any] | str | None = None, /, **fields: Any) -> ProbeResult:
         """Run a probe written as an entry of the scenario's `probes:` (a mapping, keyword fields, or both:
         `from_` for `from`), checked by describe as one of the file's; its `before:` steps first. Without
-        `expect` it expects delivery. The result is the one `lab run --json` prints (lab.api.to_json)."""
+        `expect` it expects delivery. A name alone runs that probe of the file, without the steps before it (as
+        `lab probe NAME`). The result is the one `lab run --json` prints (lab.api.to_json)."""
         self.check_up()
+        if isinstance(probe, str):
+            return self.run(self.own_probe(probe))
         self._probes += 1
         entry = probe_entry(probe, fields, f"probe-{self._probes}")
         spec = self._resolve(entry, "probe")
-        if spec.flow and not self.has_flow(spec.flow):
-            raise LabError(f"probe {spec.name} checks the flow of probe {spec.flow}, which no probe of this lab keeps")
+        self._flow_kept(spec)
         return probe_once(self._session, spec, self.topology, self.running, self._apply(entry, spec))
 
     def run(self, probe: ProbeSpec) -> ProbeResult:
@@ -127,9 +129,20 @@ class Cluster:
         self.check_up()
         return probe_once(self._session, probe, self.topology, self.running, [])
 
-    def has_flow(self, probe: str) -> bool:
-        """Whether the probe named `probe` keeps a flow going here (a probe's `flow:` check needs one)."""
-        return has_flow(self._session, probe)
+    def own_probe(self, name: str) -> ProbeSpec:
+        """The scenario file's probe `name`, as resolved for this variant; refused when it checks a flow that no
+        probe run here keeps."""
+        found = next((p for p in self.topology.probes if p.name == name), None)
+        if found is None:
+            known = ", ".join(p.name for p in self.topology.probes)
+            raise LabError(f"{self.topology.scenario} has no probe {name!r}; its probes are: {known}")
+        self._flow_kept(found)
+        return found
+
+    def _flow_kept(self, probe: ProbeSpec) -> None:
+        """A probe's `flow:` check needs the flow that probe keeps going here."""
+        if probe.flow and not has_flow(self._session, probe.flow):
+            raise LabError(f"{probe.name} checks the flow probe {probe.flow} keeps: run probe {probe.flow} first")
 
     def forget_frames(self) -> None:
         """Drop the frames captured while no probe runs (a cluster held for long, as the live keeper's)."""

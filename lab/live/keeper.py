@@ -32,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lab.api.cluster import PROBE_TIMEOUT, Cluster, ScenarioSource, hold
+from lab.api.cluster import PROBE_TIMEOUT, Cluster, LabError, ScenarioSource, hold
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
 from lab.judge.results import Timing, VariantRun
@@ -189,15 +189,10 @@ class _Requests:
 
     def _probe(self, request: ProbeRequest) -> tuple[ProbeSpec, bool]:
         if name := request.name:
-            probe = next((p for p in self.topo.probes if p.name == name), None)
-            if probe is None:
-                known = ", ".join(p.name for p in self.topo.probes)
-                raise LiveLabError(f"{self.topo.scenario} has no probe {name!r}; its probes are: {known}")
-            if probe.flow and not self.cluster.has_flow(probe.flow):
-                raise LiveLabError(
-                    f"{name} checks the flow probe {probe.flow} keeps: run `lab probe {probe.flow}` first"
-                )
-            return probe, False
+            try:
+                return self.cluster.own_probe(name), False
+            except LabError as exc:  # no such probe, or one checking a flow no probe keeps yet
+                raise LiveLabError(str(exc)) from None
         path = Path(self.lab.scenario)
         try:
             changed = file_digest(path) != self.lab.digest

@@ -31,6 +31,9 @@ def test_actors_probe_and_step_then_torn_down(host_unchanged, own_namespaces):
         with pytest.raises(LabError, match=r"has no actor 'nodeX'; its actors are: .*node1, node2"):
             cluster["nodeX"]
 
+        assert cluster.probe("cluster-ip-before").verdict.ok
+        with pytest.raises(LabError, match=r"steps has no probe 'nope'; its probes are: nodeport-before, "):
+            cluster.probe("nope")
         delivered = cluster.probe({"from": "client", "to": NODEPORT})
         record = to_json(delivered)
         assert record["ok"] and record["observed"]["backend"] == "web", record
