@@ -6,8 +6,10 @@ lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
 lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
+lab import FILE... > s.yaml  a scenario from a cluster's kubectl get -o yaml|json, kube-proxy's ConfigMap, version
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
+lab diff FILE --node N --rules F|--nft F   where a node's kube-proxy rules differ from what its release writes
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
 lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab shell ACTOR: a shell there)
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
@@ -40,7 +42,7 @@ from lab.bench.steps import run_steps_bench
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
-from lab.helptext import STOPPED, exit_codes
+from lab.helptext import DIFF, STOPPED, exit_codes
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
 from lab.pipeline import run_variant
@@ -52,6 +54,8 @@ from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
 from lab.render.dataplane import node_dataplane
 from lab.render.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
 from lab.render.kubeproxy.nftables import check_nftables_version
+from lab.replay.diff.command import diff_from_args
+from lab.replay.diff.report import print_diff
 from lab.replay.report import print_replay
 from lab.replay.run import replay_from_args
 from lab.report.compare import compare_markdown, compare_table
@@ -212,6 +216,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from lab.describe.kubectl.command import run_import
+
+    return run_import(args, lambda line: err.print(Text("note: ", style="yellow") + literal(line), highlight=False))
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks = run_checks()
     console.print(format_checks(checks))
@@ -227,6 +237,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         print_replay(result, console)
     return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    result, note, replay = diff_from_args(args)
+    if note:
+        err.print(literal(note))
+    if args.json:
+        print(json.dumps({**result.as_json(), "note": note or None, "replay": replay}, indent=2))
+    else:
+        print_diff(result, console, replay)
+    return 0 if result.identical else 1
 
 
 def cluster_sizes(text: str) -> list[tuple[int, int]]:
@@ -332,6 +353,10 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     validate.set_defaults(func=cmd_validate)
 
+    from lab.describe.kubectl.command import add_import_command
+
+    add_import_command(sub, cmd_import)
+
     replay = sub.add_parser(
         "replay",
         help="replay one packet through a real node's iptables or nftables dump",
@@ -386,6 +411,24 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="print the answer as JSON")
     replay.epilog = exit_codes((0, "answered"), (2, "the dump or a flag cannot answer (error: says why)"), *STOPPED)
     replay.set_defaults(func=cmd_replay)
+
+    diff = sub.add_parser(
+        "diff",
+        help="where a node's kube-proxy rules differ from what its release writes for the scenario's objects",
+        description=DIFF,
+        epilog=exit_codes(
+            (0, "identical"), (1, "differences (listed)"), (2, "a bad dump, scenario, node or flag (error: says which)")
+        ),
+    )
+    diff.add_argument("file", help="the scenario (written by hand or by lab import) the node belongs to")
+    diff.add_argument("--node", required=True, help="the node of the scenario the dumps were taken on")
+    diff.add_argument("--rules", metavar="FILE", help="iptables-save of the node (iptables or ipvs mode)")
+    diff.add_argument("--nft", metavar="FILE", help="nft list ruleset of the node (nftables mode)")
+    diff.add_argument("--ipsets", metavar="FILE", help="ipset save of the node (ipvs mode)")
+    diff.add_argument("--ipvs", metavar="FILE", help="ipvsadm -Sn or ipvsadm -Ln of the node (ipvs mode)")
+    add_variant_flags(diff, "compare with the first variant")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    diff.set_defaults(func=cmd_diff)
 
     doctor = sub.add_parser(
         "doctor",
@@ -449,5 +492,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
-        err.print(f"{'terminated' if terminated else 'interrupted'}; namespaces removed")
+        err.print(f"{'terminated' if terminated else 'interrupted'}; what it built was taken down")
         sys.exit(143 if terminated else 130)

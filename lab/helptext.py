@@ -15,3 +15,24 @@ STOPPED = ((130, "interrupted (Ctrl-C)"), (143, "terminated (SIGTERM)"))
 def exit_codes(*codes: tuple[int, str]) -> str:
     """An epilog listing a command's exit statuses."""
     return "exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in codes) + "."
+
+
+# lab diff's description: what it compares, in which form, and what it leaves out.
+DIFF = (
+    "Compare a node's real kube-proxy rules with what kube-proxy of the scenario's release and mode writes on that "
+    "node for the scenario's objects as it starts, before any step (what lab render prints), and list per chain the "
+    "rules missing from the node, "
+    "the extra ones, the changed ones (a missing and an extra rule mostly alike) and, where kube-proxy's order "
+    "matters, rules out of order. Dumps: --rules (iptables-save) for iptables mode; --rules, --ipsets and --ipvs "
+    "(any of them) for ipvs mode; --nft for nftables mode; the mode is the dumps', the variant the first whose "
+    "proxyMode is theirs. Both sides are read in one form: counters dropped; matches in any order, addresses, marks "
+    "and probabilities as the kernel stores them; hash-named chains (KUBE-SVC-..., KUBE-SEP-..., nftables' "
+    "service-HASH-...) named by the Service port and endpoint they stand for, so another release's or other "
+    "endpoints' chains line up; ipset members and ipvs virtual and real servers as sets; rule order ignored only in "
+    "the chains where each rule matches its own destinations (KUBE-SERVICES, KUBE-NODEPORTS, "
+    "KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL of iptables mode; NodePorts' jump still last). Only kube-proxy's "
+    "chains, sets and table are compared; the rest (a CNI's) is listed in one line. When the dumps differ, every "
+    "release the lab reproduces is rendered and the ones the dumps match best are named. The report ends with the lab "
+    "replay command that shows what a packet does on the same dumps. Each dump is reviewed as lab replay reviews it; "
+    "builds nothing, needs no root. docs/diff.md says which orders matter and why."
+)

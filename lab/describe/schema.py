@@ -257,10 +257,15 @@ class Conditional(Strict):
         return {k: v if isinstance(v, list) else _axis_value(v) for k, v in value.items()}
 
 
+# `expect: observe` (or `outcome: observe`): no expectation yet; the probe records what the kernel did and passes
+# whatever it was. What `lab import` writes for each probe, for the user to turn into expectations.
+OBSERVE = "observe"
+
+
 class Expectation(Conditional):
     # Several outcomes: any of them, where a kernel timer decides which one comes (e.g. dropped until a neighbour
     # entry fails, unreachable after); never `delivered`, whose details are judged.
-    outcome: Outcome | list[Outcome] = "delivered"
+    outcome: Outcome | list[Outcome] | Literal["observe"] = "delivered"
 
     @field_validator("outcome")
     @classmethod
@@ -329,6 +334,12 @@ class Probe(Strict):
     protocol: Literal["TCP", "UDP"] | None = None
     expect: Expectation | list[Expectation]
     why: str = ""
+
+    @field_validator("expect", mode="before")
+    @classmethod
+    def _observe(cls, value: Any) -> Any:
+        return {"outcome": OBSERVE} if value == OBSERVE else value
+
     attempts: int = Field(1, ge=1, le=64)
     # Milliseconds between attempts (to outwait a sessionAffinity timeout); with attempts.
     pause: int | None = Field(None, ge=1, le=60000)

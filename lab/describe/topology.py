@@ -232,6 +232,7 @@ class Expected:
     affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
     also: tuple[Outcome, ...] = ()  # other outcomes accepted (a kernel timer decides which one comes)
     kernel: str = ""  # the kernel condition that chose this expectation, with the release: "5.10.0-26-amd64 <6.1"
+    observe: bool = False  # `expect: observe`: every outcome passes; the probe records what happened
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:

@@ -81,7 +81,7 @@ def review_nft(text: str) -> None:
         statement_start = False
 
 
-def _words(dump: str, line: str, number: int) -> list[str]:
+def split_words(dump: str, line: str, number: int) -> list[str]:
     """A line's words as iptables-restore and ipset split them: double quotes group, a backslash escapes a quote.
     The save commands quote whole words, so a quote or backslash inside an unquoted word (where the tools' and
     this splitting could differ) is refused."""
@@ -128,7 +128,7 @@ def review_iptables(text: str) -> None:
                 "not a line of iptables-save (a *table, a :CHAIN policy, a -A rule or COMMIT)",
                 number,
             )
-        words = _words("rules", stripped, number)
+        words = split_words("rules", stripped, number)
         for at, word in enumerate(words):
             previous = words[at - 1] if at else ""
             if word in _IPTABLES_NEVER and (word.startswith("-") or previous in ("-j", "-g", "-m", "--jump")):
@@ -143,7 +143,7 @@ def review_ipsets(text: str) -> None:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
-        words = _words("ipsets", line.strip(), number)
+        words = split_words("ipsets", line.strip(), number)
         if words[0] not in ("create", "add"):
             raise DumpError("ipsets", f"`{words[0]}`: an ipset save holds only create and add lines", number)
         if any(re.fullmatch(r"--?f(i(le?)?)?", word) for word in words):

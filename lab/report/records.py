@@ -15,6 +15,8 @@ def expected_text(result: ProbeResult) -> str:
 
 def expectation_text(e: Expected) -> str:
     """What a probe expects, in the words of the tables ("delivered by web from node2")."""
+    if e.observe:
+        return "anything (observe)"
     parts = [" or ".join(e.outcomes)]
     if e.backends:
         parts.append("by " + "|".join(e.backends))
@@ -63,6 +65,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
             "source_ip": e.source_ip,
             "same_backend": e.same_backend,
             "affinity": e.affinity,
+            "observe": e.observe,
         },
     }
 

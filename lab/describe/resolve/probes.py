@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import replace
+from typing import get_args
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
@@ -254,6 +255,14 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
         source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
+    if e.outcome == schema.OBSERVE:
+        if backends or e.node or e.source or e.entries or e.same_backend or e.affinity is not None:
+            raise src.error(
+                (*path, "outcome"),
+                "observe accepts whatever happens: backend, node, source, entries, sameBackend "
+                "and affinity go with an outcome the probe must have",
+            )
+        return Expected("delivered", also=tuple(o for o in get_args(schema.Outcome) if o != "delivered"), observe=True)
     first, *also = e.outcome if isinstance(e.outcome, list) else [e.outcome]
     if first != "delivered" and (backends or e.node or e.source or e.same_backend or e.affinity is not None):
         raise src.error(
