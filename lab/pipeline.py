@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.describe.releases import check_feature_gate
-from lab.describe.topology import Topology
+from lab.describe.topology import ProbeSpec, Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
 from lab.install.dataplane import apply_plans, install, read_states
@@ -114,27 +114,14 @@ def run_variant(
     results = []
     start = time.perf_counter()
     with standing(topo) as stood:
-        realized, ports, rendered, built, installed = (
-            stood.realized,
-            stood.ports,
-            stood.rendered,
-            stood.built,
-            stood.installed,
-        )
-        with ProbeSession(realized, timeout, pcap_dir) as session:
+        rendered, built, installed = stood.rendered, stood.built, stood.installed
+        with probing(stood, timeout, pcap_dir) as session:
             session_started = time.perf_counter()
-            session.kube_proxy_synced(stood.said)
             running = topo  # what kube-proxy was last told: steps change the workload
             for probe in topo.probes:
                 steps: list[StepDone] = []
                 if probe.before:  # even for a probe left out: later ones expect what it changed
-                    session.note(f"steps before {probe.name}")
-                    running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
-                    session.rules_changed()
-                    for done in steps:
-                        if not done.step.argv:  # a workload change: every node's kube-proxy synced
-                            session.kube_proxy_synced(done.said)
-                    session.note("kube-proxy synced")
+                    running, steps = steps_before(stood, session, running, probe)
                 if only is not None and probe.name not in only:
                     if probe.keep_every:  # the flow it keeps goes on for later probes to check
                         session.run(probe, running)
@@ -150,6 +137,30 @@ def run_variant(
     session = (session_started - installed) + (probed - probes_done)
     timing = Timing(built - rendered, installed - built, probed - installed, done - probed, session, rendered - start)
     return VariantRun(topo, results, timing)
+
+
+@contextmanager
+def probing(stood: Standing, timeout: float, pcap_dir: Path | None = None) -> Iterator[ProbeSession]:
+    """The probe session of a standing variant, told what each node's first kube-proxy sync said (a refused one
+    is then said by every probe); closed on exit."""
+    with ProbeSession(stood.realized, timeout, pcap_dir) as session:
+        session.kube_proxy_synced(stood.said)
+        yield session
+
+
+def steps_before(
+    stood: Standing, session: ProbeSession, running: Topology, probe: ProbeSpec
+) -> tuple[Topology, list[StepDone]]:
+    """Do the probe's `before:` steps to the cluster running `running`, each workload change followed by kube-proxy's
+    sync on every node; the session told. The topology they leave, and what each did."""
+    session.note(f"steps before {probe.name}")
+    running, steps = run_steps(stood.realized, running, probe, kube_proxy_sync(stood.realized, stood.ports))
+    session.rules_changed()
+    for done in steps:
+        if not done.step.argv:  # a workload change: every node's kube-proxy synced
+            session.kube_proxy_synced(done.said)
+    session.note("kube-proxy synced")
+    return running, steps
 
 
 def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lab.api import Cluster, LabError, up
+from lab.api.cluster import PROBE_TIMEOUT
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
@@ -74,6 +77,26 @@ def pytest_configure(config: pytest.Config) -> None:
     # Also declared here, for a scenario file collected outside this repository (its markers are in pyproject).
     config.addinivalue_line("markers", "root: needs root (network namespaces)")
     config.addinivalue_line("markers", "ipvs: needs the ip_vs kernel module")
+
+
+@pytest.fixture
+def lab_up() -> Iterator[Callable[..., Cluster]]:
+    """For users' own tests (docs/api.md): `lab_up(FILE, variant={...})` builds that variant of the scenario and
+    returns it up (lab.api.Cluster); every cluster the test built is torn down when it ends, passed or not. Skips
+    the test when not root; bad input (a missing file, an unknown axis or value, a variant this machine cannot
+    run) fails it with the message alone."""
+    with ExitStack() as built:
+
+        def build(file: str | os.PathLike[str], variant: dict | None = None, timeout: float = PROBE_TIMEOUT) -> Cluster:
+            if os.geteuid() != 0:
+                pytest.skip("needs root: lab_up builds network namespaces (run with sudo)")
+            try:
+                return built.enter_context(up(file, variant, timeout))
+            except LabError as exc:
+                refused = str(exc)
+            pytest.fail(f"lab_up: {refused}", pytrace=False)  # outside `except`: no "during handling of" chain
+
+        yield build
 
 
 class ScenarioFile(pytest.File):

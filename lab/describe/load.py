@@ -45,19 +45,22 @@ def load_scenario(
     extra_probes: tuple[dict, ...] = (),
     kernel: str | None = None,
     arch: str | None = None,
+    own_probes: bool = True,
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one); `kernel` is the release the variants will run on (lab.doctor.running_kernel), which `when: {kernel:
-    ...}` is judged against (None: no kernel, and such a condition applies to nothing); `arch` the machine's
+    one); `own_probes` False leaves the file's own probes out, so that `extra_probes` are resolved against the
+    workload as it starts (the Python API's probes and steps, lab.api); `kernel` is the release the variants will
+    run on (lab.doctor.running_kernel), which `when: {kernel: ...}` is judged against (None: no kernel, and such
+    a condition applies to nothing); `arch` the machine's
     architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label). What
     is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
     reads, what each variant's resolve steps refuse."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
-    if extra_probes and isinstance(source.data.get("probes"), list):
-        source.data["probes"] = [*source.data["probes"], *extra_probes]
+    if (extra_probes or not own_probes) and isinstance(source.data.get("probes"), list):
+        source.data["probes"] = [*(source.data["probes"] if own_probes else ()), *extra_probes]
     errors = check_manifests(source)
     try:
         base = parse(source)

@@ -1,5 +1,6 @@
-"""`lab probe --from A --to B:PORT`: an ad hoc probe, resolved by describe exactly as a probe written at the end
-of the scenario would be (so it is checked and refused with the same words), then run like any other."""
+"""`lab probe --from A --to B:PORT`: an ad hoc probe, resolved by describe exactly as a probe of the scenario
+would be (so it is checked and refused with the same words), against the workload as the lab started (a live lab
+runs none of the file's steps), then run like any other."""
 
 from __future__ import annotations
 
@@ -56,10 +57,14 @@ def adhoc_probe(path: Path, matrix: dict[str, list[Axis]], topo: Topology, reque
     if request.get("protocol"):
         written["protocol"] = str(request["protocol"]).upper()
     try:
-        scenario = load_scenario(path, matrix, extra_probes=(written,), kernel=running_kernel(), arch=machine_arch())
+        # Against the workload as the lab started, as the Python API resolves its probes: the file's own probes,
+        # whose steps a live lab never runs, are left out.
+        scenario = load_scenario(
+            path, matrix, extra_probes=(written,), kernel=running_kernel(), arch=machine_arch(), own_probes=False
+        )
     except ScenarioError as exc:
         errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
-        raise LiveLabError("; ".join(_in_flags(e, len(topo.probes), request) for e in errors)) from None
+        raise LiveLabError("; ".join(_in_flags(e, 0, request) for e in errors)) from None
     variant = next(t for t in scenario.variants if t.variant == topo.variant)
     return variant.probes[-1]
 

@@ -2,8 +2,9 @@
 
 `start` forks it (setsid and a second fork, so that it outlives the terminal and is nobody's child), waits for its
 first word on a pipe (the summary, or why the lab could not be built) and returns. The keeper builds the variant
-with the pipeline's stages, writes its description beside the run state, answers requests on
-/run/lab/<prefix>.sock (root-only), and tears everything down on SIGTERM (`lab down`).
+as the Python API does (lab.api.cluster.hold: the pipeline's stages and a probe session), writes its description
+beside the run state, answers requests on /run/lab/<prefix>.sock (root-only), and tears everything down on SIGTERM
+(`lab down`).
 
 Every request is untrusted. Clients are read concurrently (one select loop, each with REQUEST_SECONDS to send
 its request line of at most REQUEST_BYTES), so one that connects and sends nothing blocks nobody; the probes
@@ -31,25 +32,20 @@ from typing import Any
 
 from rich.console import Console
 
-from lab.describe.load import load_scenario
+from lab.api.cluster import PROBE_TIMEOUT, Cluster, LabError, ScenarioSource, hold
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
-from lab.doctor import machine_arch, running_kernel
-from lab.judge.attempts import run_probe
-from lab.judge.results import ProbeResult, Timing, VariantRun
+from lab.judge.results import Timing, VariantRun
 from lab.live.adhoc import adhoc_probe
 from lab.live.record import LIVE, LOG, LiveLab, LiveLabError
 from lab.live.request import REQUEST_BYTES, ProbeRequest, RequestError, parse_request
 from lab.live.summary import summary
-from lab.pipeline import standing
-from lab.probe.session import ProbeSession
 from lab.realize.runs import write_beside
 from lab.realize.terminate import Terminated, handle_sigterm
 from lab.report.literal import literal
 from lab.report.records import evidence_lines, headline, observed_text, to_record
 from lab.report.terminal import print_scenario
 
-PROBE_TIMEOUT = 0.5  # seconds a probe waits for an answer, as `lab run`'s default
 IDLE = 5.0  # seconds between sweeps of the frames captured while no probe runs
 REQUEST_SECONDS = 5.0  # a client's time to send its request line (lab probe sends it at once)
 ANSWER_SECONDS = 10.0  # a client's time to take its answer
@@ -110,26 +106,24 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
     handle_sigterm()
     try:
         digest = file_digest(path)
-        scenario = load_scenario(path, matrix, kernel=running_kernel(), arch=machine_arch())
-        topo = next(t for t in scenario.variants if t.variant == variant)
-        with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
-            session.kube_proxy_synced(stood.said)  # a refused first sync: every `lab probe` says so
-            realized = stood.realized
-            actors = dict(realized.namespaces) | {p.name: realized.ns_of(p.name) for p in topo.built_pods}
+        source = ScenarioSource(path, matrix)
+        topo = next(t for t in source.load().variants if t.variant == variant)
+        # Built as lab.up builds it; a refused first kube-proxy sync is said by every `lab probe`.
+        with hold(source, topo, PROBE_TIMEOUT) as cluster:
             lab = LiveLab(
-                realized.prefix,
+                cluster.prefix,
                 str(path),
                 topo.scenario,
                 {k: axis_text(v) for k, v in topo.variant},
-                actors,
+                {name: actor.namespace for name, actor in cluster.actors.items()},
                 time.time(),
                 digest,
             )
-            write_beside(realized.prefix, LIVE, lab.to_json())
+            write_beside(cluster.prefix, LIVE, lab.to_json())
             with _listening(lab.socket) as server:
-                _tell(tell, {"summary": summary(topo, realized.prefix)})
+                _tell(tell, {"summary": summary(topo, cluster.prefix)})
                 tell = -1
-                _serve(server, _Requests(lab, matrix, topo, session), _logger(lab))
+                _serve(server, _Requests(lab, matrix, topo, cluster), _logger(lab))
     except Exception as exc:  # whatever stopped the build, `lab up` says it (a build error names its file and line)
         if tell >= 0:
             _tell(tell, {"error": str(exc) or type(exc).__name__})
@@ -168,8 +162,8 @@ def _logger(lab: LiveLab) -> logging.Logger:
 class _Requests:
     """What a live lab answers: a probe of its scenario by name, or an ad hoc one."""
 
-    def __init__(self, lab: LiveLab, matrix: dict[str, list[Axis]], topo: Topology, session: ProbeSession) -> None:
-        self.lab, self.matrix, self.topo, self.session = lab, matrix, topo, session
+    def __init__(self, lab: LiveLab, matrix: dict[str, list[Axis]], topo: Topology, cluster: Cluster) -> None:
+        self.lab, self.matrix, self.topo, self.cluster = lab, matrix, topo, cluster
 
     def answer(self, line: bytes) -> dict[str, Any]:
         try:
@@ -177,9 +171,7 @@ class _Requests:
             probe, adhoc = self._probe(request)
         except (RequestError, LiveLabError) as exc:
             return {"error": str(exc)}
-        self.session.captures.forget()
-        observed, verdict = run_probe(self.session, probe, self.topo)
-        result = ProbeResult(self.topo, probe, observed, verdict)
+        result = self.cluster.run(probe)
         out = io.StringIO()
         console = Console(file=out, width=request.width, force_terminal=request.color)
         if adhoc:
@@ -193,19 +185,14 @@ class _Requests:
                 console.print(literal(f"(not run here: the steps before {probe.name}: {steps})"))
             run = VariantRun(self.topo, [result], Timing(0, 0, 0, 0))
             print_scenario(self.topo.scenario, [run], console, verbose=request.verbose)
-        return {"ok": adhoc or verdict.ok, "text": out.getvalue(), "record": to_record(result)}
+        return {"ok": adhoc or result.verdict.ok, "text": out.getvalue(), "record": to_record(result)}
 
     def _probe(self, request: ProbeRequest) -> tuple[ProbeSpec, bool]:
         if name := request.name:
-            probe = next((p for p in self.topo.probes if p.name == name), None)
-            if probe is None:
-                known = ", ".join(p.name for p in self.topo.probes)
-                raise LiveLabError(f"{self.topo.scenario} has no probe {name!r}; its probes are: {known}")
-            if probe.flow and probe.flow not in self.session.flows:
-                raise LiveLabError(
-                    f"{name} checks the flow probe {probe.flow} keeps: run `lab probe {probe.flow}` first"
-                )
-            return probe, False
+            try:
+                return self.cluster.own_probe(name), False
+            except LabError as exc:  # no such probe, or one checking a flow no probe keeps yet
+                raise LiveLabError(str(exc)) from None
         path = Path(self.lab.scenario)
         try:
             changed = file_digest(path) != self.lab.digest
@@ -256,7 +243,7 @@ def _serve(server: socket.socket, requests: _Requests, log: logging.Logger) -> N
                     del clients[fd]
                     _reply(client.conn, {"error": f"bad request: no request line within {REQUEST_SECONDS:g} s"})
             if not clients and now - swept >= IDLE:
-                requests.session.captures.forget()
+                requests.cluster.forget_frames()
                 swept = now
 
 

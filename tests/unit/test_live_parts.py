@@ -77,6 +77,18 @@ def test_an_ad_hoc_probe_is_refused_in_the_words_of_its_flags(tmp_path, request_
     assert "probes[" not in str(info.value)
 
 
+def test_an_ad_hoc_probe_is_resolved_against_the_workload_the_live_lab_started_with(tmp_path):
+    # A live lab runs none of the file's steps: a pod a later probe's step deletes is still there to probe from.
+    path = write(
+        tmp_path,
+        BASE + "  - name: gone\n    before: [{delete: Pod/web-0}]\n    from: client\n"
+        "    to: {service: web, port: http}\n    expect: {outcome: delivered}\n",
+    )
+    (variant,) = load_scenario(path).variants
+    probe = adhoc_probe(path, {}, variant, {"from": "web-0", "to": "web:80"})
+    assert probe.source == "web-0" and probe.name == "adhoc-1" and not probe.before
+
+
 def test_every_printed_command_names_the_run_and_a_curl_gives_up(topo):
     """With another lab up, a command without --run fails ("2 live labs: give --run"); a curl to a node that
     drops the SYN (externalTrafficPolicy Local, no endpoint there) would hang without -m."""

@@ -1,0 +1,13 @@
+"""The Python API: one scenario variant built and held in a `with` block, its actors at hand (Mininet's
+`net['h1']`), probes and steps run on demand. A runner like the pytest plugin and the live lab, built from the
+pipeline's own stages (lab.pipeline.standing, kube_proxy_sync) and describe's checks: docs/api.md.
+
+    with lab.up("topologies/hairpin.yaml", variant={"proxyMode": "nftables"}) as cluster:
+        cluster["web"].exec(["ip", "-br", "addr"])
+        result = cluster.probe({"from": "far", "to": {"service": "web", "port": 80}})
+"""
+
+from lab.api.cluster import Actor, Cluster, LabError, up
+from lab.api.requests import to_json
+
+__all__ = ["Actor", "Cluster", "LabError", "to_json", "up"]

@@ -1,0 +1,254 @@
+"""`lab.up(FILE, variant=...)`: one variant built (render → realize → install, lab.pipeline.standing) and held
+while the `with` block runs; torn down when it is left, whichever way (an exception, Ctrl-C, SIGTERM)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
+from lab.api.session import forget_frames, has_flow, probe_once
+from lab.describe.errors import ScenarioError
+from lab.describe.load import Scenario, load_scenario
+from lab.describe.readfile import ReadError, read_bytes
+from lab.describe.topology import Axis, ProbeSpec, Topology
+from lab.doctor import machine_arch, running_kernel
+from lab.install.steps import StepDone
+from lab.install.tools import InstallError
+from lab.judge.results import ProbeResult
+from lab.pipeline import Standing, cannot_run, probing, standing, steps_before
+from lab.probe.session import ProbeSession
+from lab.realize.terminate import handle_sigterm
+from lab.selection import first_runnable
+
+PROBE_TIMEOUT = 0.5  # seconds a probe waits for an answer, as `lab run`'s default
+
+
+class Actor:
+    """A node, pod, external host, router or load balancer of a cluster that is up: its network namespace and
+    its address."""
+
+    def __init__(self, cluster: Cluster, name: str, namespace: str, address: str) -> None:
+        self._cluster, self.name, self.namespace, self.address = cluster, name, namespace, address
+
+    def exec(
+        self, argv: Sequence[str], timeout: float | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run argv (no shell) as root in the actor's network namespace, with the host's tools and files; its
+        returncode, stdout and stderr (text). `timeout` seconds, then it is killed (subprocess.TimeoutExpired)."""
+        self._cluster.check_up()
+        if isinstance(argv, str) or not argv:
+            raise LabError(f"{self.name}.exec: give the command as a list of words, e.g. ['ip', 'route']")
+        return subprocess.run(
+            ["ip", "netns", "exec", self.namespace, *map(str, argv)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            check=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"<actor {self.name} {self.address}>"
+
+
+def addresses(topo: Topology) -> dict[str, str]:
+    """Every actor's address: a node's, a pod's, an external host's or router's, a load balancer's own."""
+    return (
+        {n.name: n.ip for n in topo.nodes}
+        | {p.name: p.ip for p in topo.built_pods}
+        | {e.name: e.ip for e in topo.externals}
+        | {lb.name: lb.address for lb in topo.load_balancers}
+    )
+
+
+def pod_aliases(topo: Topology) -> dict[str, str]:
+    """NAMESPACE/NAME of every pod the lab names by its name alone ("default/web-0" for "web-0")."""
+    return {f"{p.namespace}/{p.name}": p.name for p in topo.built_pods if "/" not in p.name}
+
+
+class Cluster:
+    """A variant that is up: `cluster["client"]` an actor, `cluster.probe(...)`, `cluster.step(...)`."""
+
+    def __init__(self, source: ScenarioSource, topo: Topology, stood: Standing, session: ProbeSession) -> None:
+        self._source, self._stood, self._session = source, stood, session
+        self.topology = topo  # as built; `running` is what kube-proxy was last told (steps change it)
+        self.running = topo
+        self._history: list[dict[str, Any]] = []  # every step done so far, as written
+        self._probes = 0
+        self._up = True
+        self._broken = ""  # why the cluster's state is no longer known (a step that failed halfway)
+        realized = stood.realized
+        known = addresses(topo)
+        names = [*realized.namespaces, *(p.name for p in topo.built_pods)]
+        self.actors = {name: Actor(self, name, realized.ns_of(name), known.get(name, "")) for name in names}
+        self._aliases = pod_aliases(topo)
+
+    @property
+    def prefix(self) -> str:
+        """The run's name: its namespaces are PREFIX-ACTOR (`ip netns list`)."""
+        return self._stood.realized.prefix
+
+    def check_up(self) -> None:
+        if not self._up:
+            raise LabError(f"{self.prefix} was taken down when its `with lab.up(...)` block ended")
+        if self._broken:
+            raise LabError(f"{self.prefix}: a step failed ({self._broken}); what it left is unknown: build it again")
+
+    def __getitem__(self, name: str) -> Actor:
+        actor = self.actors.get(self._aliases.get(name, name))
+        if actor is None:
+            raise LabError(f"{self.topology.scenario} has no actor {name!r}; its actors are: {', '.join(self.actors)}")
+        return actor
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._aliases.get(name, name) in self.actors
+
+    def probe(self, probe: Mapping[str, Any] | str | None = None, /, **fields: Any) -> ProbeResult:
+        """Run a probe written as an entry of the scenario's `probes:` (a mapping, keyword fields, or both:
+        `from_` for `from`), checked by describe as one of the file's; its `before:` steps first. Without
+        `expect` it expects delivery. A name alone runs that probe of the file, without the steps before it (as
+        `lab probe NAME`). The result is the one `lab run --json` prints (lab.api.to_json)."""
+        self.check_up()
+        if isinstance(probe, str):
+            return self.run(self.own_probe(probe))
+        self._probes += 1
+        entry = probe_entry(probe, fields, f"probe-{self._probes}")
+        spec = self._resolve(entry, "probe")
+        self._flow_kept(spec)
+        return probe_once(self._session, spec, self.topology, self.running, self._apply(entry, spec))
+
+    def run(self, probe: ProbeSpec) -> ProbeResult:
+        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`)."""
+        self.check_up()
+        return probe_once(self._session, probe, self.topology, self.running, [])
+
+    def own_probe(self, name: str) -> ProbeSpec:
+        """The scenario file's probe `name`, as resolved for this variant; refused when it checks a flow that no
+        probe run here keeps."""
+        found = next((p for p in self.topology.probes if p.name == name), None)
+        if found is None:
+            known = ", ".join(p.name for p in self.topology.probes)
+            raise LabError(f"{self.topology.scenario} has no probe {name!r}; its probes are: {known}")
+        self._flow_kept(found)
+        return found
+
+    def _flow_kept(self, probe: ProbeSpec) -> None:
+        """A probe's `flow:` check needs the flow that probe keeps going here."""
+        if probe.flow and not has_flow(self._session, probe.flow):
+            raise LabError(f"{probe.name} checks the flow probe {probe.flow} keeps: run probe {probe.flow} first")
+
+    def forget_frames(self) -> None:
+        """Drop the frames captured while no probe runs (a cluster held for long, as the live keeper's)."""
+        forget_frames(self._session)
+
+    def step(self, step: Mapping[str, Any]) -> tuple[StepDone, ...]:
+        """Do one step to the running cluster, as a probe's `before:` does (docs/scenarios.md): a command on
+        nodes, a Service or pod deleted, a Deployment scaled, a pod's conditions set, kube-proxy restarted; then
+        kube-proxy's sync on every node. What it did (and what kube-proxy's conntrack cleanup said)."""
+        self.check_up()
+        entry = step_carrier(STEP, [step], self.topology.nodes[0].name)
+        return tuple(self._apply(entry, self._resolve(entry, "step")))
+
+    def _resolve(self, entry: dict[str, Any], what: str) -> ProbeSpec:
+        """`entry` resolved by describe as a probe of the file is, after the steps done so far (the file's own
+        probes, which the API does not run, left out); a step that would create a pod this lab did not build is
+        refused."""
+        extra = [step_carrier(HISTORY, self._history, self.topology.nodes[0].name)] if self._history else []
+        try:
+            variants = self._source.load((*extra, entry), own_probes=False).variants
+        except ScenarioError as exc:
+            raise in_words(exc, len(extra), what) from None
+        spec = next(t for t in variants if t.variant == self.topology.variant).probes[-1]
+        built = {(p.name, p.ip) for p in self.topology.built_pods}
+        for step in spec.before:
+            missing = [p.name for p in step.pods or () if (p.name, p.ip) not in built]
+            if missing:
+                raise LabError(
+                    f"{what}: {step}: {', '.join(missing)} would be created, and this lab did not build them: the lab "
+                    "builds at the start only the replicas that the scenario's own steps create"
+                )
+        return spec
+
+    def _apply(self, entry: dict[str, Any], spec: ProbeSpec) -> list[StepDone]:
+        """Do the probe's steps as `lab run` does them (lab.pipeline.steps_before: each workload change followed by
+        kube-proxy's sync); remembered as written, for describe to resolve what comes next against the workload
+        they leave."""
+        if not spec.before:
+            return []
+        try:
+            self.running, done = steps_before(self._stood, self._session, self.running, spec)
+        except InstallError as exc:  # a command that failed or timed out, named with its step
+            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
+            raise LabError(str(exc)) from None
+        self._history += entry.get("before", [])
+        return done
+
+    def close(self) -> None:
+        self._up = False
+
+
+class ScenarioSource:
+    """The scenario file a cluster is built from, with the matrix values asked for, and loaded again (with the
+    API's probes and steps) as it was first; refused if it changed since: its variant would no longer be the
+    one running."""
+
+    def __init__(self, path: Path, matrix: dict[str, list[Axis]]) -> None:
+        self.path, self.matrix = path, matrix
+        self.kernel, self.arch = running_kernel(), machine_arch()
+        self.digest = self._digest()
+
+    def _digest(self) -> str:
+        try:
+            return hashlib.sha256(read_bytes(self.path)).hexdigest()
+        except ReadError as exc:
+            raise LabError(f"{self.path}: {exc}") from None
+
+    def load(self, extra: Sequence[dict[str, Any]] = (), own_probes: bool = True) -> Scenario:
+        if self._digest() != self.digest:
+            raise LabError(f"{self.path} changed since lab.up built it: leave the `with` block and build it again")
+        return load_scenario(
+            self.path, self.matrix, tuple(extra), kernel=self.kernel, arch=self.arch, own_probes=own_probes
+        )
+
+
+@contextmanager
+def up(
+    file: str | os.PathLike[str], variant: Mapping[str, Any] | None = None, timeout: float = PROBE_TIMEOUT
+) -> Iterator[Cluster]:
+    """Build one variant of the scenario `file` (`variant` picks the matrix's values, as `--variant` does;
+    among several left, the first this machine can run) and hold it while the block runs; torn down when it is
+    left. Needs root. Bad input (a missing file, an unknown axis or value, a variant this kernel cannot run) is
+    a LabError in words."""
+    if os.geteuid() != 0:
+        raise LabError("lab.up needs root: it builds network namespaces (run with sudo)")
+    source = ScenarioSource(Path(file), variant_matrix(variant or {}))
+    try:
+        variants = source.load().variants
+    except ScenarioError as exc:
+        raise load_error(exc) from None
+    topo, said = first_runnable(str(file), list(variants), cannot_run)
+    if topo is None:
+        raise LabError("\n".join(said))
+    if threading.current_thread() is threading.main_thread():
+        handle_sigterm()  # SIGTERM unwinds the block like Ctrl-C, so that the teardown runs
+    with hold(source, topo, timeout) as cluster:
+        yield cluster
+
+
+@contextmanager
+def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT) -> Iterator[Cluster]:
+    """Build `topo` (a variant of `source`) with the pipeline's stages, open its probe session, and hold it while
+    the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
+    with standing(topo) as stood, probing(stood, timeout) as session:
+        cluster = Cluster(source, topo, stood, session)
+        try:
+            yield cluster
+        finally:
+            cluster.close()

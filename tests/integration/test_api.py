@@ -1,0 +1,191 @@
+"""The Python API on the real kernel: lab.up builds a variant, its actors run commands in their namespaces,
+probes and steps act as in `lab run`, and everything is torn down on every way out of the block."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from support.host import REPO, lab_namespaces
+
+import lab
+from lab.api import LabError, to_json
+
+STEPS = REPO / "tests" / "integration" / "topologies" / "steps.yaml"
+NODEPORT = {"service": "web", "port": 80, "via": "nodePort", "node": "node2"}
+
+
+def test_actors_probe_and_step_then_torn_down(host_unchanged, own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        client = cluster["client"]
+        assert client.address == "10.244.2.2" and cluster["default/client"] is client
+        said = client.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"])
+        assert said.returncode == 0 and f"inet {client.address}/24" in said.stdout, said
+        assert "KUBE-SERVICES" in cluster["node1"].exec(["iptables-save", "-t", "nat"]).stdout
+        with pytest.raises(LabError, match=r"has no actor 'nodeX'; its actors are: .*node1, node2"):
+            cluster["nodeX"]
+
+        assert cluster.probe("cluster-ip-before").verdict.ok
+        with pytest.raises(LabError, match=r"steps has no probe 'nope'; its probes are: nodeport-before, "):
+            cluster.probe("nope")
+        delivered = cluster.probe({"from": "client", "to": NODEPORT})
+        record = to_json(delivered)
+        assert record["ok"] and record["observed"]["backend"] == "web", record
+        assert record["probe"] == "probe-1" and record["variant"] == {"proxyMode": "iptables"}
+        json.dumps(record)  # as `lab run --json` prints it
+
+        done = cluster.step({"delete": "Service/web"})
+        assert [str(d.step) for d in done] == ["delete Service default/web (kube-proxy resyncs every node)"]
+        refused = cluster.probe(from_="client", to=NODEPORT, expect={"outcome": "refused"})
+        assert refused.verdict.ok, refused.verdict.reasons
+        # The other Service still answers, after the step.
+        other = cluster.probe({"from": "client", "to": {"service": "other", "port": 81}, "expect": {"backend": "web"}})
+        assert other.verdict.ok, other.verdict.reasons
+    assert own_namespaces() == []
+    with pytest.raises(LabError, match="was taken down"):
+        client.exec(["true"])
+
+
+def test_a_refused_probe_or_step_is_said_in_words_and_the_lab_stays(own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "nftables"}) as cluster:
+        with pytest.raises(LabError, match=r"^probe: to.service: no Service default/webx in the workload"):
+            cluster.probe({"from": "client", "to": {"service": "webx", "port": 80}})
+        with pytest.raises(LabError, match=r"^step: "):
+            cluster.step({"scale": "Deployment/nothing", "replicas": 2})
+        assert cluster.probe({"from": "client", "to": NODEPORT}).verdict.ok
+    assert own_namespaces() == []
+
+
+def test_bad_input_is_one_message(tmp_path):
+    with pytest.raises(LabError, match=r"no-such\.yaml"), lab.up(tmp_path / "no-such.yaml"):
+        pass
+    userspace = r"^variant proxyMode=userspace: .*expected .iptables., .ipvs. or .nftables."
+    with pytest.raises(LabError, match=userspace), lab.up(STEPS, variant={"proxyMode": "userspace"}):
+        pass
+    with pytest.raises(LabError, match=r"noSuchAxis"), lab.up(STEPS, variant={"noSuchAxis": "x"}):
+        pass
+
+
+def test_an_exception_in_the_block_tears_it_down(own_namespaces):
+    with pytest.raises(RuntimeError, match="the user's own"), lab.up(STEPS, variant={"proxyMode": "iptables"}):
+        assert own_namespaces()
+        raise RuntimeError("the user's own")
+    assert own_namespaces() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
+    script = tmp_path / "hold.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys, time
+        import lab
+        with lab.up({str(STEPS)!r}, variant={{"proxyMode": "iptables"}}) as cluster:
+            print(cluster.prefix, flush=True)
+            time.sleep(60)
+        """)
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        prefix = proc.stdout.readline().strip()
+        assert prefix.startswith("lab-"), proc.stderr.read()
+        assert any(ns.startswith(f"{prefix}-") for ns in lab_namespaces())
+        time.sleep(0.2)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
+
+
+def test_scale_to_zero_and_back_reproduces_kubernetes_139628(own_namespaces):
+    # topologies/udp-scale-to-zero.yaml, driven step by step: 1.32's conntrack reconciler skips a Service with no
+    # serving endpoint, so the statsd client's flow stays blackholed to the pod that left, until a pod comes back.
+    variant = {"proxyMode": "iptables", "kubeVersion": "1.32"}
+    flow = {"from": "client", "to": {"service": "statsd", "port": 8125}, "sourcePort": 40125}
+    with lab.up(REPO / "topologies" / "udp-scale-to-zero.yaml", variant=variant) as cluster:
+        assert cluster.probe(flow, expect={"outcome": "delivered", "backend": "statsd-0"}).verdict.ok
+        (scaled,) = cluster.step({"scale": "Deployment/statsd", "replicas": 0})
+        assert "statsd-0" not in {p.name for p in cluster.running.pods}
+        blackholed = cluster.probe(flow, expect={"outcome": "dropped"})
+        assert blackholed.verdict.ok, blackholed.verdict.reasons
+        assert cluster.probe(from_="client", to=flow["to"], expect={"outcome": "refused"}).verdict.ok
+        back = cluster.probe(
+            flow, before=[{"scale": "Deployment/statsd", "replicas": 1}], expect={"backend": "statsd-1"}
+        )
+        assert back.verdict.ok, back.verdict.reasons
+        assert to_json(back)["before"], to_json(back)
+        with pytest.raises(LabError, match=r"statsd-2 would be created, and this lab did not build them"):
+            cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+    assert own_namespaces() == []
+
+
+USERS_TEST = """
+def test_unknown_value(lab_up):
+    lab_up({steps!r}, variant={{"proxyMode": "userspace"}})
+
+
+def test_up_then_failing(lab_up):
+    cluster = lab_up({steps!r}, variant={{"proxyMode": "iptables"}})
+    print("PREFIX", cluster.prefix)
+    assert cluster.probe(from_="client", to={{"service": "web", "port": 80}}).verdict.ok
+    assert False, "the user's own failure"
+"""
+
+
+def test_the_fixture_in_a_users_session_fails_bad_input_in_words_and_tears_down(tmp_path):
+    (tmp_path / "test_mine.py").write_text(USERS_TEST.format(steps=str(STEPS)))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "--rootdir", str(tmp_path), "test_mine.py"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:]
+    unknown = done.stdout.split("_ test_unknown_value _", 1)[1].split("_ test_up_then_failing _", 1)[0]
+    assert "lab_up: variant proxyMode=userspace: 'userspace': expected 'iptables', 'ipvs' or 'nftables'" in unknown
+    assert "Traceback" not in unknown and "lab/api" not in unknown and "During handling" not in unknown, unknown
+    assert "the user's own failure" in done.stdout and "2 failed" in done.stdout, done.stdout[-3000:]
+    prefix = done.stdout.split("PREFIX ", 1)[1].split()[0]
+    assert [ns for ns in lab_namespaces() if ns.startswith(f"{prefix}-")] == []
+
+
+def shape(value: object) -> object:
+    """A JSON value's keys, all the way down (lists by their first item)."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return None
+
+
+def test_a_probes_record_is_the_one_lab_run_json_prints(own_namespaces):
+    argv = [sys.executable, "-m", "lab", "run", str(STEPS), "--variant", "proxyMode=iptables"]
+    ran = subprocess.run([*argv, "--probe", "cluster-ip-before", "--json"], capture_output=True, text=True, timeout=120)
+    (expected,) = [r for r in json.loads(ran.stdout)["results"] if r["probe"] == "cluster-ip-before"]
+    written = {
+        "name": "cluster-ip-before",
+        "from": "client",
+        "to": {"service": "web", "port": 80},
+        "expect": {"outcome": "delivered", "backend": "web", "source": "client"},
+    }
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        got = to_json(cluster.probe(written))
+    assert shape(got) == shape(expected)
+    for field in ("scenario", "file", "variant", "kernel", "probe", "from", "to", "expected", "ok", "reasons"):
+        assert got[field] == expected[field], field
+    for field in ("outcome", "backend", "node", "source", "source_ip"):
+        assert got["observed"][field] == expected["observed"][field], field
+
+
+def test_a_failed_step_is_named_and_the_cluster_refuses_what_follows(own_namespaces):
+    with lab.up(STEPS, variant={"proxyMode": "iptables"}) as cluster:
+        with pytest.raises(LabError, match=r"before: on node1: ip addr del 10.9.9.9/32 dev eth0.*exited with 2"):
+            cluster.step({"run": "ip addr del 10.9.9.9/32 dev eth0", "nodes": ["node1"]})
+        with pytest.raises(LabError, match=r"a step failed .*what it left is unknown"):
+            cluster.probe(from_="client", to=NODEPORT)
+    assert own_namespaces() == []
