@@ -130,6 +130,8 @@ class KeptFlow:
                 result = exchange(self.sock, self.protocol)
             except OSError as exc:  # an error no outcome names: the flow stops, saying so
                 result = ClientResult("closed", error=f"the kept flow stopped: {exc}")
+            except Exception as exc:  # noqa: BLE001  # anything else too: a thread that died busy hung paused()
+                result = ClientResult("closed", error=f"the kept flow stopped: {type(exc).__name__}: {exc}")
             with self._cond:
                 self.history.append(self._record(result))
                 self._busy = False
