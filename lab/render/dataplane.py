@@ -12,7 +12,7 @@ from lab.render.kubeproxy import iptables, nftables
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.conntrack import start_sysctls
-from lab.render.kubeproxy.iptables import render_iptables
+from lab.render.kubeproxy.iptables import SharedRules, render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
 from lab.render.kubeproxy.nftables import LocalhostNodePort, render_nftables
 from lab.render.kubeproxy.ports import HeldPort, held_ports
@@ -128,9 +128,12 @@ def ipvs_dataplane(topo: Topology, node_name: str, rules: IpvsRules, previous: I
     )
 
 
-def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = None) -> NodeDataplane:
+def node_dataplane(
+    topo: Topology, node_name: str, previous: Topology | None = None, shared: SharedRules | None = None
+) -> NodeDataplane:
     """What kube-proxy writes on the node; with `previous`, as its sync after running `previous` (ipvs: the
-    changes to the virtual servers rather than all of them)."""
+    changes to the virtual servers rather than all of them). `shared`: what other nodes of the same topology
+    wrote, spliced in where this node sees a Service port as they did (iptables mode)."""
     if topo.cluster.proxy_mode == "ipvs":
         before = ipvs_rules(previous, node_name) if previous is not None else None
         return ipvs_dataplane(topo, node_name, ipvs_rules(topo, node_name), before)
@@ -144,7 +147,7 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
         )
     # GetNodeIPs: every address of the node's interfaces, loopback's too, so that nodePortAddresses naming
     # 127.0.0.0/8 serves NodePorts on 127.0.0.1 (with iptables.localhostNodePorts).
-    rendered = render_iptables(services, config, _local(topo, node_name), version)
+    rendered = render_iptables(services, config, _local(topo, node_name), version, shared=shared)
     held = held_ports(services, config, _local(topo, node_name), release)
     return NodeDataplane(
         "iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet), held_ports=held
@@ -152,8 +155,10 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
 
 
 def render(topo: Topology, previous: Topology | None = None) -> dict[str, NodeDataplane]:
-    """What kube-proxy writes on every node for this topology (with `previous`: its sync after running that)."""
-    return {node.name: node_dataplane(topo, node.name, previous) for node in topo.nodes}
+    """What kube-proxy writes on every node for this topology (with `previous`: its sync after running that); what
+    the nodes share is written once."""
+    shared = SharedRules()
+    return {node.name: node_dataplane(topo, node.name, previous, shared) for node in topo.nodes}
 
 
 def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:

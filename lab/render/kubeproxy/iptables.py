@@ -26,15 +26,16 @@ must already be left out, as kube-proxy leaves them out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from ipaddress import ip_network
 
 from lab.render.kubeproxy import hashing
+from lab.render.kubeproxy.addresses import parse_ipv4
 from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
-from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+from lab.render.kubeproxy.service import Endpoint, NodeTopology, ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release, era_of
 from lab.render.kubeproxy.view import ServiceView
 from lab.render.kubeproxy.xtables import (
@@ -163,6 +164,7 @@ def render_iptables(
     version: str = DEFAULT_VERSION,
     *,
     kubelet_iptables_cleanup: bool | None = None,
+    shared: SharedRules | None = None,
 ) -> IptablesRules:
     """Render kube-proxy's rules for one node, as kube-proxy `version` ("1.19".."1.37") writes them.
 
@@ -172,19 +174,18 @@ def render_iptables(
     addresses that serve NodePorts, and for the source-range check.
     kubelet_iptables_cleanup overrides the default of kubelet's IPTablesOwnershipCleanup gate
     (1.25-1.27 only), which decides whether kubelet's rules join restore_text().
+    shared: the Service ports' rules other nodes of the cluster wrote, which a node that sees a port as they
+    did splices in rather than writing again (SharedRules); the result is the same with or without it.
     """
     release = Release.of(version)
     node = _Node.build(config, node_ips, release)
-    views = [view for view in map(_ServiceView.build, services) if view is not None]
+    shared = shared if shared is not None else SharedRules()
+    keys = [shared.key(port, node) for port in services]
     out = _Tables()
     _write_fixed_rules(out, node)
-    large = sum(len(view.endpoints) for view in views) > LARGE_CLUSTER_ENDPOINTS
-    for view in views:
-        plan = _Plan.build(view, release)
-        if release.xlb:
-            _write_xlb_service(out, node, plan, large)
-        else:
-            _write_service(out, node, plan, large)
+    large = sum(shared.endpoint_count(key) for key in keys) > LARGE_CLUSTER_ENDPOINTS
+    for port, key in zip(services, keys, strict=True):
+        out.extend(shared.written(port, key, node, large))
     _write_nodeports_jumps(out, node)
     _write_forward_rules(out, node)
     return IptablesRules(
@@ -334,6 +335,76 @@ class _Tables:
 
     def nat(self, *parts: str | Iterable[str]) -> None:
         self.nat_rules.append(join(flatten(parts)))
+
+    def extend(self, other: _Tables) -> None:
+        """Another buffer's lines after these (one Service port's, written apart)."""
+        self.filter_chains += other.filter_chains
+        self.filter_rules += other.filter_rules
+        self.nat_chains += other.nat_chains
+        self.nat_rules += other.nat_rules
+
+
+@dataclass(frozen=True)
+class _PortKey:
+    """What decides one Service port's rules on a node: the node-level facts its writers read, and the port
+    itself, without its endpoints' locality and the node it is seen from where they cannot matter (`shared`)."""
+
+    facts: Hashable
+    port: Hashable
+    shared: Hashable  # the port without what differs between nodes: its view's endpoint count is read by it
+
+
+@dataclass
+class SharedRules:
+    """Each Service port's rules as one node wrote them, kept for every other node of the cluster that sees the
+    port the same way. What differs between nodes: which endpoints are local, the node's name and zone
+    (topology hints), its node IP (loadBalancerSourceRanges) and its NodePort addresses (_write_nodeports_jumps,
+    written per node anyway). With both traffic policies Cluster, CategorizeEndpoints (1.24+) reads no locality,
+    and without any hint no topology: such a port is keyed without them, so a hundred nodes write it once. Any
+    other port is keyed by everything its node's kube-proxy knows of it, and so written for that node alone."""
+
+    _written: dict[tuple[_PortKey, bool], _Tables] = field(default_factory=dict)
+    _views: dict[Hashable, tuple[int, bool]] = field(default_factory=dict)  # shared form: (endpoints, collapsed)
+
+    def key(self, port: ServicePort, node: _Node) -> _PortKey:
+        release = node.release
+        eps = tuple(
+            (e.ip, e.port, e.ready, e.serving, e.terminating, e.zone_hints, e.node_hints) for e in port.endpoints
+        )
+        shared = (replace(port, endpoints=(), node=NodeTopology()), eps)
+        facts = (release.version, node.config, node.mark, node.localhost_nodeports,
+                 node.primary_ip if port.load_balancer_source_ranges else None)  # fmt: skip
+        _, collapsed = self._view(port, shared)
+        unlocalized = (
+            release.endpoint_selection == "categorized"
+            and port.internal_policy == port.external_policy == "Cluster"
+            and not any(e.zone_hints or e.node_hints for e in port.endpoints)
+            and not collapsed
+        )
+        return _PortKey(facts, shared if unlocalized else port, shared)
+
+    def _view(self, port: ServicePort, shared: Hashable) -> tuple[int, bool]:
+        """The port's endpoint count as its view has them, and whether two of its endpoints share an address
+        (kube-proxy keeps the local one): the same on every node."""
+        if shared not in self._views:
+            view = _ServiceView.build(port)
+            count = len(view.endpoints) if view is not None else 0
+            ipv4 = sum(parse_ipv4(e.ip) is not None for e in port.endpoints)
+            self._views[shared] = (count, view is not None and count < ipv4)
+        return self._views[shared]
+
+    def endpoint_count(self, key: _PortKey) -> int:
+        return self._views[key.shared][0]
+
+    def written(self, port: ServicePort, key: _PortKey, node: _Node, large: bool) -> _Tables:
+        """The port's rules on `node`, written the first time a node sees it so."""
+        if (key, large) not in self._written:
+            out = _Tables()
+            if (view := _ServiceView.build(port)) is not None:
+                plan = _Plan.build(view, node.release)
+                (_write_xlb_service if node.release.xlb else _write_service)(out, node, plan, large)
+            self._written[key, large] = out
+        return self._written[key, large]
 
 
 def _write_fixed_rules(out: _Tables, node: _Node) -> None:
