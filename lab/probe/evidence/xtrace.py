@@ -18,9 +18,10 @@ Two monitors per node, because neither alone is enough:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 
-from lab.install.tools import run_command
+from lab.install.tools import InstallError, run_command
 from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
 from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, is_marker, parse_trace
@@ -123,7 +124,10 @@ class XtablesTraceEvidence:
         counts = traced_counts(self.trace.lines(mark))  # type: ignore[arg-type]
         met = {key[:3] for key in counts if key[2] >= 0}
         self._name(met - self.names.keys())
-        self._position(met - self.positions.keys())
+        # A rule's place orders it only beside another entry of its chain (a rule, or the policy): a chain with one
+        # (a Service's chain of a thousand endpoints, where one was picked) is never listed.
+        entries = Counter(key[:2] for key in counts)
+        self._position({key for key in met if entries[key[:2]] > 1} - self.positions.keys())
         counters: Counters = {
             (table, chain, handle, text or self.names[(table, chain, handle)]): packets
             for (table, chain, handle, text), packets in counts.items()
@@ -156,12 +160,17 @@ class XtablesTraceEvidence:
             )
 
     def _position(self, unplaced: set[RuleKey]) -> None:
-        """Learn where the rules met stand in their chains, from each table's listing (once per table until its
-        rules change: a rule not seen before sends for the listing again)."""
-        for table in sorted({table for table, _, _ in unplaced}):
-            listing = run_command(self.netns, ("nft", "-a", "list", "table", "ip", table))
-            for chain, handles in listed_handles(listing).items():
-                self.positions |= {(table, chain, handle): i for i, handle in enumerate(handles)}
+        """Learn where the rules met stand in their chains, from each chain's listing (once per chain until its
+        rules change: a rule not seen before sends for the listing again). A chain alone costs its own rules, where
+        its table's listing cost every endpoint's; a name nft cannot take (a step's `iptables -N`) is read from the
+        table's."""
+        for table, chain in sorted({(table, chain) for table, chain, _ in unplaced}):
+            try:
+                listing = run_command(self.netns, ("nft", "-a", "list", "chain", "ip", table, chain))
+            except InstallError:
+                listing = run_command(self.netns, ("nft", "-a", "list", "table", "ip", table))
+            for name, handles in listed_handles(listing).items():
+                self.positions |= {(table, name, handle): i for i, handle in enumerate(handles)}
 
     def restart(self) -> None:
         """New rules: handles are not reused within a table, but a restore may replace every rule."""
