@@ -181,6 +181,13 @@ class ServiceSpec(Loose):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     selector: Labels = {}
     cluster_ip: Address | None = Field(None, alias="clusterIP")
+    # Checked against the cluster's families as the API server checks them (lab/describe/families.py); each
+    # address in clusterIPs is checked there too, with the API server's words.
+    cluster_ips: list[str] = Field([], alias="clusterIPs")
+    ip_families: list[str] = Field([], alias="ipFamilies")
+    ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] | None = Field(
+        None, alias="ipFamilyPolicy"
+    )
     ports: list[ServicePortSpec] = Field(min_length=1)
     external_ips: list[Address] = Field([], alias="externalIPs")
     load_balancer_ip: Address | None = Field(None, alias="loadBalancerIP")

@@ -200,6 +200,10 @@ class ServiceSpec:
     # The topology annotations as written (service.kubernetes.io/topology-mode, .../topology-aware-hints): which
     # one kube-proxy reads, and which values it takes, is its release's business (render).
     topology_annotations: tuple[tuple[str, str], ...] = ()
+    # As the API server stores them (lab/describe/families.py): the policy, and the families in order, the first
+    # cluster_ip's. kube-proxy runs a proxier per family; each programs the Service in its own family only.
+    ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] = "SingleStack"
+    ip_families: tuple[Literal["IPv4", "IPv6"], ...] = ("IPv4",)
 
     def port(self, ref: int | str) -> ServicePortSpec | None:
         return next((p for p in self.ports if ref in (p.port, p.name)), None)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
+from lab.describe.families import Problem, ServiceFamilies, service_families
 from lab.describe.refs import replica_name
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
@@ -236,6 +237,7 @@ def _service(
     topology = _topology_annotations(src, (*path, "metadata", "annotations"), m)
     path = (*path, "spec")
     spec = m.spec
+    families = _families(src, path, spec)
     cluster_ip = spec.cluster_ip or _take(
         src, (*path, "clusterIP"), free_ips, f"address of serviceCIDR {cluster.service_cidr}"
     )
@@ -283,7 +285,18 @@ def _service(
         proxy_ingress_ips=tuple(proxied),
         traffic_distribution=spec.traffic_distribution or "",
         topology_annotations=topology,
+        ip_family_policy=families.policy,
+        ip_families=families.families,
     )
+
+
+def _families(src: Source, path: FieldPath, spec: k8s.ServiceSpec) -> ServiceFamilies:
+    """ipFamilyPolicy, ipFamilies and clusterIPs as the API server takes them in a cluster whose services are IPv4
+    only, as the lab's are: a Service that needs IPv6 is refused in the API server's words."""
+    decided = service_families(spec.ip_family_policy, spec.ip_families, spec.cluster_ip, spec.cluster_ips, ("IPv4",))
+    if isinstance(decided, Problem):
+        raise src.error((*path, *decided.field), decided.message)
+    return decided
 
 
 def _topology_annotations(src: Source, path: FieldPath, m: k8s.Service) -> tuple[tuple[str, str], ...]:
