@@ -14,9 +14,11 @@ field's line.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator
 
 Family = Literal["IPv4", "IPv6"]
 FAMILIES: tuple[Family, ...] = ("IPv4", "IPv6")
@@ -30,6 +32,60 @@ def family_of(text: str) -> Family | None:
     except ValueError:
         return None
     return "IPv4" if net.version == 4 else "IPv6"
+
+
+def split(value: str) -> tuple[str, ...]:
+    """A field that takes one value per family: "10.244.0.0/16" or "10.244.0.0/16,fd00:10:244::/56"."""
+    return tuple(part.strip() for part in value.split(","))
+
+
+def one_address(value: str) -> str:
+    """One address of either family, written as an address (no prefix)."""
+    if "/" in value or family_of(value) is None:
+        raise ValueError(f"expected an IPv4 or IPv6 address such as 192.168.56.10 or fd00:56::10, got {value!r}")
+    return value
+
+
+Address = Annotated[str, AfterValidator(one_address)]
+
+
+def _per_family(value: str, one: Callable[[str], str], example: str) -> str:
+    parts = split(value)
+    for part in parts:
+        one(part)
+    if len(parts) > 2 or (len(parts) == 2 and family_of(parts[0]) == family_of(parts[1])):
+        raise ValueError(
+            f"expected one value per family, at most an IPv4 and an IPv6 one separated by a comma (the first is the"
+            f" primary family), such as {example!r}; got {value!r}"
+        )
+    return value
+
+
+def addresses(value: str) -> str:
+    """One address, or one per family separated by a comma, as kubelet's --node-ip takes them."""
+    return _per_family(value, one_address, "192.168.56.11,fd00:56::11")
+
+
+def one_network(value: str) -> str:
+    """A network of either family written as such: 10.244.1.0/24 or fd00:10:244:1::/64, not a host in it."""
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(
+            f"expected a network such as 10.244.1.0/24 or fd00:10:244:1::/64, got {value!r} ({exc})"
+        ) from None
+    return value
+
+
+def networks(value: str) -> str:
+    """One network, or one per family separated by a comma, as kube-proxy's --cluster-cidr takes them."""
+    return _per_family(value, one_network, "10.244.0.0/16,fd00:10:244::/56")
+
+
+def overlap(a: str, b: str) -> bool:
+    """Whether two networks of any families share an address (never across families)."""
+    na, nb = ipaddress.ip_network(a, strict=False), ipaddress.ip_network(b, strict=False)
+    return na.version == nb.version and na.overlaps(nb)  # type: ignore[arg-type]
 
 
 def other(family: Family) -> Family:

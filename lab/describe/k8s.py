@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lab.describe.errors import did_you_mean
-from lab.describe.ipv4 import Address, SourceRange
+from lab.describe.families import Address
+from lab.describe.ipv4 import SourceRange
 from lab.describe.k8s_fields import FIELDS
 from lab.describe.names import (
     TARGET_PORT,
@@ -259,7 +260,7 @@ class EndpointSlice(Loose):
 
     kind: Literal["EndpointSlice"]
     metadata: Metadata
-    address_type: Literal["IPv4"] = Field(alias="addressType")
+    address_type: Literal["IPv4", "IPv6"] = Field(alias="addressType")  # each address checked against it
     endpoints: list[SliceEndpoint] = []
     ports: list[EndpointPort] = []
 
