@@ -101,6 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not any(variants for _, variants in selected):
         err.print(literal(no_variant(scenarios, args.variant)))
         return 2
+    if unbuilt := next((t.not_yet_built for _, variants in selected for t in variants if t.not_yet_built), ""):
+        err.print(literal(unbuilt))
+        return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
     if only and not only & known:

@@ -327,6 +327,11 @@ class ProbeSpec:
     flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
     size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
 
+    @property
+    def family(self) -> Family:
+        """The family the probe travels in: its destination's (a probe's `family:` chose that address)."""
+        return family_of(self.dst_ip) or "IPv4"
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -426,21 +431,31 @@ class Topology:
 
     def address_of(self, name: str) -> str | None:
         """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name."""
-        by_name = {n: ip for ip, n in self.address_names().items()}
+        by_name: dict[str, str] = {}
+        for ip, n in self.address_names().items():
+            by_name.setdefault(n, ip)  # a dual-stack name stands for its primary address, the first given
         by_name.update({f"{n.name}/eth0": n.ip for n in self.nodes})
         return by_name.get(name)
 
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""
         names: dict[str, str] = {self.cluster.gateway_ip: "gateway"}
+        if self.cluster.secondary_gateway_ip:
+            names[self.cluster.secondary_gateway_ip] = "gateway"
         for node in self.nodes:
             names[node.ip] = node.name
             if node.bridge_ip:
                 names[node.bridge_ip] = f"{node.name}/cni0"
+            if node.secondary_ip:
+                names[node.secondary_ip] = node.name
+            if node.secondary_bridge_ip:
+                names[node.secondary_bridge_ip] = f"{node.name}/cni0"
             if node.tunnel_ip:
                 names[node.tunnel_ip] = f"{node.name}/{TUNNEL_NAME}"
         for ext in self.externals:
             names[ext.ip] = ext.name
+            if ext.secondary_ip:
+                names[ext.secondary_ip] = ext.name
             if ext.lan_ip:
                 names[ext.lan_ip] = f"{ext.name}/lan"
         for lb in self.load_balancers:
@@ -452,8 +467,19 @@ class Topology:
                 names.setdefault(address, f"{node}/public")
         for pod in self.built_pods:
             if not pod.host_network:
-                names[pod.ip] = pod.name
+                names.update(dict.fromkeys(pod.ips, pod.name))
         return names
+
+    @property
+    def not_yet_built(self) -> str:
+        """Why the kernel stages cannot run this variant yet ("" when they can): IPv6 is described and rendered, and
+        realize, install and probe are IPv4 only until their IPv6 part lands."""
+        if self.cluster.families == ("IPv4",):
+            return ""
+        return (
+            f"{self.file}: the cluster is {' and '.join(self.cluster.families)}: IPv6 is described and rendered"
+            " (lab validate, lab render) but not yet built on the kernel"
+        )
 
     @property
     def variant_label(self) -> str:

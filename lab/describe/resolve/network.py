@@ -142,8 +142,8 @@ def resolve_externals(
     named = [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)]
     unique(src, "name", named + [(("externalHosts", i, "name"), h.name) for i, h in enumerate(externals)])
     addressed = [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)]
-    addressed += [(("externalHosts", i, "ip"), a) for i, h in enumerate(externals) for a in (h.ip, h.secondary_ip) if a]
     addressed += [(("nodes", i, "ip"), n.secondary_ip) for i, n in enumerate(nodes) if n.secondary_ip]
+    addressed += [(("externalHosts", i, "ip"), a) for i, h in enumerate(externals) for a in (h.ip, h.secondary_ip) if a]
     unique(src, "address", addressed)
     return tuple(externals)
 

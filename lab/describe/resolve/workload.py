@@ -367,8 +367,7 @@ def _load_balancer_ips(
             only = " and ".join(cluster.families)
             raise src.error(
                 (*path, "externalIPs", k),
-                f"expected an {' or '.join(cluster.families)} address (the cluster's networks are {only} only: no"
-                f" proxier of another family runs), got {ip!r}",
+                f"expected an {' or '.join(cluster.families)} address (the cluster is {only} only), got {ip!r}",
             )
         own = (
             cluster.service_cidr,
