@@ -1,10 +1,12 @@
-"""Addresses as kube-proxy's IPv4 proxiers read them (shared by the iptables, ipvs and nftables renderers)."""
+"""Addresses as kube-proxy's proxiers read them, each proxier its own family (shared by the iptables, ipvs and
+nftables renderers): kube-proxy runs one proxier per family, and each ignores the other family's addresses."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from ipaddress import IPv4Address, IPv4Network, ip_address, ip_network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
+from typing import Literal
 
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 
@@ -21,6 +23,33 @@ def parse_ipv4(text: str) -> IPv4Address | None:
     return address if isinstance(address, IPv4Address) else None
 
 
+Family = Literal["IPv4", "IPv6"]
+Address = IPv4Address | IPv6Address
+Network = IPv4Network | IPv6Network
+
+
+def parse_ip(text: str, family: Family = "IPv4") -> Address | None:
+    """An address of the proxier's family (IPv4 read the sloppy Go way, parse_ipv4); None for any other text."""
+    if family == "IPv4":
+        return parse_ipv4(text)
+    try:
+        address = ip_address(text.strip())
+    except ValueError:
+        return None
+    return address if isinstance(address, IPv6Address) else None
+
+
+def parse_cidr(text: str, family: Family = "IPv4") -> Network | None:
+    """A CIDR of the proxier's family, as ParseCIDRSloppy after TrimSpace; the result is the network."""
+    if family == "IPv4":
+        return parse_ipv4_cidr(text)
+    try:
+        network = ip_network(text.strip(), strict=False)
+    except ValueError:
+        return None
+    return network if isinstance(network, IPv6Network) else None
+
+
 def parse_ipv4_cidr(text: str) -> IPv4Network | None:
     """Like ParseCIDRSloppy after TrimSpace, IPv4 only; the result is the network ("1.2.3.4/24" -> 1.2.3.0/24)."""
     address, _, prefix = text.strip().partition("/")
@@ -30,16 +59,17 @@ def parse_ipv4_cidr(text: str) -> IPv4Network | None:
     return ip_network(f"{ip}/{int(prefix)}", strict=False)  # type: ignore[return-value]
 
 
-def ipv4_strings(ips: Iterable[str]) -> tuple[str, ...]:
-    """The IPv4 ones, canonical, in the order given."""
-    return tuple(str(ip) for ip in map(parse_ipv4, ips) if ip is not None)
+def family_strings(ips: Iterable[str], family: Family = "IPv4") -> tuple[str, ...]:
+    """The ones of the family, canonical, in the order given."""
+    return tuple(str(ip) for ip in (parse_ip(text, family) for text in ips) if ip is not None)
 
 
-def ipv4_endpoints(port: ServicePort) -> tuple[Endpoint, ...]:
-    """kube-proxy's endpoints map: IPv4 only, one per "IP:port" (a local copy wins), sorted by that string."""
+def family_endpoints(port: ServicePort, family: Family = "IPv4") -> tuple[Endpoint, ...]:
+    """kube-proxy's endpoints map of the family's proxier (a slice per family: the other family's endpoints are
+    the other proxier's), one per "IP:port" (a local copy wins), sorted by that string."""
     endpoints: dict[str, Endpoint] = {}
     for given in port.endpoints:
-        ip = parse_ipv4(given.ip)
+        ip = parse_ip(given.ip, family)
         if ip is None:
             continue
         ep = replace(given, ip=str(ip))

@@ -66,6 +66,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from lab.render.kubeproxy import xtables
+from lab.render.kubeproxy.addresses import Family
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -324,7 +325,7 @@ def render_ipvs(
         raise ValueError(problem)
     release = Release.of(version)
     node = _Node.build(config, node_ips)
-    views = [view for view in map(_ServiceView.build, services) if view is not None]
+    views = [view for view in (_ServiceView.build(s, config.family) for s in services) if view is not None]
     state = _State(release, node, views)
     for view in views:
         state.add_service(view)
@@ -466,8 +467,8 @@ class _ServiceView(ServiceView):
     """The ipvs proxier binds each external and LB IP once, and names set entries "IP,proto:port"."""
 
     @classmethod
-    def build(cls, port: ServicePort) -> _ServiceView | None:
-        view = super().build(port)
+    def build(cls, port: ServicePort, family: Family = "IPv4") -> _ServiceView | None:
+        view = super().build(port, family)
         if view is None:
             return None
         return replace(view, external_ips=tuple(unique(view.external_ips)), lb_ips=tuple(unique(view.lb_ips)))
