@@ -3,6 +3,8 @@ scenario's Service gets or is refused for in the lab's IPv4 clusters."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support.scenario import NODES, SERVICE_AND_PROBE
 from test_model_input import edited, error_for, write
@@ -125,7 +127,7 @@ def test_a_service_the_api_server_refuses_is_refused_at_its_field(tmp_path, adde
 
 
 DUAL_FILE = "tests/fixtures/dualstack/dual-stack-nodeport.yaml"
-DUAL_TEXT = open(DUAL_FILE).read()  # noqa: SIM115 - read once for the table below
+DUAL_TEXT = Path(DUAL_FILE).read_text()
 
 
 def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
@@ -155,7 +157,7 @@ def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
     assert "not yet built on the kernel" in topo.not_yet_built
 
 
-def test_an_ipv6_only_cluster_describes():
+def test_an_ipv6_only_cluster_describes(tmp_path):
     text = (
         DUAL_TEXT.replace("10.244.0.0/16,", "")
         .replace("10.96.0.0/16,", "")
@@ -171,19 +173,10 @@ def test_an_ipv6_only_cluster_describes():
         text[: text.index("probes:")]
         + "probes:\n  - {name: p, from: client, to: {service: web, port: http}, expect: {outcome: delivered}}\n"
     )
-    (topo,) = load_scenario(write_text(text)).variants
+    (topo,) = load_scenario(write(tmp_path, text)).variants
     assert topo.cluster.families == V6
     assert (topo.services[0].cluster_ips, topo.probes[0].dst_ip) == (("fd00:10:96::a",), "fd00:10:96::a")
     assert topo.pod("web").ips == ("fd00:10:244:1::2",)
-
-
-def write_text(text: str):
-    import tempfile
-    from pathlib import Path
-
-    path = Path(tempfile.mkdtemp()) / "s.yaml"
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize(
