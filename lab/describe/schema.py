@@ -185,7 +185,7 @@ class LoadBalancer(Strict):
     @field_validator("address")
     @classmethod
     def _own(cls, value: str | None) -> str | None:
-        return _addresses(value) if value is not None else None
+        return _ipv4_address(value) if value is not None else None  # load balancers are IPv4 only yet
 
 
 class EgressGateway(Strict):

@@ -147,7 +147,6 @@ class LoadBalancerSpec:
     health_check: bool
     avoid_source_backend: bool  # never pick a backend whose address is the packet's source
     frontends: tuple[FrontendSpec, ...]
-    secondary_address: str = ""  # dual-stack underlay: its own address of the secondary family ("" for none)
 
 
 @dataclass(frozen=True)
