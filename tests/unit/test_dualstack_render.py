@@ -7,6 +7,7 @@ assertions below say what each must hold whatever the golden.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,25 @@ def test_ip6_nodeports_on_every_address_leave_loopback_out():
     config = ProxyConfig(family="IPv6", node_port_addresses=("::/0",))
     script = render_nftables([port], config, ["2001:db8::1"], "1.31").script()
     assert "fib daddr type local ip6 daddr != ::1" in script and "127.0.0.0/8" not in script
+
+
+@pytest.mark.parametrize("version", ["1.30", "1.31", "1.32", "1.33"])
+def test_ip6_table_agrees_with_kube_proxys_ipv6_node_ports_dump(version):
+    """The IPv6 NodePort dump of kube-proxy's nftables era before 1.34's chain rework (tests/golden/nftables/ipv6):
+    one NodePort Service, two endpoints, nodePortAddresses covering both IPv6 node addresses, ServiceCIDR
+    fd00:10:96::/112. 1.34+ hook their chains otherwise (filter-prerouting-pre-dnat...): that dump predates it."""
+    from support.builders import ep, svc
+    from support.nft import FAKE, assert_nftables_transaction_equal, dump_of
+
+    from lab.render.kubeproxy.nftables import render_nftables
+
+    service = svc(
+        "ns1", "svc1", "fd00:172:30::41", node_port=3001, endpoints=(ep("fd00:10:180::1"), ep("fd00:10:180::2:1"))
+    )
+    config = replace(FAKE, family="IPv6", cluster_cidr="fd00:10::/64", service_cidrs=("fd00:10:96::/112",),
+                     node_port_addresses=("2001:db8::/32",))  # fmt: skip
+    rules = render_nftables([service], config, ["2001:db8::1", "2001:db8:1::2"], version)
+    expected = (
+        Path(__file__).resolve().parents[1] / "golden" / "nftables" / "ipv6" / "node_ports_basic_v6.txt"
+    ).read_text()
+    assert_nftables_transaction_equal(expected, dump_of(rules))

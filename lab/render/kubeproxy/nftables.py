@@ -582,7 +582,8 @@ def _write_cluster_ips_check(tx: _Tx, node: _Node) -> None:
     tx.add_set("set", CLUSTER_IPS, "ipv4_addr", comment="Active ClusterIPs")
     reject = "Reject traffic to invalid ports of ClusterIPs"
     tx.add_rule(CLUSTER_IPS_CHECK, "ip daddr", "@", CLUSTER_IPS, "reject", comment=reject)
-    cidrs = [str(cidr) for cidr in node.config.service_cidrs if ":" not in cidr]
+    # Each family's proxier drops to its own family's ServiceCIDRs.
+    cidrs = [str(cidr) for cidr in node.config.service_cidrs if (":" in cidr) == (node.config.family == "IPv6")]
     if cidrs:
         drop = ("ip daddr {", ",".join(cidrs), "} drop")
         tx.add_rule(CLUSTER_IPS_CHECK, *drop, comment="Drop traffic to unallocated ClusterIPs")
