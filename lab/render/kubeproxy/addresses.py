@@ -50,6 +50,11 @@ def parse_cidr(text: str, family: Family = "IPv4") -> Network | None:
     return network if isinstance(network, IPv6Network) else None
 
 
+def host_port(address: str, port: int) -> str:
+    """ADDRESS:PORT as ipvsadm and kube-proxy write it: an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 def parse_ipv4_cidr(text: str) -> IPv4Network | None:
     """Like ParseCIDRSloppy after TrimSpace, IPv4 only; the result is the network ("1.2.3.4/24" -> 1.2.3.0/24)."""
     address, _, prefix = text.strip().partition("/")
