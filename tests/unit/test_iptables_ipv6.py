@@ -1,6 +1,6 @@
 """kube-proxy's IPv6 iptables proxier (ip6tables-restore text) against kube-proxy's own IPv6 test.
 
-TestDisableLocalhostNodePortsIPv6 of pkg/proxy/iptables/proxier_test.go, built with iptablestest.NewIPv6Fake(), a
+TestDisableLocalhostNodePortsIPv6 and TestEnableLocalhostNodePortsIPv6 of pkg/proxy/iptables/proxier_test.go, built with iptablestest.NewIPv6Fake(), a
 no-op local detector and localhost NodePorts off, read through the code index in a copy of the file from the
 1.27-1.30 era (its KUBE-FORWARD INVALID drop has no nfacct match: before kubernetes#122812); the index holds
 kubernetes/kubernetes' own file only at an old commit, so the copy's commit is not named. Its golden payload is
@@ -34,8 +34,12 @@ def v6_nodeport_service():
     )
 
 
-def test_disable_localhost_nodeports_ipv6():
-    rules = render_iptables([v6_nodeport_service()], V6_FAKE, NODE_IPS, "1.30")
+@pytest.mark.parametrize("localhost_nodeports", [False, True])
+def test_enable_and_disable_localhost_nodeports_ipv6(localhost_nodeports):
+    """TestDisableLocalhostNodePortsIPv6 and TestEnableLocalhostNodePortsIPv6 expect the same payload: the flag
+    changes nothing in the IPv6 proxier."""
+    config = replace(V6_FAKE, localhost_nodeports=localhost_nodeports)
+    rules = render_iptables([v6_nodeport_service()], config, NODE_IPS, "1.30")
     assert_rules_equal(golden("disable_localhost_nodeports_ipv6.txt"), rules.kube_proxy_payload)
     check_rule_jumps(rules.kube_proxy_payload)
     assert not rules.route_localnet
