@@ -1,10 +1,11 @@
-"""kube-proxy's IPv6 iptables proxier (ip6tables-restore text) against kube-proxy's own IPv6 test.
+"""kube-proxy's IPv6 iptables proxier (ip6tables-restore text) against kube-proxy's own IPv6 tests.
 
-TestDisableLocalhostNodePortsIPv6 and TestEnableLocalhostNodePortsIPv6 of pkg/proxy/iptables/proxier_test.go, built with iptablestest.NewIPv6Fake(), a
-no-op local detector and localhost NodePorts off, read through the code index in a copy of the file from the
-1.27-1.30 era (its KUBE-FORWARD INVALID drop has no nfacct match: before kubernetes#122812); the index holds
-kubernetes/kubernetes' own file only at an old commit, so the copy's commit is not named. Its golden payload is
-tests/golden/iptables/disable_localhost_nodeports_ipv6.txt, compared as assertIPTablesRulesEqual compares.
+TestDisableLocalhostNodePortsIPv6 and TestEnableLocalhostNodePortsIPv6 of pkg/proxy/iptables/proxier_test.go,
+built with iptablestest.NewIPv6Fake(), a no-op local detector and localhost NodePorts off (on), read through the
+code index in a copy of the file from the 1.27-1.30 era (its KUBE-FORWARD INVALID drop has no nfacct match: before
+kubernetes#122812); the index holds kubernetes/kubernetes' own file only at an old commit, so the copy's
+repository and commit are not named. Their golden payload is tests/golden/iptables/disable_localhost_nodeports_ipv6.txt,
+compared as assertIPTablesRulesEqual compares.
 """
 
 from __future__ import annotations
