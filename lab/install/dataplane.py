@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from lab.install.sync_failure import sync_failed, xtables_refusal
 from lab.install.tools import (
     InstallError,
     ip_batch,
@@ -30,7 +31,7 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
     unchanged real servers live on). What it says: the real servers ipvs' graceful termination keeps or ends."""
     if plane.mode == "ipvs":
         if resync:
-            _bind_addresses(ns, plane.dummy_addresses)
+            _bind_addresses(ns, plane.dummy_addresses, unbind=False)
             ipset_sync(ns, plane.ipsets)
         else:
             device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
@@ -38,36 +39,40 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft", resync: bool = Fal
             ipset_restore_all(ns, plane.ipsets)
     if plane.mode == "nftables":
         return _nft_sync(ns, plane.nft, resync)
-    iptables_restore(ns, plane.iptables, backend)
     said: tuple[str, ...] = ()
+    try:
+        iptables_restore(ns, plane.iptables, backend)
+    except InstallError as refused:  # kube-proxy's failed sync, not an error of the lab
+        said = (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
     if plane.mode == "ipvs":
         if plane.ipvs:
-            ipvsadm_restore(ns, plane.ipvs, clear=not resync)
+            # IPVS is synced before the restore; stale virtual servers are deleted only after one that succeeded.
+            kept = [line for line in plane.ipvs.splitlines() if not (said and line.startswith("-D "))]
+            ipvsadm_restore(ns, "".join(f"{line}\n" for line in kept), clear=not resync)
         if resync:
-            said = _graceful_terminations(ns)
+            if not said:  # the addresses of deleted Services leave only after a restore that succeeded
+                _bind_addresses(ns, plane.dummy_addresses, unbind=True)
+            said += _graceful_terminations(ns)
         # The ip_vs sysctls exist once ipvsadm has loaded the module.
         write_sysctls(ns, dict(plane.sysctls))
     return said
 
 
-# What a node's kube-proxy says when the kernel refuses its nftables sync. nft applies a transaction whole or not
-# at all, so the node keeps what its last good sync wrote (nothing, at the first); kube-proxy logs "nftables sync
-# failed", marks the next sync a full one and is run again after its sync period, with the same Services and so
-# the same refusal (syncProxyRules in pkg/proxy/nftables/proxier.go at
-# kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes).
-SYNC_FAILED = "kube-proxy's nftables sync failed"
-
-
 def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
     """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
     that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
-    sync, said in words, not an error of the lab."""
+    sync, said in words, not an error of the lab. nft applies a transaction whole or not at all, so the node keeps
+    what its last good sync wrote (nothing, at the first); kube-proxy logs "nftables sync failed", marks the next
+    sync a full one and is run again after its sync period, with the same Services and so the same refusal
+    (syncProxyRules in pkg/proxy/nftables/proxier.go at
+    kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes)."""
     replacing = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
     try:
         nft_apply(ns, replacing + script)
     except InstallError as refused:
         kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
-        return (f"{SYNC_FAILED}: {_refusal(str(refused))} — {kept}; it retries every sync period and fails again",)
+        why = f"{_refusal(str(refused))} — {kept}; it retries every sync period and fails again"
+        return (f"{sync_failed('nftables')}: {why}",)
     return ()
 
 
@@ -85,17 +90,19 @@ def _refusal(message: str) -> str:
     return said
 
 
-def _bind_addresses(ns: str, addresses: tuple[str, ...]) -> None:
+def _bind_addresses(ns: str, addresses: tuple[str, ...], unbind: bool) -> None:
     """A later sync's addresses on kube-ipvs0, as kube-proxy binds them: each Service's bound if missing
-    (syncService's EnsureAddressBind), then those no Service has any more unbound (getLegacyBindAddr,
-    cleanLegacyService), openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/proxier.go at 1b01a9ce. A
-    Service's address never leaves on the way: while it is away its packets are routed past IPVS, and conntrack
-    confirms an un-NATed entry that outlives the sync."""
+    (syncService's EnsureAddressBind), or (unbind, after its iptables-restore succeeded) those no Service has any
+    more unbound (getLegacyBindAddr, cleanLegacyService), openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/
+    proxier.go at 1b01a9ce. A Service's address never leaves on the way: while it is away its packets are routed
+    past IPVS, and conntrack confirms an un-NATed entry that outlives the sync."""
     bound = {
         line.split()[3] for line in run_command(ns, ("ip", "-o", "-4", "addr", "show", "dev", IPVS_DEVICE)).splitlines()
     }
-    changes = [f"addr add {a} dev {IPVS_DEVICE}" for a in addresses if a not in bound]
-    changes += [f"addr del {a} dev {IPVS_DEVICE}" for a in sorted(bound - set(addresses))]
+    if unbind:
+        changes = [f"addr del {a} dev {IPVS_DEVICE}" for a in sorted(bound - set(addresses))]
+    else:
+        changes = [f"addr add {a} dev {IPVS_DEVICE}" for a in addresses if a not in bound]
     if changes:
         ip_batch(ns, changes)
 

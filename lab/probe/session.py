@@ -21,8 +21,8 @@ from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry, parse_entries
-from lab.install.dataplane import SYNC_FAILED
 from lab.install.echo import EchoServers, Listener
+from lab.install.sync_failure import failed_sync
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, Frame, write_pcaps
 from lab.probe.client import ClientResult, send
@@ -125,7 +125,7 @@ class ProbeSession:
         self.flows: dict[str, KeptFlow] = {}  # by the name of the probe that kept it
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
         self.client_sockets: set[str] = set()  # "ip:port" of every client socket a probe used so far
-        self.sync_failures: dict[str, str] = {}  # node -> why kube-proxy's last sync there failed
+        self.sync_failures: dict[str, tuple[str, str]] = {}  # node -> (what failed, why) of its last sync
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in self.topo.nodes] + _actors_with_rules(self.topo)
         self.traced = {n.name for n in self.topo.nodes} if self.topo.cluster.proxy_mode == "nftables" else set()
@@ -197,9 +197,7 @@ class ProbeSession:
         """What a kube-proxy sync on every node said ("node: line"): the nodes where it failed, until a later sync
         there succeeds."""
         self.sync_failures = {
-            node: line.removeprefix(f"{SYNC_FAILED}: ")
-            for node, _, line in (entry.partition(": ") for entry in said)
-            if line.startswith(SYNC_FAILED)
+            node: failed for node, _, line in (entry.partition(": ") for entry in said) if (failed := failed_sync(line))
         }
 
     def rules_changed(self, topo: Topology) -> None:
@@ -310,7 +308,7 @@ class ProbeSession:
             # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
             explanation = said if result.connected or not explanation else f"{explanation}; {said}"
         if self.sync_failures:  # whatever happened, it happened without the Service rules of that sync
-            failed = "; ".join(f"{SYNC_FAILED} on {node}: {why}" for node, why in self.sync_failures.items())
+            failed = "; ".join(f"{what} on {node}: {why}" for node, (what, why) in self.sync_failures.items())
             explanation = f"{failed}; {explanation}" if explanation else failed
         return Observation(
             outcome=outcome,
@@ -488,13 +486,13 @@ class ProbeSession:
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
 
-
 def _entry(frames: list[Frame], local: str) -> str | None:
     """The node the probe's connection entered through: the first to see the client's own socket ("ip:port", as
     it left the client); else the first frame's. A late packet of an earlier connection, NATed on its way (so no
     longer of that connection's socket), can reach a capture before this connection's first packet does."""
     own = next((f.actor for f in frames if local and local in (f.sockets or ())), None)
     return own or next((f.actor for f in frames if f.summary()), None)
+
 
 def _hops(frames: list[Frame]) -> tuple[Hop, ...]:
     """The frames as hops, a repeat of the one before left out (as path_lines leaves it out)."""

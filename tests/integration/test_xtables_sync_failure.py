@@ -1,0 +1,104 @@
+"""kube-proxy's iptables sync refused by iptables-restore, on the real kernel, with both iptables backends.
+
+kube-proxy writes its filter table and then its nat table in one `iptables-restore --noflush` input
+(syncProxyRules, pkg/proxy/iptables/proxier.go at kiarashazarnia/kubernetes@4426ed5d). iptables-restore commits
+each table at its COMMIT line: when the nat table is refused, the filter table of that sync is already in the
+kernel, and the nat table keeps what it had. No input of the lab's catalogue makes this kube-proxy's text refused
+(its longest comment, "other traffic to NS/NAME:PORT will be dropped by KUBE-PROXY-FIREWALL", is at most 247
+characters, and iptables 1.8.9 cuts a longer one to 255 without refusing it), so the refusal is planted: a jump
+to a chain that does not exist at the end of the rendered nat table (as kube-proxy once wrote, kubernetes#36652,
+"Couldn't load target"), rendered in only when the Service `doomed` is gone, so that the first sync succeeds and
+the sync after the step is refused. What each probe sees is the kernel's own doing:
+
+- the Service deleted with `doomed` still answers: its DNAT is in the nat table of the first sync, which stays;
+- the Service `empty` (no endpoints) is deleted in the same step and is no longer refused: kube-proxy's REJECT for
+  it was in the filter table, and the filter table is this sync's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.describe.load import load_scenario
+from lab.pipeline import run_variant
+from lab.render.kubeproxy.iptables import IptablesRules
+
+SCENARIO = """\
+name: iptables-sync-failure
+cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24, proxyMode: iptables,
+          kubeVersion: "1.35"}
+matrix:
+  iptablesBackend: [nft, legacy]
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+workload:
+  - {kind: Pod, metadata: {name: web, labels: {app: web}},
+     spec: {nodeName: node1, containers: [{name: web, ports: [{containerPort: 8080}]}]}}
+  - {kind: Pod, metadata: {name: client}, spec: {nodeName: node1, containers: [{name: client}]}}
+  - {kind: Service, metadata: {name: doomed},
+     spec: {clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}}
+  - {kind: Service, metadata: {name: empty},
+     spec: {clusterIP: 10.96.0.30, selector: {app: none}, ports: [{port: 80}]}}
+probes:
+  - name: doomed-before
+    from: client
+    to: {service: doomed, port: 80}
+    expect: {outcome: delivered, backend: web}
+  - name: empty-before
+    from: client
+    to: {service: empty, port: 80}
+    expect: {outcome: refused}
+  - name: doomed-after
+    before: [{delete: Service/doomed}, {delete: Service/empty}]
+    from: client
+    to: {address: 10.96.0.20, port: 80}
+    expect: {outcome: delivered, backend: web}
+  - name: empty-after
+    from: client
+    to: {address: 10.96.0.30, port: 80}
+    expect: {outcome: unreachable}
+"""
+PLANTED = "-A KUBE-SERVICES -j KUBE-SVC-NOSUCHCHAIN"
+
+
+@pytest.fixture
+def refused_once_doomed_is_gone(monkeypatch):
+    """The rendered restore input, with a line the kernel refuses at the end of its nat table once `doomed` is
+    gone (the real tool refuses it; the lab's install does nothing else)."""
+    rendered = IptablesRules.restore_text
+
+    def planted(self: IptablesRules) -> str:
+        text = rendered(self)
+        if "default/doomed" in text:
+            return text
+        head, _, tail = text.rpartition("COMMIT")  # the nat table's, the last one
+        assert text.index("*filter") < text.index("*nat"), "kube-proxy writes filter, then nat"
+        return f"{head}{PLANTED}\nCOMMIT{tail}"
+
+    monkeypatch.setattr(IptablesRules, "restore_text", planted)
+
+
+def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_syncs(
+    refused_once_doomed_is_gone, host_unchanged, tmp_path, own_namespaces
+):
+    path = tmp_path / "iptables-sync-failure.yaml"
+    path.write_text(SCENARIO)
+    for topo in load_scenario(path).variants:
+        backend = topo.cluster.iptables_backend
+        results = {result.probe.name: result.observed for result in run_variant(topo).results}
+        for name in ("doomed-before", "empty-before"):
+            assert "sync failed" not in results[name].explanation, (backend, results[name])
+        assert results["doomed-before"].outcome == "delivered", (backend, results["doomed-before"])
+        assert results["empty-before"].outcome == "refused", (backend, results["empty-before"])
+        doomed, empty = results["doomed-after"], results["empty-after"]
+        assert doomed.outcome == "delivered" and doomed.backend == "web", (backend, doomed)
+        assert empty.outcome == "unreachable", (backend, empty)
+        for observed in (doomed, empty):
+            why = observed.explanation
+            assert why.startswith("kube-proxy's iptables sync failed on node1: "), (backend, why)
+            assert f"iptables-{backend}-restore refused line" in why and "in the nat table" in why, why
+            assert "KUBE-SVC-NOSUCHCHAIN" in why, why
+            assert "the filter table is this sync's; the nat table keeps what it had before this sync" in why, why
+    assert own_namespaces() == []
