@@ -17,8 +17,6 @@ the sync after the step is refused. What each probe sees is the kernel's own doi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lab.describe.load import load_scenario
@@ -34,13 +32,18 @@ matrix:
 nodes:
   - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
 workload:
-  - {kind: Pod, metadata: {name: web, labels: {app: web}},
-     spec: {nodeName: node1, containers: [{name: web, ports: [{containerPort: 8080}]}]}}
-  - {kind: Pod, metadata: {name: client}, spec: {nodeName: node1, containers: [{name: client}]}}
-  - {kind: Service, metadata: {name: doomed},
-     spec: {clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}}
-  - {kind: Service, metadata: {name: empty},
-     spec: {clusterIP: 10.96.0.30, selector: {app: none}, ports: [{port: 80}]}}
+  - kind: Pod
+    metadata: {name: web, labels: {app: web}}
+    spec: {nodeName: node1, containers: [{name: web, ports: [{containerPort: 8080}]}]}
+  - kind: Pod
+    metadata: {name: client}
+    spec: {nodeName: node1, containers: [{name: client}]}
+  - kind: Service
+    metadata: {name: doomed}
+    spec: {clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+  - kind: Service
+    metadata: {name: empty}
+    spec: {clusterIP: 10.96.0.30, selector: {app: none}, ports: [{port: 80}]}
 probes:
   - name: doomed-before
     from: client
