@@ -228,7 +228,7 @@ def render_nftables(
     _write_setup(tx, node, release)
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()
-    for view in filter(None, map(_ServiceView.build, services)):
+    for view in filter(None, (_ServiceView.build(port, release) for port in services)):
         _write_service(tx, node, release, _Plan.build(view, release), active)
     return NftRules(version=version, commands=tuple(tx.commands))
 
