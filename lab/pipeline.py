@@ -16,6 +16,7 @@ from lab.install.conntrack import apply_cleanup
 from lab.install.dataplane import install
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
+from lab.install.sync_failure import failed_sync
 from lab.judge.attempts import run_probe
 from lab.judge.verdict import Verdict
 from lab.probe.session import Observation, ProbeSession
@@ -203,7 +204,11 @@ def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology
         planes = render(after, previous=before)
         ports.sync(planes, restart)
         said = list(install(realized, planes, resync=True))
+        # A node whose sync failed returns before its conntrack cleanup (syncProxyRules in every mode).
+        failed = {node for node, _, line in (entry.partition(": ") for entry in said) if failed_sync(line)}
         for node, plan in conntrack_cleanups(before, after, restart).items():
+            if node in failed:
+                continue
             deleted = apply_cleanup(realized.namespaces[node], plan)
             said += [f"{node}: {line}" for line in (*plan.why, *deleted)]
         return tuple(said)

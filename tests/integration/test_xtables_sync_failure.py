@@ -7,21 +7,27 @@ kernel, and the nat table keeps what it had. No input of the lab's catalogue mak
 (its longest comment, "other traffic to NS/NAME:PORT will be dropped by KUBE-PROXY-FIREWALL", is at most 247
 characters, and iptables 1.8.9 cuts a longer one to 255 without refusing it), so the refusal is planted: a jump
 to a chain that does not exist at the end of the rendered nat table (as kube-proxy once wrote, kubernetes#36652,
-"Couldn't load target"), rendered in only when the Service `doomed` is gone, so that the first sync succeeds and
-the sync after the step is refused. What each probe sees is the kernel's own doing:
+"Couldn't load target") in the last table of every sync after the first: the first sync succeeds and the sync
+after the step is refused. What each probe sees is the kernel's own doing:
 
 - the Service deleted with `doomed` still answers: its DNAT is in the nat table of the first sync, which stays;
 - the Service `empty` (no endpoints) is deleted in the same step and is no longer refused: kube-proxy's REJECT for
   it was in the filter table, and the filter table is this sync's.
+
+ipvs mode (under `lab vm`) writes nat, then filter, and syncs IPVS before its restore: when the filter table is
+refused, the deleted Service's virtual server and kube-ipvs0 address stay (kube-proxy removes them only after a
+restore that succeeded), and the Service still answers.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from lab.describe.load import load_scenario
 from lab.pipeline import run_variant
-from lab.render.kubeproxy.iptables import IptablesRules
+from lab.render import dataplane
 
 SCENARIO = """\
 name: iptables-sync-failure
@@ -63,28 +69,27 @@ probes:
     to: {address: 10.96.0.30, port: 80}
     expect: {outcome: unreachable}
 """
-PLANTED = "-A KUBE-SERVICES -j KUBE-SVC-NOSUCHCHAIN"
+PLANTED = "-A INPUT -j KUBE-NOSUCHCHAIN"
 
 
 @pytest.fixture
-def refused_once_doomed_is_gone(monkeypatch):
-    """The rendered restore input, with a line the kernel refuses at the end of its nat table once `doomed` is
-    gone (the real tool refuses it; the lab's install does nothing else)."""
-    rendered = IptablesRules.restore_text
+def resyncs_refused(monkeypatch):
+    """Every sync after the first is given a line the kernel refuses at the end of its restore input's last table
+    (the real tool refuses it; the lab's install does nothing else)."""
+    rendered = dataplane.node_dataplane
 
-    def planted(self: IptablesRules) -> str:
-        text = rendered(self)
-        if "default/doomed" in text:
-            return text
-        head, _, tail = text.rpartition("COMMIT")  # the nat table's, the last one
-        assert text.index("*filter") < text.index("*nat"), "kube-proxy writes filter, then nat"
-        return f"{head}{PLANTED}\nCOMMIT{tail}"
+    def planted(topo, node_name, previous=None):
+        plane = rendered(topo, node_name, previous)
+        if previous is None:
+            return plane
+        head, _, tail = plane.iptables.rpartition("COMMIT")
+        return replace(plane, iptables=f"{head}{PLANTED}\nCOMMIT{tail}")
 
-    monkeypatch.setattr(IptablesRules, "restore_text", planted)
+    monkeypatch.setattr(dataplane, "node_dataplane", planted)
 
 
 def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_syncs(
-    refused_once_doomed_is_gone, host_unchanged, tmp_path, own_namespaces
+    resyncs_refused, host_unchanged, tmp_path, own_namespaces
 ):
     path = tmp_path / "iptables-sync-failure.yaml"
     path.write_text(SCENARIO)
@@ -102,6 +107,56 @@ def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_sync
             why = observed.explanation
             assert why.startswith("kube-proxy's iptables sync failed on node1: "), (backend, why)
             assert f"iptables-{backend}-restore refused line" in why and "in the nat table" in why, why
-            assert "KUBE-SVC-NOSUCHCHAIN" in why, why
+            assert "KUBE-NOSUCHCHAIN" in why, why
             assert "the filter table is this sync's; the nat table keeps what it had before this sync" in why, why
+    assert own_namespaces() == []
+
+
+IPVS_SCENARIO = """\
+name: ipvs-sync-failure
+cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24, proxyMode: ipvs,
+          kubeVersion: "1.35"}
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
+workload:
+  - kind: Pod
+    metadata: {name: web, labels: {app: web}}
+    spec: {nodeName: node2, containers: [{name: web, ports: [{containerPort: 8080}]}]}
+  - kind: Pod
+    metadata: {name: client}
+    spec: {nodeName: node1, containers: [{name: client}]}
+  - kind: Service
+    metadata: {name: doomed}
+    spec: {clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+probes:
+  - name: doomed-before
+    from: client
+    to: {service: doomed, port: 80}
+    expect: {outcome: delivered, backend: web}
+  - name: doomed-after
+    before: [{delete: Service/doomed}]
+    from: client
+    to: {address: 10.96.0.20, port: 80}
+    expect: {outcome: delivered, backend: web}
+"""
+
+
+@pytest.mark.ipvs
+def test_ipvs_keeps_a_deleted_services_virtual_server_when_its_restore_fails(
+    resyncs_refused, host_unchanged, tmp_path, own_namespaces
+):
+    path = tmp_path / "ipvs-sync-failure.yaml"
+    path.write_text(IPVS_SCENARIO)
+    (topo,) = load_scenario(path).variants
+    run = run_variant(topo)
+    if run.skipped:  # no ip_vs here: `lab vm run -- .venv/bin/pytest -m ipvs THIS_FILE`
+        pytest.skip(run.skipped)
+    before, after = run.results
+    assert before.observed.outcome == "delivered" and "sync failed" not in before.observed.explanation
+    assert after.observed.outcome == "delivered" and after.observed.backend == "web", after.observed
+    why = after.observed.explanation
+    assert why.startswith("kube-proxy's ipvs sync failed on node1: "), why
+    assert "in the filter table" in why and "the nat table is this sync's" in why, why
+    assert "virtual servers and kube-ipvs0 addresses of deleted Services stay" in why, why
     assert own_namespaces() == []
