@@ -39,26 +39,27 @@ def xtables_refusal(mode: str, message: str, text: str, resync: bool) -> str:
     its COMMIT line, so the tables before the refused one are this sync's and the refused one and those after it
     keep what they had (seen with iptables-legacy and iptables-nft 1.8.9:
     tests/integration/test_xtables_sync_failure.py)."""
+    lines = text.splitlines()
     numbered = _LINE.search(message)
-    number = int(numbered.group(1)) if numbered else 0
-    committed, refused_in, rest = _tables(text, number)
+    number = int(numbered.group(1)) if numbered and 0 < int(numbered.group(1)) <= len(lines) else 0
+    committed, refused_in, rest = _tables(lines, number)
     # The lab's own first line names the refused line (said below) or only the tool.
     first, *stderr = message.splitlines()
     said = stderr if numbered else [_WHOLE.sub("", first), *stderr]
     reason = "; ".join(
-        text for text in (_TOOL_PREFIX.sub("", line).strip() for line in said if not line.startswith(_NOISE)) if text
+        part for part in (_TOOL_PREFIX.sub("", line).strip() for line in said if not line.startswith(_NOISE)) if part
     )
-    if numbered:
-        refused_line = text.splitlines()[number - 1].strip()
-        where = f"{message.split()[0]} refused line {number}, in the {refused_in} table ({refused_line[:80]})"
+    tool = message.split()[0]
+    if number:
+        where = f"{tool} refused line {number}, in the {refused_in} table ({lines[number - 1].strip()[:80]})"
     else:
-        where = f"{message.split()[0]} refused the whole restore"
+        where = f"{tool} refused the whole restore"
     before = "what it had before this sync" if resync else "nothing of kube-proxy's (a first sync)"
     kept = [f"the {table} table keeps {before}" for table in ((refused_in,) if refused_in else ()) + rest]
     outcome = [f"the {table} table is this sync's" for table in committed] + kept
-    if "nat" not in committed and not resync:
+    if mode == "iptables" and "nat" not in committed and not resync:  # ipvs translates without nat rules
         outcome.append("the node has no Service rules")
-    if mode == "ipvs":
+    if mode == "ipvs" and resync:
         outcome.append(
             "IPVS was synced before the restore, and the virtual servers and kube-ipvs0 addresses of deleted "
             "Services stay (kube-proxy removes them only after a restore that succeeded)"
@@ -67,13 +68,13 @@ def xtables_refusal(mode: str, message: str, text: str, resync: bool) -> str:
     return f"{sync_failed(mode)}: {where}: {reason} — {'; '.join(outcome)}"
 
 
-def _tables(text: str, number: int) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+def _tables(lines: list[str], number: int) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
     """The tables of a restore input committed before its line `number` (1-based; 0: none was reached), the
     table that line is in, and the tables after it."""
     committed: list[str] = []
     later: list[str] = []
     current, refused_in = "", ""
-    for index, line in enumerate(text.splitlines(), start=1):
+    for index, line in enumerate(lines, start=1):
         if line.startswith("*"):
             current = line[1:].strip()
             if not number or index > number:

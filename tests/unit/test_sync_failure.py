@@ -49,3 +49,18 @@ def test_a_refusal_before_any_line_leaves_every_table():
 def test_the_session_reads_any_modes_failure():
     assert failed_sync(f"{sync_failed('ipvs')}: why — kept") == ("kube-proxy's ipvs sync failed", "why — kept")
     assert failed_sync("ipvs graceful termination: real server kept") is None
+
+
+def test_ipvs_at_a_first_sync_still_translates_without_its_nat_table():
+    """ipvs' virtual servers do the translation: a refused nat table is no "no Service rules"."""
+    text = "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j NOPE\nCOMMIT\n*filter\nCOMMIT\n"
+    message = "iptables-restore rejected line 3 of the rules: -A KUBE-SERVICES -j NOPE\niptables-restore: line 3 failed"
+    said = xtables_refusal("ipvs", message, text, resync=False)
+    assert "the nat table keeps nothing of kube-proxy's (a first sync); the filter table keeps nothing" in said
+    assert "no Service rules" not in said and "deleted Services" not in said
+
+
+def test_a_line_number_past_the_input_names_no_line():
+    message = "iptables-restore rejected line 99 of the rules: ?\niptables-restore: line 99 failed"
+    said = xtables_refusal("iptables", message, TEXT, resync=True)
+    assert "refused the whole restore" in said and "line 99 failed" in said
