@@ -14,6 +14,12 @@ after the step is refused. What each probe sees is the kernel's own doing:
 - the Service `empty` (no endpoints) is deleted in the same step and is no longer refused: kube-proxy's REJECT for
   it was in the filter table, and the filter table is this sync's.
 
+A refusal users meet (k3s-io/k3s#11098, easzlab/kubeasz#704): another program holds the xtables lock for longer
+than kube-proxy's `-w 5`, and iptables-legacy-restore gives up before reading a line ("Another app is currently
+holding the xtables lock. Stopped waiting after 5s."): both tables keep what they had, so the deleted Services
+are served and rejected as before. (iptables-nft takes no lock.) The lab's lock is a private file here
+(XTABLES_LOCKFILE), so that no other iptables user of this machine waits.
+
 ipvs mode (under `lab vm`) writes nat, then filter, and syncs IPVS before its restore: when the filter table is
 refused, the deleted Service's virtual server and kube-ipvs0 address stay (kube-proxy removes them only after a
 restore that succeeded), and the Service still answers.
@@ -21,11 +27,15 @@ restore that succeeded), and the Service still answers.
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import replace
 
 import pytest
+from plumbum import local
 
 from lab.describe.load import load_scenario
+from lab.install import dataplane as install
 from lab.pipeline import run_variant
 from lab.render import dataplane
 
@@ -159,4 +169,46 @@ def test_ipvs_keeps_a_deleted_services_virtual_server_when_its_restore_fails(
     assert why.startswith("kube-proxy's ipvs sync failed on node1: "), why
     assert "in the filter table" in why and "the nat table is this sync's" in why, why
     assert "virtual servers and kube-ipvs0 addresses of deleted Services stay" in why, why
+    assert own_namespaces() == []
+
+
+@pytest.fixture
+def lock_held_during_resyncs(monkeypatch, tmp_path):
+    """Another program holds the xtables lock while each sync after the first runs (flock(1) on the lock file,
+    as iptables does), and lets it go once the sync is over."""
+    lock = tmp_path / "xtables.lock"
+    lock.touch()
+    load = install.load
+
+    def held(ns, plane, backend="nft", resync=False):
+        if not resync:
+            return load(ns, plane, backend, resync)
+        holder = subprocess.Popen(["flock", "--exclusive", str(lock), "sleep", "60"])
+        try:
+            while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
+                time.sleep(0.05)  # until the holder has it
+            return load(ns, plane, backend, resync)
+        finally:
+            holder.terminate()
+            holder.wait()
+
+    monkeypatch.setattr(install, "load", held)
+    with local.env(XTABLES_LOCKFILE=str(lock)):  # the environment the lab runs its tools with
+        yield
+
+
+def test_the_xtables_lock_held_past_kube_proxys_wait_leaves_every_table(
+    lock_held_during_resyncs, host_unchanged, tmp_path, own_namespaces
+):
+    path = tmp_path / "iptables-sync-failure.yaml"
+    path.write_text(SCENARIO)
+    (topo,) = load_scenario(path, {"iptablesBackend": ["legacy"]}).variants
+    results = {result.probe.name: result.observed for result in run_variant(topo).results}
+    assert results["doomed-after"].outcome == "delivered" and results["doomed-after"].backend == "web"
+    assert results["empty-after"].outcome == "refused", results["empty-after"]
+    for name in ("doomed-after", "empty-after"):
+        why = results[name].explanation
+        assert why.startswith("kube-proxy's iptables sync failed on node1: iptables-legacy-restore refused the whole")
+        assert "Another app is currently holding the xtables lock. Stopped waiting after 5s." in why, why
+        assert "the filter table keeps what it had before this sync; the nat table keeps what it had" in why, why
     assert own_namespaces() == []
