@@ -6,9 +6,9 @@ each table at its COMMIT line: when the nat table is refused, the filter table o
 kernel, and the nat table keeps what it had. No input of the lab's catalogue makes this kube-proxy's text refused
 (its longest comment, "other traffic to NS/NAME:PORT will be dropped by KUBE-PROXY-FIREWALL", is at most 247
 characters, and iptables 1.8.9 cuts a longer one to 255 without refusing it), so the refusal is planted: a jump
-to a chain that does not exist at the end of the rendered nat table (as kube-proxy once wrote, kubernetes#36652,
-"Couldn't load target") in the last table of every sync after the first: the first sync succeeds and the sync
-after the step is refused. What each probe sees is the kernel's own doing:
+to a chain that does not exist (as kube-proxy once wrote, kubernetes#36652, "Couldn't load target") at the end of
+the last table of every sync after the first (iptables mode: nat): the first sync succeeds and the sync after the
+step is refused. What each probe sees is the kernel's own doing:
 
 - the Service deleted with `doomed` still answers: its DNAT is in the nat table of the first sync, which stays;
 - the Service `empty` (no endpoints) is deleted in the same step and is no longer refused: kube-proxy's REJECT for
@@ -21,8 +21,9 @@ are served and rejected as before. (iptables-nft takes no lock.) The lab's lock 
 (XTABLES_LOCKFILE), so that no other iptables user of this machine waits.
 
 ipvs mode (under `lab vm`) writes nat, then filter, and syncs IPVS before its restore: when the filter table is
-refused, the deleted Service's virtual server and kube-ipvs0 address stay (kube-proxy removes them only after a
-restore that succeeded), and the Service still answers.
+refused, the deleted Services' virtual servers and kube-ipvs0 addresses stay (kube-proxy removes them only after a
+restore that succeeded): `doomed` still answers, and `empty`, a virtual server without a real server, is still
+refused by IPVS.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from lab.pipeline import run_variant
 from lab.render import dataplane
 
 SCENARIO = """\
-name: iptables-sync-failure
+name: xtables-sync-failure
 cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24, proxyMode: iptables,
           kubeVersion: "1.35"}
 matrix:
+  proxyMode: [iptables]  # ipvs: its own test, under lab vm
   iptablesBackend: [nft, legacy]
 nodes:
   - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
@@ -77,7 +79,10 @@ probes:
   - name: empty-after
     from: client
     to: {address: 10.96.0.30, port: 80}
-    expect: {outcome: unreachable}
+    expect:
+      - when: {proxyMode: ipvs}
+        outcome: refused
+      - {outcome: unreachable}
 """
 PLANTED = "-A INPUT -j KUBE-NOSUCHCHAIN"
 
@@ -101,7 +106,7 @@ def resyncs_refused(monkeypatch):
 def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_syncs(
     resyncs_refused, host_unchanged, tmp_path, own_namespaces
 ):
-    path = tmp_path / "iptables-sync-failure.yaml"
+    path = tmp_path / "xtables-sync-failure.yaml"
     path.write_text(SCENARIO)
     for topo in load_scenario(path).variants:
         backend = topo.cluster.iptables_backend
@@ -122,53 +127,24 @@ def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_sync
     assert own_namespaces() == []
 
 
-IPVS_SCENARIO = """\
-name: ipvs-sync-failure
-cluster: {clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16, underlay: 192.168.56.0/24, proxyMode: ipvs,
-          kubeVersion: "1.35"}
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
-  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
-workload:
-  - kind: Pod
-    metadata: {name: web, labels: {app: web}}
-    spec: {nodeName: node2, containers: [{name: web, ports: [{containerPort: 8080}]}]}
-  - kind: Pod
-    metadata: {name: client}
-    spec: {nodeName: node1, containers: [{name: client}]}
-  - kind: Service
-    metadata: {name: doomed}
-    spec: {clusterIP: 10.96.0.20, selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
-probes:
-  - name: doomed-before
-    from: client
-    to: {service: doomed, port: 80}
-    expect: {outcome: delivered, backend: web}
-  - name: doomed-after
-    before: [{delete: Service/doomed}]
-    from: client
-    to: {address: 10.96.0.20, port: 80}
-    expect: {outcome: delivered, backend: web}
-"""
-
-
 @pytest.mark.ipvs
 def test_ipvs_keeps_a_deleted_services_virtual_server_when_its_restore_fails(
     resyncs_refused, host_unchanged, tmp_path, own_namespaces
 ):
-    path = tmp_path / "ipvs-sync-failure.yaml"
-    path.write_text(IPVS_SCENARIO)
-    (topo,) = load_scenario(path).variants
+    path = tmp_path / "xtables-sync-failure.yaml"
+    path.write_text(SCENARIO)
+    (topo,) = load_scenario(path, {"proxyMode": ["ipvs"], "iptablesBackend": ["nft"]}).variants
     run = run_variant(topo)
     if run.skipped:  # no ip_vs here: `lab vm run -- .venv/bin/pytest -m ipvs THIS_FILE`
         pytest.skip(run.skipped)
-    before, after = run.results
-    assert before.observed.outcome == "delivered" and "sync failed" not in before.observed.explanation
-    assert after.observed.outcome == "delivered" and after.observed.backend == "web", after.observed
-    why = after.observed.explanation
-    assert why.startswith("kube-proxy's ipvs sync failed on node1: "), why
-    assert "in the filter table" in why and "the nat table is this sync's" in why, why
-    assert "virtual servers and kube-ipvs0 addresses of deleted Services stay" in why, why
+    results = {result.probe.name: result.observed for result in run.results}
+    assert results["doomed-after"].outcome == "delivered" and results["doomed-after"].backend == "web"
+    assert results["empty-after"].outcome == "refused", results["empty-after"]  # no real server: IPVS refuses
+    for name in ("doomed-after", "empty-after"):
+        why = results[name].explanation
+        assert why.startswith("kube-proxy's ipvs sync failed on node1: "), why
+        assert "in the filter table" in why and "the nat table is this sync's" in why, why
+        assert "virtual servers and kube-ipvs0 addresses of deleted Services stay" in why, why
     assert own_namespaces() == []
 
 
@@ -200,7 +176,7 @@ def lock_held_during_resyncs(monkeypatch, tmp_path):
 def test_the_xtables_lock_held_past_kube_proxys_wait_leaves_every_table(
     lock_held_during_resyncs, host_unchanged, tmp_path, own_namespaces
 ):
-    path = tmp_path / "iptables-sync-failure.yaml"
+    path = tmp_path / "xtables-sync-failure.yaml"
     path.write_text(SCENARIO)
     (topo,) = load_scenario(path, {"iptablesBackend": ["legacy"]}).variants
     results = {result.probe.name: result.observed for result in run_variant(topo).results}
