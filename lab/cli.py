@@ -6,6 +6,7 @@ lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
 lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
+lab import FILE... > s.yaml  a scenario from a cluster's kubectl get -o yaml|json, kube-proxy's ConfigMap, version
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import version as package_version
@@ -32,16 +34,33 @@ from rich.console import Console
 from rich.text import Text
 
 from lab.argtypes import count, seconds
+from lab.bench.cluster import parse_sizes, run_cluster_bench
+from lab.bench.scale import run_scale_bench
+from lab.bench.stages import run_bench, run_replay_bench
+from lab.bench.steps import run_steps_bench
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
+from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
 from lab.helptext import STOPPED, exit_codes
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
+from lab.pipeline import run_variant
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError
+from lab.realize.runs import remove_leftovers
 from lab.realize.terminate import Terminated, handle_sigterm, stop_if_terminated
+from lab.render.dataplane import node_dataplane
+from lab.render.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
+from lab.render.kubeproxy.nftables import check_nftables_version
+from lab.replay.report import print_replay
+from lab.replay.run import replay_from_args
+from lab.report.compare import compare_markdown, compare_table
+from lab.report.drawing import DrawingError
+from lab.report.html import write_report
 from lab.report.literal import literal
+from lab.report.records import json_document, summary
+from lab.report.terminal import print_scenario
 from lab.selection import add_variant_flags, counts, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
 
@@ -68,12 +87,6 @@ def _check_compare(scenarios: list[Scenario], axis: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.pipeline import run_variant
-    from lab.realize.runs import remove_leftovers
-    from lab.report.compare import compare_markdown, compare_table
-    from lab.report.records import summary
-    from lab.report.terminal import print_scenario
-
     if args.markdown and not args.compare:
         err.print("--markdown prints the --compare tables: give --compare AXIS too")
         return 2
@@ -119,9 +132,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     totals = summary(all_runs)
     if args.html:
-        from lab.report.drawing import DrawingError
-        from lab.report.html import write_report
-
         try:
             written = write_report(args.html, reported)
         except DrawingError as exc:
@@ -149,15 +159,10 @@ NOTHING_TESTED = 3  # lab run's exit status when every probe was skipped (and no
 
 
 def _print_json(results: list, runs: list, interrupted: bool) -> None:
-    from lab.report.records import json_document
-
     print(json.dumps(json_document(results, runs, interrupted), indent=2))
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from lab.render.dataplane import node_dataplane
-    from lab.render.kubeproxy.nftables import check_nftables_version
-
     scenario = load_all([args.file], args.matrix)[0]
     variants = select(scenario, args.variant)
     if not variants:
@@ -196,7 +201,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in scenario_paths(args.files):  # every file is checked, whichever fail
         try:
             with err.status(literal(f"checking {path}…")) if err.is_terminal else nullcontext():
-                scenario = load_scenario(path)
+                scenario = load_scenario(path, arch=machine_arch())
         except ScenarioError as exc:
             err.print(_error_text(exc), highlight=False)
             failed = True
@@ -208,18 +213,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from lab.doctor import format_checks, run_checks
+def cmd_import(args: argparse.Namespace) -> int:
+    from lab.describe.kubectl.command import run_import
 
+    return run_import(args, lambda line: err.print(Text("note: ", style="yellow") + literal(line), highlight=False))
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
     checks = run_checks()
     console.print(format_checks(checks))
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lab.replay.report import print_replay
-    from lab.replay.run import replay_from_args
-
     require_root("replay")
     handle_sigterm()
     result = replay_from_args(args)
@@ -231,8 +237,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cluster_sizes(text: str) -> list[tuple[int, int]]:
-    from lab.bench.cluster import parse_sizes
-
     try:
         return parse_sizes(text)
     except ValueError as exc:
@@ -240,29 +244,17 @@ def cluster_sizes(text: str) -> list[tuple[int, int]]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from lab.bench.stages import run_bench, run_replay_bench
-
     require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
     if args.steps:
-        from lab.bench.steps import run_steps_bench
-        from lab.doctor import kernel_has
-
         return run_steps_bench(
             ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") else []), args.repeat, console
         )
     if args.cluster:
-        import tempfile
-
-        from lab.bench.cluster import run_cluster_bench
-
         with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
             return run_cluster_bench(args.cluster, args.repeat, console, Path(tmp))
     if args.scale:
-        from lab.bench.scale import run_scale_bench
-        from lab.doctor import kernel_has
-
         modes = ["iptables", "iptables-legacy", "nftables"] + (
             ["ipvs"] if kernel_has("ip_vs") and kernel_has("dummy") else []
         )
@@ -326,7 +318,8 @@ def parser() -> argparse.ArgumentParser:
         "render",
         help="print the rules kube-proxy would install on a node",
         description="Print what kube-proxy of the variant's version and mode leaves on NODE: the complete "
-        "iptables-restore input, ipvs' parts, or the nftables transaction. Builds nothing.",
+        "iptables-restore input, ipvs' parts, or the nftables transaction (then, as comments, the listeners of "
+        "1.37's localhost NodePort proxy). Builds nothing.",
         epilog=exit_codes((0, "printed"), (2, "a scenario error (file:line: field), an unknown node, a bad flag")),
     )
     render.add_argument("file", help="a scenario file")
@@ -345,6 +338,10 @@ def parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     validate.set_defaults(func=cmd_validate)
+
+    from lab.describe.kubectl.command import add_import_command
+
+    add_import_command(sub, cmd_import)
 
     replay = sub.add_parser(
         "replay",
@@ -384,8 +381,6 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--backend", choices=["nft", "legacy"], default="nft", help="with --rules: the iptables backend (nft)"
     )
-    from lab.render.kubeproxy.iptables import DEFAULT_VERSION as KUBE_PROXY_VERSION
-
     replay.add_argument(
         "--add-kube-jumps",
         dest="kube_jumps",
@@ -465,5 +460,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
-        err.print(f"{'terminated' if terminated else 'interrupted'}; namespaces removed")
+        err.print(f"{'terminated' if terminated else 'interrupted'}; what it built was taken down")
         sys.exit(143 if terminated else 130)

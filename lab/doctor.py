@@ -578,6 +578,19 @@ def _kernel_check(feature: str) -> Check:
     return checks[feature]
 
 
+def running_kernel() -> str:
+    """The release of the kernel the lab runs on (`uname -r`: the host's, or the guest's under `lab vm`), read
+    here once and given to describe (`when: {kernel: ...}`) and, in the Topology, to render: neither reads the
+    machine."""
+    return platform.release()
+
+
+def machine_arch() -> str:
+    """This machine's architecture by Go's name, as kubelet labels a node (`kubernetes.io/arch`): the lab's nodes
+    are namespaces of this machine. Read here and given to describe, which reads nothing from the machine."""
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
 def kernel_has(feature: str) -> bool:
     """Whether the running kernel can do `feature` (a name from run_checks()); computed once per process."""
     return _kernel_check(feature).present

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import platform
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.describe.topology import ProbeSpec, Topology
+from lab.describe.releases import check_feature_gate
+from lab.describe.topology import Topology
+from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
 from lab.install.conntrack import apply_cleanup
 from lab.install.dataplane import install
@@ -18,47 +19,12 @@ from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.install.sync_failure import failed_sync
 from lab.judge.attempts import run_probe
-from lab.judge.verdict import Verdict
-from lab.probe.session import Observation, ProbeSession
+from lab.judge.results import ProbeResult, Timing, VariantRun
+from lab.probe.session import ProbeSession
 from lab.realize.build import Realized, realize
 from lab.render.dataplane import conntrack_cleanups, kernel_version, render, setups
+from lab.render.kubeproxy.nftables import check_nftables_version
 from lab.render.kubeproxy.versions import Release
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    topology: Topology
-    probe: ProbeSpec
-    observed: Observation
-    verdict: Verdict
-    steps: tuple[StepDone, ...] = ()  # the probe's `before:` steps as they were done
-
-
-@dataclass(frozen=True)
-class Timing:
-    build: float
-    install: float
-    probes: float  # the probe session's start (backends, captures, first rule snapshots) included
-    teardown: float
-    session: float = 0.0  # of `probes`: starting and closing the probe session, once per variant
-    render: float = 0.0  # kube-proxy's rules for every node, before the build
-
-    @property
-    def total(self) -> float:
-        return self.render + self.build + self.install + self.probes + self.teardown
-
-
-@dataclass
-class VariantRun:
-    topology: Topology
-    results: list[ProbeResult]
-    timing: Timing
-    skipped: str = ""  # why this variant could not run here, naming the missing feature
-
-    @property
-    def skipped_probes(self) -> int:
-        return len(self.topology.probes) if self.skipped else 0
-
 
 IMPLEMENTED_MODES = ("iptables", "ipvs", "nftables")
 
@@ -68,21 +34,14 @@ def on_this_kernel(topo: Topology) -> Topology:
     return topo if topo.kernel else dataclasses.replace(topo, kernel=running_kernel())
 
 
-def running_kernel() -> str:
-    """The release of the kernel the lab runs on (`uname -r`: the host's, or the guest's under `lab vm`), read
-    here once and given to describe (`when: {kernel: ...}`) and, in the Topology, to render: neither reads the
-    machine."""
-    return platform.release()
-
-
 def cannot_run(topo: Topology) -> str:
     """Why this machine cannot run the variant ("" if it can)."""
-    from lab.doctor import kernel_has, skip_reason
-    from lab.render.kubeproxy.nftables import check_nftables_version
-
     mode = topo.cluster.proxy_mode
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem
+    for gate, _ in topo.cluster.feature_gates:
+        if problem := check_feature_gate(topo.cluster.kube_version, gate):
+            return problem
     least = Release.of(topo.cluster.kube_version).nft_kernel_minimum if mode == "nftables" else None
     if least and (kernel := kernel_version(on_this_kernel(topo).kernel)) < least:
         return (
@@ -108,8 +67,6 @@ def tunnel_kind(topo: Topology) -> str:
         return ""
     if topo.cluster.tunnel != "auto":
         return topo.cluster.tunnel
-    from lab.doctor import kernel_has
-
     return "ipip" if kernel_has("ipip") else "vxlan"
 
 
@@ -173,16 +130,16 @@ def run_variant(
                 if probe.before:  # even for a probe left out: later ones expect what it changed
                     session.note(f"steps before {probe.name}")
                     running, steps = run_steps(realized, running, probe, kube_proxy_sync(realized, ports))
-                    session.rules_changed(running)
+                    session.rules_changed()
                     for done in steps:
                         if not done.step.argv:  # a workload change: every node's kube-proxy synced
                             session.kube_proxy_synced(done.said)
                     session.note("kube-proxy synced")
                 if only is not None and probe.name not in only:
                     if probe.keep_every:  # the flow it keeps goes on for later probes to check
-                        session.run(probe)
+                        session.run(probe, running)
                     continue
-                observed, verdict = run_probe(session, probe, topo)
+                observed, verdict = run_probe(session, probe, topo, running)
                 result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
                 results.append(result)
                 if on_result:

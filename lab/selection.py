@@ -14,8 +14,8 @@ from rich.console import Console
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology, axis_text
+from lab.doctor import machine_arch, running_kernel
 from lab.helptext import MATRIX, VARIANT
-from lab.pipeline import running_kernel
 from lab.report.literal import literal
 
 err = Console(stderr=True, soft_wrap=True)  # messages are one line each: grep finds them
@@ -57,7 +57,7 @@ def load_all(files: list[str], matrix: list[str] | None = None) -> list[Scenario
             sys.exit(2)
         axes[key] = values.split(",")
     kernel = running_kernel()  # read once, for every file: what `when: {kernel: ...}` is judged against
-    return [load_scenario(p, axes, kernel=kernel) for p in paths]
+    return [load_scenario(p, axes, kernel=kernel, arch=machine_arch()) for p in paths]
 
 
 def key_value(text: str) -> str:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from lab.bench.stages import counts, raw_ip_seconds
 from lab.describe.load import load_scenario
+from lab.doctor import machine_arch
 from lab.pipeline import run_variant
 
 PROBES = 10
@@ -89,7 +90,7 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
     for nodes, pods in sizes:
         path = directory / f"cluster-{nodes}x{pods}.yaml"
         path.write_text(cluster_scenario(nodes, pods))
-        (topo,) = load_scenario(path).variants
+        (topo,) = load_scenario(path, arch=machine_arch()).variants
         runs = []
         for _ in range(repeat):
             run = run_variant(topo)

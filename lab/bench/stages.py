@@ -16,8 +16,13 @@ from rich.table import Table
 
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
-from lab.pipeline import Timing, cannot_run, run_variant
+from lab.doctor import machine_arch
+from lab.judge.results import Timing
+from lab.pipeline import cannot_run, run_variant
 from lab.realize.runs import new_prefix, release, remove_namespaces
+from lab.render.dataplane import node_dataplane
+from lab.replay.env import Setup
+from lab.replay.run import replay
 
 # The catalogue at the repository root (lab/bench/stages.py -> lab/bench -> lab -> root).
 CATALOGUE = Path(__file__).resolve().parents[2] / "topologies"
@@ -65,7 +70,7 @@ def raw_ip_seconds(namespaces: int, links: int) -> float:
 
 
 def run_bench(file: Path | None, repeat: int, console: Console) -> int:
-    topo = next(t for t in load_scenario(file or DEFAULT).variants if not cannot_run(t))
+    topo = next(t for t in load_scenario(file or DEFAULT, arch=machine_arch()).variants if not cannot_run(t))
     timings: list[Timing] = []
     for _ in range(repeat):
         run = run_variant(topo)
@@ -103,12 +108,8 @@ REPLAY_CASES = (
 
 
 def run_replay_bench(repeat: int, console: Console) -> int:
-    from lab.render.dataplane import node_dataplane
-    from lab.replay.env import Setup
-    from lab.replay.run import replay
-
     scenario = CATALOGUE / "lb-local-from-pods.yaml"
-    rules = node_dataplane(load_scenario(scenario).variants[0], "node2").iptables
+    rules = node_dataplane(load_scenario(scenario, arch=machine_arch()).variants[0], "node2").iptables
     table = Table(title=f"lab replay — report 1's node2 rules, median of {repeat}")
     for column in ("case", "output", "attempts", "seconds"):
         table.add_column(column, justify="right" if column in ("attempts", "seconds") else "left")

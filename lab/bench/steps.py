@@ -20,16 +20,15 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.describe.load import load_scenario
-from lab.describe.topology import Topology
-from lab.install.dataplane import install, load
+from lab.describe.topology import Axis, Topology
+from lab.doctor import machine_arch
+from lab.install.dataplane import load
 from lab.install.echo import EchoServers
-from lab.install.ports import PortHolder
 from lab.install.steps import run_steps
-from lab.pipeline import cannot_run, kube_proxy_sync, tunnel_kind
+from lab.pipeline import cannot_run, kube_proxy_sync, standing
 from lab.probe.client import send
 from lab.probe.session import listeners
-from lab.realize.build import realize
-from lab.render.dataplane import render, setups
+from lab.render.dataplane import render
 
 SCENARIO = Path(__file__).resolve().parent / "steps.yaml"
 VERSIONS = ("1.31", "1.32")
@@ -37,12 +36,9 @@ VERSIONS = ("1.31", "1.32")
 
 def _one(topo: Topology) -> tuple[float, float]:
     """(the step, the floor) in seconds, in a cluster built for this run."""
-    planes = render(topo)
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
-        install(realized, planes)
-        ports = PortHolder(realized)  # none from 1.24: the bench's releases hold no port
-        stack.callback(ports.close)
+        stood = stack.enter_context(standing(topo))  # render, realize and install as `lab run` does
+        realized = stood.realized
         echo = EchoServers()
         stack.callback(echo.close)
         for listener in listeners(realized):
@@ -52,7 +48,7 @@ def _one(topo: Topology) -> tuple[float, float]:
         # The flow the cleanup has to look at: one conntrack entry per node it crosses.
         send(realized.ns_of(first.source), first.dst_ip, first.dst_port, first.protocol, 0.5, port=first.source_port)
         start = time.perf_counter()
-        after, _ = run_steps(realized, topo, step, kube_proxy_sync(realized, ports))
+        after, _ = run_steps(realized, topo, step, kube_proxy_sync(realized, stood.ports))
         seconds = time.perf_counter() - start
         # A sync with nothing to change: the same rules and sets again (ipvs: no virtual server to add or delete).
         again = render(after, previous=after)
@@ -70,7 +66,8 @@ def run_steps_bench(modes: list[str], repeat: int, console: Console) -> int:
         table.add_column(column, justify="left" if column in ("mode", "kube-proxy") else "right")
     for mode in modes:
         for version in VERSIONS:
-            (topo,) = load_scenario(SCENARIO, {"proxyMode": [mode], "kubeVersion": [version]}).variants
+            axes: dict[str, list[Axis]] = {"proxyMode": [mode], "kubeVersion": [version]}
+            (topo,) = load_scenario(SCENARIO, axes, arch=machine_arch()).variants
             if reason := cannot_run(topo):
                 table.add_row(mode, version, "skipped", reason, "")
                 continue

@@ -44,13 +44,15 @@ def load_scenario(
     matrix: dict[str, list[Axis]] | None = None,
     extra_probes: tuple[dict, ...] = (),
     kernel: str | None = None,
+    arch: str | None = None,
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
-    one); `kernel` is the release the variants will run on (lab.pipeline.running_kernel), which `when: {kernel:
-    ...}` is judged against (None: no kernel, and such a condition applies to nothing). What is wrong is raised
-    all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema reads, what each
-    variant's resolve steps refuse."""
+    one); `kernel` is the release the variants will run on (lab.doctor.running_kernel), which `when: {kernel:
+    ...}` is judged against (None: no kernel, and such a condition applies to nothing); `arch` the machine's
+    architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label). What
+    is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
+    reads, what each variant's resolve steps refuse."""
     source = load_yaml(path)
     if not isinstance(source.data, dict):
         raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
@@ -60,9 +62,9 @@ def load_scenario(
     try:
         base = parse(source)
     except ScenarioError as exc:
-        raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {}, kernel)])
+        raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {}, kernel, arch)])
     raise_all(errors)
-    variants = _variants(source, base, matrix or {}, kernel)
+    variants = _variants(source, base, matrix or {}, kernel, arch)
     return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
@@ -71,11 +73,11 @@ def _each(exc: ScenarioError) -> list[ScenarioError]:
 
 
 def _variants(
-    source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]], kernel: str | None
+    source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]], kernel: str | None, arch: str | None
 ) -> list[Topology]:
     """Every variant, resolved; or every error of every variant (one may refuse what another does not)."""
     variants, errors = [], []
-    for v in expand(source, base.matrix, matrix, kernel):
+    for v in expand(source, base.matrix, matrix, kernel, arch):
         try:
             variants.append(_resolve(v, parse(v.source) if v.values else base))
         except ScenarioError as exc:
@@ -85,7 +87,11 @@ def _variants(
 
 
 def _in_the_rest(
-    source: Source, errors: list[ScenarioError], matrix: dict[str, list[Axis]], kernel: str | None
+    source: Source,
+    errors: list[ScenarioError],
+    matrix: dict[str, list[Axis]],
+    kernel: str | None,
+    arch: str | None,
 ) -> list[ScenarioError]:
     """What the resolve steps refuse in the file without the probes the schema refused (none when the schema
     refused more than probes)."""
@@ -95,7 +101,7 @@ def _in_the_rest(
         return []
     reduced, places = rest
     try:
-        _variants(reduced, parse(reduced), matrix, kernel)
+        _variants(reduced, parse(reduced), matrix, kernel, arch)
     except ScenarioError as exc:
         return [as_written(e, places) for e in _each(exc)]
     return []
@@ -105,7 +111,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     """One variant's Topology: every name bound to an address, the first inconsistency reported with its line."""
     src = variant.source
     cluster = resolve_cluster(src, f.cluster)
-    nodes = resolve_nodes(src, f.nodes, cluster)
+    nodes = resolve_nodes(src, f.nodes, cluster, variant.arch)
     externals = resolve_externals(src, f.external_hosts, cluster, nodes)
     pods, pending = resolve_pods(src, f.workload, cluster, nodes, scale_demand(variant, f.probes, f.workload))
     # Every Service as if every built pod ran; at the start without the replicas a later step creates.

@@ -39,7 +39,53 @@ OPTIONS_SINCE = {
     ("conntrack", "tcpBeLiberal"): (29, "kubernetes#120354"),
     ("conntrack", "udpTimeout"): (29, "kubernetes#120354"),
     ("conntrack", "udpStreamTimeout"): (29, "kubernetes#120354"),
+    ("iptables", "localhostNodePorts"): (26, "kubernetes#108250"),
 }
+
+# kube-proxy feature gates a scenario may set, and the first release that knows each (a release that does not refuses
+# to start: "unrecognized feature gate").
+FEATURE_GATES_SINCE = {
+    "KubeProxyNFTablesLocalhostNodePorts": (37, "kubernetes#138427"),
+}
+
+# The nodePortAddresses keywords and the first release that takes each: `primary` alone from 1.30 (kubernetes#123105,
+# merged in February 2024 for 1.30: the release is INFERRED from that date), `localhost` and `all`, and any mix of
+# keywords and CIDRs, from 1.37 (kubernetes#138427).
+PRIMARY_SINCE = (30, "kubernetes#123105")
+KEYWORDS_SINCE = (37, "kubernetes#138427")
+
+
+def check_feature_gate(version: str, gate: str) -> str | None:
+    """None when kube-proxy of `version` knows the feature gate, else what to tell the user."""
+    since, change = FEATURE_GATES_SINCE[gate]
+    if int(version.split(".")[1]) >= since:
+        return None
+    return (
+        f"kube-proxy {version} has no feature gate {gate} (added in 1.{since}, {change}): it refuses to start with a "
+        "gate it does not know"
+    )
+
+
+def check_node_port_addresses(version: str, addresses: list[str], keywords: tuple[str, ...]) -> str | None:
+    """None when kube-proxy of `version` takes these nodePortAddresses, else what to tell the user, with kube-proxy's
+    own rule for the release: CIDRs; from 1.30 also `primary` alone ("can't use both 'primary' and CIDRs"); from
+    1.37 any mix of `primary`, `localhost`, `all` and CIDRs."""
+    minor = int(version.split(".")[1])
+    used = [a for a in addresses if a in keywords]
+    if not used or minor >= KEYWORDS_SINCE[0]:
+        return None
+    newer = next((k for k in used if k != "primary"), None)
+    if newer is not None:
+        since, change = KEYWORDS_SINCE
+        return f"kube-proxy {version} does not take the keyword {newer!r} (added in 1.{since}, {change})"
+    if minor < PRIMARY_SINCE[0]:
+        return f"kube-proxy {version} takes CIDRs only ('primary' came in 1.{PRIMARY_SINCE[0]}, {PRIMARY_SINCE[1]})"
+    if len(addresses) > 1:
+        return (
+            f"kube-proxy {version} can't use both 'primary' and CIDRs: 'primary' stands alone before "
+            f"1.{KEYWORDS_SINCE[0]} ({KEYWORDS_SINCE[1]})"
+        )
+    return None
 
 
 def check_option(version: str, path: tuple[str, ...]) -> str | None:

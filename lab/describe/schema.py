@@ -53,6 +53,23 @@ class Ipvs(Strict):
     strict_arp: bool = Field(False, alias="strictARP")
 
 
+class Iptables(Strict):
+    """kube-proxy's `iptables` configuration (KubeProxyIPTablesConfiguration) that changes what it writes."""
+
+    # iptables.localhostNodePorts (--iptables-localhost-nodeports, kubernetes#108250, 1.26): false leaves NodePorts
+    # on 127.0.0.0/8 unserved and route_localnet alone.
+    localhost_nodeports: bool = Field(True, alias="localhostNodePorts")
+
+
+# The words nodePortAddresses may hold besides CIDRs (pkg/proxy/apis/config types.go: NodePortAddressesPrimary, and
+# from kubernetes#138427 in 1.37 NodePortAddressesLocalhost and NodePortAddressesAll), spelt as kube-proxy spells them.
+NODE_PORT_KEYWORDS = ("primary", "localhost", "all")
+
+# The kube-proxy feature gates the lab models (KubeProxyConfiguration.featureGates): what each one changes is render's
+# (lab/render/kubeproxy/versions.py), which releases have it is describe's (lab/describe/releases.py).
+FeatureGate = Literal["KubeProxyNFTablesLocalhostNodePorts"]
+
+
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion")
@@ -72,16 +89,31 @@ class Cluster(Strict):
     conntrack: Conntrack = Conntrack()
     # kube-proxy's --masquerade-all (iptables.masqueradeAll): SNAT every packet to a Service address.
     masquerade_all: bool = Field(False, alias="masqueradeAll")
-    # kube-proxy's nodePortAddresses: the CIDRs whose local addresses take NodePorts (empty: kube-proxy's default).
+    # kube-proxy's nodePortAddresses: the CIDRs whose local addresses take NodePorts (empty: kube-proxy's default),
+    # and the keywords of NODE_PORT_KEYWORDS (which release takes which: lab/describe/releases.py).
     node_port_addresses: list[str] = Field([], alias="nodePortAddresses")
     ipvs: Ipvs = Ipvs()
+    iptables: Iptables = Iptables()
+    feature_gates: dict[FeatureGate, bool] = Field({}, alias="featureGates")
 
     _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
 
     @field_validator("node_port_addresses")
     @classmethod
     def _node_port_cidrs(cls, value: list[str]) -> list[str]:
-        return [_network(cidr) for cidr in value]
+        # kube-proxy's validation (validateKubeProxyNodePortAddress): each entry a CIDR or a keyword, written exactly
+        # (`Localhost` is neither), and a keyword at most once (kubernetes#138427's review asked for that error).
+        for entry in value:
+            if entry not in NODE_PORT_KEYWORDS:
+                try:
+                    _network(entry)
+                except ValueError as exc:
+                    words = ", ".join(NODE_PORT_KEYWORDS)
+                    raise ValueError(f"{exc}; or one of the keywords {words} (lower case)") from None
+        for keyword in NODE_PORT_KEYWORDS:
+            if value.count(keyword) > 1:
+                raise ValueError(f"the keyword {keyword!r} is listed {value.count(keyword)} times: list it once")
+        return value
 
     @field_validator("kube_version", mode="before")
     @classmethod
@@ -225,10 +257,15 @@ class Conditional(Strict):
         return {k: v if isinstance(v, list) else _axis_value(v) for k, v in value.items()}
 
 
+# `expect: observe` (or `outcome: observe`): no expectation yet; the probe records what the kernel did and passes
+# whatever it was. What `lab import` writes for each probe, for the user to turn into expectations.
+OBSERVE = "observe"
+
+
 class Expectation(Conditional):
     # Several outcomes: any of them, where a kernel timer decides which one comes (e.g. dropped until a neighbour
     # entry fails, unreachable after); never `delivered`, whose details are judged.
-    outcome: Outcome | list[Outcome] = "delivered"
+    outcome: Outcome | list[Outcome] | Literal["observe"] = "delivered"
 
     @field_validator("outcome")
     @classmethod
@@ -297,6 +334,12 @@ class Probe(Strict):
     protocol: Literal["TCP", "UDP"] | None = None
     expect: Expectation | list[Expectation]
     why: str = ""
+
+    @field_validator("expect", mode="before")
+    @classmethod
+    def _observe(cls, value: Any) -> Any:
+        return {"outcome": OBSERVE} if value == OBSERVE else value
+
     attempts: int = Field(1, ge=1, le=64)
     # Milliseconds between attempts (to outwait a sessionAffinity timeout); with attempts.
     pause: int | None = Field(None, ge=1, le=60000)

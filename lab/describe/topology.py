@@ -6,9 +6,11 @@ Everything the later stages need is here and already checked; no stage after
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lab.describe.refs import ObjectRef
 from lab.describe.schema import Outcome
 
 Axis = str | bool
@@ -17,6 +19,11 @@ Axis = str | bool
 def axis_text(value: Axis) -> str:
     """A matrix value as the scenario file spells it (YAML booleans are lower case)."""
     return str(value).lower() if isinstance(value, bool) else value
+
+
+def variant_label(values: Iterable[tuple[str, Axis]]) -> str:
+    """A variant's matrix values, as every report names it: "proxyMode=ipvs, kubeVersion=1.30" ("" for none)."""
+    return ", ".join(f"{axis}={axis_text(value)}" for axis, value in values)
 
 
 DEFAULT_MTU = 1500  # a link's MTU where the scenario sets none, as Ethernet's
@@ -62,7 +69,7 @@ class PodSpec:
     @property
     def kube_name(self) -> str:
         """Its name in Kubernetes (metadata.name)."""
-        return self.name.rpartition("/")[2]
+        return ObjectRef.parse(self.name).name
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,14 @@ class ServiceSpec:
 ENTRY = "entry"  # in an expectation: the node the connection entered the cluster through
 
 
+def entry_suffix(name: str | None) -> str | None:
+    """What follows ENTRY in a name relative to the entry node ("" for `entry`, "/eth0" for `entry/eth0`); None
+    for any other name."""
+    if name and (name == ENTRY or name.startswith(ENTRY + "/")):
+        return name[len(ENTRY) :]
+    return None
+
+
 @dataclass(frozen=True)
 class Expected:
     outcome: Outcome
@@ -217,6 +232,7 @@ class Expected:
     affinity: bool | None = None  # every attempt after the first did / did not follow the ClientIP affinity
     also: tuple[Outcome, ...] = ()  # other outcomes accepted (a kernel timer decides which one comes)
     kernel: str = ""  # the kernel condition that chose this expectation, with the release: "5.10.0-26-amd64 <6.1"
+    observe: bool = False  # `expect: observe`: every outcome passes; the probe records what happened
 
     @property
     def outcomes(self) -> tuple[Outcome, ...]:
@@ -225,7 +241,7 @@ class Expected:
     @property
     def relative(self) -> bool:
         names = (self.node, self.source, self.source_local, self.source_remote)
-        return bool(self.entries) or any(n and (n == ENTRY or n.startswith(ENTRY + "/")) for n in names)
+        return bool(self.entries) or any(entry_suffix(n) is not None for n in names)
 
 
 @dataclass(frozen=True)
@@ -290,9 +306,17 @@ class ClusterSpec:
     udp_stream_timeout: int = 0
     # kube-proxy's flags as a scenario sets them (KubeProxyConfiguration field names in the scenario).
     masquerade_all: bool = False
-    node_port_addresses: tuple[str, ...] = ()
+    node_port_addresses: tuple[str, ...] = ()  # CIDRs and keywords (primary, localhost, all) as written
+    iptables_localhost_nodeports: bool = True
+    # kube-proxy's featureGates as the scenario sets them, (gate, on) sorted by gate; which release knows which is
+    # lab/describe/releases.py's, what each changes lab/render/kubeproxy/versions.py's.
+    feature_gates: tuple[tuple[str, bool], ...] = ()
     ipvs_scheduler: str = "rr"
     ipvs_strict_arp: bool = False
+
+    def gate(self, name: str) -> bool:
+        """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
+        return dict(self.feature_gates).get(name, False)
 
 
 @dataclass(frozen=True)
@@ -337,6 +361,12 @@ class Topology:
     def pods_on(self, node: str) -> tuple[PodSpec, ...]:
         return tuple(p for p in self.built_pods if p.node == node)
 
+    def address_of(self, name: str) -> str | None:
+        """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name."""
+        by_name = {n: ip for ip, n in self.address_names().items()}
+        by_name.update({f"{n.name}/eth0": n.ip for n in self.nodes})
+        return by_name.get(name)
+
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""
         names: dict[str, str] = {self.cluster.gateway_ip: "gateway"}
@@ -364,4 +394,4 @@ class Topology:
 
     @property
     def variant_label(self) -> str:
-        return ", ".join(f"{k}={axis_text(v)}" for k, v in self.variant) or "default"
+        return variant_label(self.variant) or "default"

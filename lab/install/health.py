@@ -13,6 +13,7 @@ import socket
 import time
 from dataclasses import dataclass
 
+from lab.describe.refs import ObjectRef
 from lab.install.loop import SocketLoop
 from lab.realize.enter import in_netns
 from lab.render.kubeproxy.healthcheck import service_body, service_headers
@@ -36,8 +37,8 @@ def response(listener: HealthListener, now: float | None = None) -> bytes:
     date = email.utils.formatdate(now, usegmt=True)
     headers = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
     if listener.service:
-        namespace, _, name = listener.service.partition("/")
-        body = service_body(namespace, name, listener.local_endpoints, listener.release)
+        service = ObjectRef.parse(listener.service)
+        body = service_body(service.namespace, service.name, listener.local_endpoints, listener.release)
         status = "200 OK" if listener.local_endpoints > 0 else "503 Service Unavailable"
         headers += service_headers(listener.local_endpoints, listener.release)
     else:

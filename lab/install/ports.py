@@ -1,4 +1,5 @@
-"""The sockets kube-proxy up to 1.23 holds open on each node (lab/render/kubeproxy/ports.py says which).
+"""The sockets kube-proxy itself has on each node: the ports it holds open up to 1.23 (lab/render/kubeproxy/ports.py
+says which), and 1.37's localhost NodePort proxy (lab/install/localhost_proxy.py).
 
 Made the way k8s.io/utils/net's ListenPortOpener makes them, inside the node's namespace: a TCP socket bound and
 listening with the kernel's largest backlog (Go's net.Listen, SO_REUSEADDR as Go sets it on listeners), a UDP
@@ -10,6 +11,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
+from lab.install.localhost_proxy import LocalhostProxy
 from lab.realize.build import Realized
 from lab.realize.enter import in_netns
 from lab.render.dataplane import NodeDataplane
@@ -40,10 +42,12 @@ class PortHolder:
     def __init__(self, realized: Realized) -> None:
         self.realized = realized
         self.held: dict[tuple[str, HeldPort], socket.socket] = {}
+        self.localhost = LocalhostProxy(realized)
 
     def sync(self, planes: Mapping[str, NodeDataplane], restart: bool = False) -> None:
+        self.localhost.sync(planes, restart)
         if restart:
-            self.close()
+            self._release()
         wanted = {(node, port) for node, plane in planes.items() for port in plane.held_ports}
         for key in [key for key in self.held if key not in wanted]:
             self.held.pop(key).close()
@@ -55,7 +59,11 @@ class PortHolder:
                 # lab (two Services with one externalIP:port are the case: the second one's port is taken).
                 continue
 
-    def close(self) -> None:
+    def _release(self) -> None:
         for sock in self.held.values():
             sock.close()
         self.held.clear()
+
+    def close(self) -> None:
+        self._release()
+        self.localhost.close()

@@ -20,10 +20,11 @@ import time
 from collections import Counter
 from dataclasses import replace
 
-from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology
+from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology, entry_suffix
 from lab.judge.verdict import Verdict, judge
 from lab.probe.evidence.base import RuleHit
-from lab.probe.session import Observation, ProbeSession
+from lab.probe.observation import Observation
+from lab.probe.session import ProbeSession
 
 MAX_ATTEMPTS = 64
 # The rules that send a connection along the client's affinity when they match (not the ones that record it:
@@ -42,26 +43,24 @@ def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expect
         return expected
     entry = observed.entry
     needs_entry = expected.node == ENTRY or any(
-        n and n.split("/")[0] == ENTRY for n in (expected.source, expected.source_local, expected.source_remote)
+        entry_suffix(n) is not None for n in (expected.source, expected.source_local, expected.source_remote)
     )
     if needs_entry and not entry:
         return "no node saw the connection, so it entered through none"
     source = expected.source
     if expected.source_local is not None and expected.source_remote is not None:
         source = expected.source_local if observed.node == entry else expected.source_remote
-    if source is not None and entry and source.split("/")[0] == ENTRY:
-        source = entry + source[len(ENTRY) :]
+    if entry and (suffix := entry_suffix(source)) is not None:
+        source = entry + suffix
     node = entry if expected.node == ENTRY else expected.node
     source_ip = expected.source_ip
     if source is not None and source != expected.source or expected.source_local is not None:
-        by_name = {name: ip for ip, name in topo.address_names().items()}
-        by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
-        source_ip = by_name.get(source or "", source)
+        source_ip = topo.address_of(source or "") or source
     return replace(expected, node=node, source=source, source_ip=source_ip)
 
 
-def _one(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[Observation, Verdict]:
-    observed = session.run(probe)
+def _one(session: ProbeSession, probe: ProbeSpec, topo: Topology, running: Topology) -> tuple[Observation, Verdict]:
+    observed = session.run(probe, running)
     concrete = resolve(probe.expected, observed, topo)
     if isinstance(concrete, str):
         return observed, Verdict(False, (concrete,))
@@ -101,20 +100,24 @@ def _joined(values: list[str | None]) -> str | None:
     return "|".join(seen) if seen else None
 
 
-def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[Observation, Verdict]:
-    """Send the probe's connection(s) and judge each; several are summed up in one observation."""
+def run_probe(
+    session: ProbeSession, probe: ProbeSpec, topo: Topology, running: Topology | None = None
+) -> tuple[Observation, Verdict]:
+    """Send the probe's connection(s) to the cluster running `running` (the workload earlier steps left; `topo`'s
+    when none ran) and judge each against `topo`'s expectations; several are summed up in one observation."""
+    running = running or topo
     expected = probe.expected
     if probe.attempts == 1 and not expected.relative:
-        observed = session.run(probe)
+        observed = session.run(probe, running)
         return observed, judge(expected, observed)
     if probe.attempts == 1 and not expected.entries:
-        return _one(session, probe, topo)
+        return _one(session, probe, topo, running)
     results: list[tuple[Observation, Verdict]] = []
     wanted = set(expected.entries)
     while len(results) < probe.attempts or (wanted - {o.entry for o, _ in results} and len(results) < MAX_ATTEMPTS):
         if results and probe.pause_ms:
             time.sleep(probe.pause_ms / 1000)
-        results.append(_one(session, probe, topo))
+        results.append(_one(session, probe, topo, running))
     observations = [o for o, _ in results]
     reasons = [f"attempt {i}: {r}" for i, (_, v) in enumerate(results, 1) for r in v.reasons]
     if expected.affinity is not None:
@@ -122,7 +125,13 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         reasons += [
             f"attempt {i}: expected it {how}, but it {'did not' if expected.affinity else 'followed it'}"
             for i, o in enumerate(observations[1:], 2)
-            if followed_affinity(o) != expected.affinity
+            if not o.unread and followed_affinity(o) != expected.affinity
+        ]
+        # Without the rules it met, whether a connection followed the affinity is not known: it cannot pass.
+        reasons += [
+            f"attempt {i}: whether it {how} is not known: the rules that acted cannot be read on {'; '.join(o.unread)}"
+            for i, o in enumerate(observations[1:], 2)
+            if o.unread
         ]
     if missing := sorted(wanted - {o.entry for o in observations}):
         reasons.append(f"no connection entered through {', '.join(missing)} in {len(results)} attempts")
@@ -152,6 +161,7 @@ def run_probe(session: ProbeSession, probe: ProbeSpec, topo: Topology) -> tuple[
         connections=tuple(o.hops for o in observations),
         counters=_merge_counters(observations),
         rules=_merge_rules(observations),
+        unread=tuple(dict.fromkeys(u for o in observations for u in o.unread)),
         explanation=first_bad.explanation,
         seconds=sum(o.seconds for o in observations),
         pcaps=tuple(p for o in observations for p in o.pcaps),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.describe.topology import Expected
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 
 
 @dataclass(frozen=True)

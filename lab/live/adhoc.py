@@ -10,8 +10,8 @@ from typing import Any
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import load_scenario
 from lab.describe.topology import Axis, ProbeSpec, Topology
+from lab.doctor import machine_arch, running_kernel
 from lab.live.record import LiveLabError
-from lab.pipeline import running_kernel
 
 
 def target(topo: Topology, text: str, via: str | None, node: str | None) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def adhoc_probe(path: Path, matrix: dict[str, list[Axis]], topo: Topology, reque
     if request.get("protocol"):
         written["protocol"] = str(request["protocol"]).upper()
     try:
-        scenario = load_scenario(path, matrix, extra_probes=(written,), kernel=running_kernel())
+        scenario = load_scenario(path, matrix, extra_probes=(written,), kernel=running_kernel(), arch=machine_arch())
     except ScenarioError as exc:
         errors = exc.errors if isinstance(exc, ScenarioErrors) else [exc]
         raise LiveLabError("; ".join(_in_flags(e, len(topo.probes), request) for e in errors)) from None

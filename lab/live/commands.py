@@ -16,7 +16,7 @@ from typing import Any
 from lab.describe.topology import Axis, Topology
 from lab.live.keeper import start
 from lab.live.record import LiveLab, LiveLabError, NotRunnable, live_labs, pick
-from lab.realize.enter import NETNS_DIR
+from lab.paths import NETNS_DIR
 from lab.realize.runs import alive, process_start, recorded_runs, remove_leftovers
 
 STOP_LIMIT = 60.0  # seconds a keeper may take to tear its lab down after SIGTERM

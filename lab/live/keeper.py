@@ -34,12 +34,14 @@ from rich.console import Console
 from lab.describe.load import load_scenario
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
+from lab.doctor import machine_arch, running_kernel
 from lab.judge.attempts import run_probe
+from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.live.adhoc import adhoc_probe
 from lab.live.record import LIVE, LOG, LiveLab, LiveLabError
 from lab.live.request import REQUEST_BYTES, ProbeRequest, RequestError, parse_request
 from lab.live.summary import summary
-from lab.pipeline import ProbeResult, Timing, VariantRun, running_kernel, standing
+from lab.pipeline import standing
 from lab.probe.session import ProbeSession
 from lab.realize.runs import write_beside
 from lab.realize.terminate import Terminated, handle_sigterm
@@ -108,7 +110,8 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
     handle_sigterm()
     try:
         digest = file_digest(path)
-        topo = next(t for t in load_scenario(path, matrix, kernel=running_kernel()).variants if t.variant == variant)
+        scenario = load_scenario(path, matrix, kernel=running_kernel(), arch=machine_arch())
+        topo = next(t for t in scenario.variants if t.variant == variant)
         with standing(topo) as stood, ProbeSession(stood.realized, PROBE_TIMEOUT) as session:
             session.kube_proxy_synced(stood.said)  # a refused first sync: every `lab probe` says so
             realized = stood.realized

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from lab.describe.topology import variant_label
+from lab.paths import STATE_DIR
 from lab.realize.runs import RunState, alive, read_beside, recorded_runs
 
 LIVE = ".live.json"
@@ -60,15 +62,15 @@ class LiveLab:
 
     @property
     def socket(self) -> str:
-        return f"/run/lab/{self.prefix}{SOCKET}"
+        return f"{STATE_DIR}/{self.prefix}{SOCKET}"
 
     @property
     def log(self) -> str:
-        return f"/run/lab/{self.prefix}{LOG}"
+        return f"{STATE_DIR}/{self.prefix}{LOG}"
 
     @property
     def variant_label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.variant.items()) or "(no matrix)"
+        return variant_label(self.variant.items()) or "(no matrix)"
 
 
 def live_labs() -> list[LiveLab]:

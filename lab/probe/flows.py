@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from lab.describe.topology import NodeSpec
+from lab.install.conntrack import Entry, parse_entries
+from lab.install.tools import run_command
 from lab.probe.client import ClientResult, exchange, open_socket
+from lab.realize.build import Realized
 
 _ENDS = ("reset", "closed", "refused")  # a TCP connection that met one of these is over
 
@@ -62,6 +66,12 @@ class KeptFlow:
         if self.protocol == "TCP" and last is not None and last.outcome in _ENDS:
             return ClientResult(last.outcome, error=f"the kept connection had ended earlier ({last.outcome})")
         return None
+
+    @property
+    def retransmitting(self) -> bool:
+        """Whether the exchange before the latest went unanswered too."""
+        outcomes = [e.outcome for e in self.history if e.outcome]
+        return len(outcomes) >= 2 and outcomes[-2] == "dropped"
 
     def exchange(self) -> ClientResult:
         """One more exchange now, recorded in the history (call it while the flow is paused)."""
@@ -129,6 +139,17 @@ class KeptFlow:
     @staticmethod
     def _record(result: ClientResult) -> Exchange:
         return Exchange(time.monotonic(), result.outcome, (result.reply or {}).get("backend"))
+
+
+def flow_entries(realized: Realized, nodes: Sequence[NodeSpec], protocol: str, port: int) -> list[tuple[str, Entry]]:
+    """The conntrack entries of a flow (its client's source port) on every node."""
+    found = []
+    for node in nodes:
+        listing = run_command(
+            realized.ns_of(node.name), ("conntrack", "-L", "-p", protocol.lower(), "--orig-port-src", str(port))
+        )
+        found += [(node.name, entry) for entry in parse_entries(listing)]
+    return found
 
 
 def history_lines(events: list[Exchange], start: float) -> list[str]:

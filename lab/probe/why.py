@@ -1,6 +1,6 @@
 """Why a probe went as it did, in words: from the frames the captures saw, the rules that moved and what the
 client was told (a RST, an ICMP error and who sent it, a REJECT the kernel did not answer, a crafted segment's
-fate). The session asks the kernel where it must (lab.probe.session: a packet lost without a rule)."""
+fate). lab.probe.explain asks the kernel where it must (a packet lost without a rule)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from lab.probe.capture import Frame
 from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters, counted
-from lab.probe.flows import KeptFlow
 
 # Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
 # inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
@@ -177,12 +176,6 @@ def explain(
         said = "the backend received it, but its answer never reached the client"
         return f"{said}: {lost(frames[-1], hits)}" if frames else said
     return lost(frames[-1], hits) if frames else "never seen on any node interface"
-
-
-def retransmitting(flow: KeptFlow) -> bool:
-    """Whether the exchange before a kept connection's latest went unanswered too."""
-    outcomes = [e.outcome for e in flow.history if e.outcome]
-    return len(outcomes) >= 2 and outcomes[-2] == "dropped"
 
 
 def crafted_fate(frames: list[Frame], craft: Craft, seq: int, client: str, names: dict[str, str]) -> tuple[str, bool]:

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
-from lab.realize.enter import NETNS_DIR, NamespaceError, ensure_br_netfilter, write_sysctls
+from lab.paths import NETNS_DIR
+from lab.realize.enter import NamespaceError, ensure_br_netfilter, write_sysctls
 from lab.realize.kernel_names import ifname
 from lab.realize.links import NetBuilder
 from lab.realize.rtnl import Batch

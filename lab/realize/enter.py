@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from lab.paths import NETNS_DIR
+
 T = TypeVar("T")
-NETNS_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.describe.readfile import ReadError, read_text
-from lab.realize.enter import NETNS_DIR, NamespaceError
+from lab.paths import NETNS_DIR, STATE_DIR
+from lab.realize.enter import NamespaceError
 from lab.realize.terminate import deferred
 
-STATE_DIR = Path("/run/lab")
 PREFIX_RE = re.compile(r"^(lab-[0-9a-f]{6})-")
 STATE_RE = re.compile(r"^(lab-[0-9a-f]{6})\.json$")
 LOCK_NAME = ".lock"

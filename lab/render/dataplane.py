@@ -12,7 +12,7 @@ from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, cleanup, start_sysctls
 from lab.render.kubeproxy.iptables import render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
-from lab.render.kubeproxy.nftables import render_nftables
+from lab.render.kubeproxy.nftables import LocalhostNodePort, render_nftables
 from lab.render.kubeproxy.ports import HeldPort, held_ports
 from lab.render.kubeproxy.versions import Release
 
@@ -40,14 +40,23 @@ class NodeDataplane:
     dummy_addresses: tuple[str, ...] = ()
     sysctls: tuple[tuple[str, str], ...] = ()  # ipvs': written once ipvsadm has loaded ip_vs
     held_ports: tuple[HeldPort, ...] = ()  # the sockets kube-proxy up to 1.23 holds open (ports.py)
+    # The listeners of 1.37's userspace proxy for localhost NodePorts (nftables mode with its feature gate).
+    localhost_proxy: tuple[LocalhostNodePort, ...] = ()
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
+
+    def proxied(self) -> list[str]:
+        """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
+        return [
+            f"kube-proxy listens on 127.0.0.1:{p.node_port}/TCP for {p.service} -> {', '.join(p.endpoints)}"
+            for p in self.localhost_proxy
+        ]
 
     def text(self) -> str:
         """What `lab render` prints: each part under a heading naming the tool that loads it."""
         if self.mode == "iptables":
             return self.iptables
         if self.mode == "nftables":
-            return self.nft
+            return self.nft + "".join(f"# {line}\n" for line in self.proxied())
         parts = [
             (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
             ("ipset restore", self.ipsets),
@@ -116,9 +125,13 @@ def node_dataplane(topo: Topology, node_name: str, previous: Topology | None = N
             ),
         )
     if topo.cluster.proxy_mode == "nftables":
-        script = render_nftables(services, config, [node.ip], version).script()
-        return NodeDataplane("nftables", nft=script, setup=_setup(topo, False))
-    rendered = render_iptables(services, config, [node.ip], version)
+        rules = render_nftables(services, config, [node.ip], version)
+        return NodeDataplane(
+            "nftables", nft=rules.script(), setup=_setup(topo, False), localhost_proxy=rules.localhost_nodeports
+        )
+    # GetNodeIPs: every address of the node's interfaces, loopback's too, so that nodePortAddresses naming
+    # 127.0.0.0/8 serves NodePorts on 127.0.0.1 (with iptables.localhostNodePorts).
+    rendered = render_iptables(services, config, _local(topo, node_name), version)
     held = held_ports(services, config, _local(topo, node_name), release)
     return NodeDataplane(
         "iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet), held_ports=held

@@ -16,6 +16,7 @@ from functools import partial
 
 from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
+from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.probe.client import send
@@ -123,8 +124,6 @@ def _install_ipvs(
     node_ns: str, table: dict[tuple[str, str, int], list[Target]], dump: str, node_ips: tuple[str, ...]
 ) -> None:
     """kube-proxy's ipvs side: every virtual address on kube-ipvs0 (the node's own stay where they are)."""
-    from lab.doctor import kernel_has, skip_reason
-
     for feature in ("ip_vs", "dummy"):
         if not kernel_has(feature):
             raise InstallError(f"--ipvs {skip_reason(feature)}; e.g. lab vm run -- .venv/bin/lab replay ...")

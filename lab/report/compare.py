@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lab.describe.topology import axis_text
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.report.literal import literal, visible
 
 

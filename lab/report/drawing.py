@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Collection, Sequence
 
 from lab.describe.topology import Topology
-from lab.probe.session import Hop
+from lab.probe.observation import Hop
 
 UNDERLAY = "underlay"
 SOURCE, CROSSED, BACKEND, DIED = "#2e7d32", "#ef6c00", "#1565c0", "#c62828"

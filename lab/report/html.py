@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import html
 import os
-import platform
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from lab.describe.topology import Topology
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
-from lab.probe.session import Hop
+from lab.probe.observation import Hop
 from lab.probe.why import dropping_rule
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
@@ -222,10 +221,12 @@ def page(scenarios: Sequence[tuple[str, Sequence[VariantRun]]], directory: Path)
     nav = "".join(f'<a href="#{_anchor(name)}">{_e(name)}</a>' for name, _ in scenarios)
     body = "\n".join(_scenario(name, runs, directory) for name, runs in scenarios if runs)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    # The release the runner read and gave each variant (report reads nothing from the machine).
+    kernel = ", ".join(sorted({run.topology.kernel for _, runs in scenarios for run in runs})) or "none"
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>lab report</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>lab report</h1>\n"
-        f'<p class="muted">{stamp}, kernel {_e(platform.release())}: {passed} passed, {len(results) - passed} failed, '
+        f'<p class="muted">{stamp}, kernel {_e(kernel)}: {passed} passed, {len(results) - passed} failed, '
         f"{skipped} skipped</p>\n{_failures(results)}\n<nav>{nav}</nav>\n{LEGEND}\n{body}\n</body></html>\n"
     )
 

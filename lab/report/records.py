@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lab.describe.topology import Expected, ProbeSpec, Topology
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.evidence.snmp import counted
 
 
@@ -15,6 +15,8 @@ def expected_text(result: ProbeResult) -> str:
 
 def expectation_text(e: Expected) -> str:
     """What a probe expects, in the words of the tables ("delivered by web from node2")."""
+    if e.observe:
+        return "anything (observe)"
     parts = [" or ".join(e.outcomes)]
     if e.backends:
         parts.append("by " + "|".join(e.backends))
@@ -63,6 +65,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
             "source_ip": e.source_ip,
             "same_backend": e.same_backend,
             "affinity": e.affinity,
+            "observe": e.observe,
         },
     }
 
@@ -88,6 +91,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
                 {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}
                 for node, h in o.rules
             ],
+            "rules_unread": list(o.unread),
             "flow": list(o.flow),
             "conntrack": list(o.conntrack),
             "counters": {actor: dict(moved) for actor, moved in o.counters},
@@ -109,6 +113,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "explanation": None,
     "path": [],
     "rules": [],
+    "rules_unread": [],
     "flow": [],
     "conntrack": [],
     "counters": {},

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from lab.pipeline import ProbeResult, VariantRun
+from lab.judge.results import ProbeResult, VariantRun
 from lab.report.literal import literal
 from lab.report.records import evidence_lines, expected_text, headline, observed_text
 

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lab.argtypes import count, seconds
+from lab.realize.terminate import handle_sigterm
 from lab.report.literal import literal
 from lab.vm.errors import VmError, VmPanic, VmTimeout
 from lab.vm.kernels import DEFAULT, RELEASES
@@ -95,6 +96,7 @@ def _report_error(exc: VmError) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     cmd = _command(args)
+    handle_sigterm()  # a killed `lab vm` kills its QEMU (run_qemu's finally), not leave it running for minutes
     try:
         result = run_in_vm(
             cmd,
@@ -123,6 +125,7 @@ class Row:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     cmd = _command(args)
+    handle_sigterm()
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     rows = []
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # as lab's other reports

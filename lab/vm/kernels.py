@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.describe.readfile import ReadError, read_text
+from lab.paths import cache_root
 from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
 from lab.vm.errors import VmError, missing_tool
 from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
@@ -67,13 +68,6 @@ def parse_spec(spec: str, modules: str | Path | None = None) -> KernelSpec:
     if modules is None:
         raise VmError(f"kernel {spec} is a path: name its modules with --modules DIR (its /lib/modules/<release>)")
     return KernelSpec(name=spec, vmlinuz=Path(spec), modules=Path(modules))
-
-
-def cache_root() -> Path:
-    """$LAB_CACHE, else ~/.cache/lab."""
-    if env := os.environ.get("LAB_CACHE"):
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lab"
 
 
 def resolve(spec: KernelSpec, cache: Path | None = None) -> Kernel:

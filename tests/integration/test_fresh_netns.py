@@ -33,8 +33,9 @@ def test_a_holder_in_the_hosts_namespace_is_refused(host_unchanged):
 def test_a_namespace_whose_setup_is_cut_short_is_unpinned_and_gone(host_unchanged):
     """A SIGTERM (or any error) while the new namespace's setup runs comes after the pin: the pinned file must be
     unmounted before it can go, and the error raised is the one that cut it short, not EBUSY."""
+    from lab.paths import NETNS_DIR
     from lab.realize import runs
-    from lab.realize.enter import NETNS_DIR, create_netns
+    from lab.realize.enter import create_netns
 
     prefix = runs.new_prefix()
     name = f"{prefix}-cut"

@@ -225,6 +225,25 @@ def test_replay_answers_every_mutant_of_a_dump(kind, tmp_path):
     fuzz(tmp_path, dump.read_text(), DUMP_EDITS, DUMP_MUTANTS, argv)
 
 
+KUBECTL = REPO / "tests/fixtures/kubectl"
+IMPORT_MUTANTS = 200
+
+
+@pytest.mark.parametrize(
+    "mutated", ["nodeport-source-ip/dump.yaml", "nodeport-source-ip/kube-proxy.yaml", "shop/dump.yaml"]
+)
+def test_import_answers_every_mutant_of_kubectl_output(mutated, tmp_path):
+    """`lab import` of a mutated dump or ConfigMap beside the other inputs, every other one with --anonymize: a
+    scenario or a clear error."""
+    cluster, name = mutated.split("/")
+    others = [str(KUBECTL / cluster / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml") if f != name]
+
+    def argv(number: int, path: Path) -> list[str]:
+        return ["import", str(path), *others, *(["--anonymize"] if number % 2 else [])]
+
+    fuzz(tmp_path, (KUBECTL / mutated).read_text(), SCENARIO_EDITS, IMPORT_MUTANTS, argv)
+
+
 # --- requests to a live lab's keeper ---------------------------------------------------------------------------
 
 REQUESTS = [

@@ -63,7 +63,7 @@ def test_without_redirects_the_same_datagram_is_refused(tmp_path, host_unchanged
 
 def test_the_client_s_counters_are_read_too(host_unchanged):
     """A pod's own counters (its TCP segments) are read with the nodes': a kept connection's request no capture saw
-    is judged by them (lab/probe/session.py _held_back)."""
+    is judged by them (lab/probe/explain.py held_back)."""
     scenario = REPO / "topologies" / "tcp-endpoint-terminating.yaml"
     (topo,) = load_scenario(scenario, {"proxyMode": ["iptables"], "kubeVersion": ["1.31"]}).variants
     run = run_variant(topo, only={"open-stream", "stream-after-web-0-terminating"})

@@ -10,7 +10,7 @@ from support.host import REPO
 
 from lab.describe.load import load_scenario
 from lab.pipeline import standing
-from lab.probe import session as session_module
+from lab.probe import send as send_module
 from lab.probe.craft import send_from
 from lab.probe.session import ProbeSession
 
@@ -20,13 +20,13 @@ def test_a_late_packet_of_an_earlier_connection_is_not_the_next_probes(host_unch
     (topo,) = load_scenario(REPO / "topologies" / "nodeport-source-ip.yaml", axes).variants
     probe = next(p for p in topo.probes if p.name == "via-node-with-pod")
     with standing(topo) as stood, ProbeSession(stood.realized) as session:
-        first = session.run(probe)
+        first = session.run(probe, topo)
         assert first.outcome == "delivered", first.explanation
-        assert len(session.client_sockets) == 1, session.client_sockets
-        (earlier,) = session.client_sockets
+        assert len(session.observer.client_sockets) == 1, session.observer.client_sockets
+        (earlier,) = session.observer.client_sockets
         ip, port = earlier.rsplit(":", 1)
         client = stood.realized.ns_of(probe.source)
-        real_send = session_module.send
+        real_send = send_module.send
 
         def late_then_send(*args: object, **kwargs: object) -> object:
             # A SYN from the earlier connection's socket, after the mark: the node answers it, the client RSTs.
@@ -34,9 +34,9 @@ def test_a_late_packet_of_an_earlier_connection_is_not_the_next_probes(host_unch
             time.sleep(0.1)
             return real_send(*args, **kwargs)
 
-        monkeypatch.setattr(session_module, "send", late_then_send)
-        second = session.run(probe)
+        monkeypatch.setattr(send_module, "send", late_then_send)
+        second = session.run(probe, topo)
     assert second.outcome == "delivered", second.explanation
-    assert len(session.client_sockets) == 2
+    assert len(session.observer.client_sockets) == 2
     assert not [hop for hop in second.hops if earlier in hop.packet], second.path
     assert second.entry == first.entry

@@ -12,7 +12,8 @@ import pytest
 from support.host import REPO
 
 from lab.describe.load import load_scenario
-from lab.pipeline import VariantRun, run_variant
+from lab.judge.results import VariantRun
+from lab.pipeline import run_variant
 
 SCENARIO = REPO / "topologies" / "lb-local-from-pods.yaml"
 NO_ENDPOINT_DROP = (

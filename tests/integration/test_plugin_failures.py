@@ -11,7 +11,7 @@ import sys
 from support.host import REPO
 
 CONFTEST = """
-import lab.report.pytest_plugin as plugin
+import lab.pytest_plugin as plugin
 from lab.probe.evidence.base import EvidenceError
 
 def interrupted(topology):

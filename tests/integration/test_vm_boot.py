@@ -42,6 +42,40 @@ def test_lab_vm_run_exits_with_the_commands_status():
     assert "exit 3" in proc.stderr
 
 
+def _qemu_children(pid: int) -> list[int]:
+    """The QEMU processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue  # not a process, or gone
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"qemu-system" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_terminated_lab_vm_takes_its_qemu_with_it():
+    """SIGTERM to `lab vm run` (a CI job cancelled, `kill` of a long matrix) kills the guest, where it used to run on
+    as an orphan until its own time limit."""
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "lab", "vm", "run", "--timeout", "300", "--", "sh", "-c", "echo up; sleep 200"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert lab.stdout is not None
+    assert lab.stdout.readline() == "up\n"  # the guest runs the command
+    (qemu,) = _qemu_children(lab.pid)
+    lab.terminate()
+    _, err = lab.communicate(timeout=60)
+    assert lab.returncode == 143, err
+    assert "terminated" in err and "Traceback" not in err, err
+    assert not Path(f"/proc/{qemu}").exists() or "Z" in Path(f"/proc/{qemu}/stat").read_text().split()[2]
+
+
 IPVS_SUITE_LIMIT = 2700  # seconds: the whole `-m ipvs` run under emulation, not a speed target
 
 

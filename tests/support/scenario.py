@@ -13,7 +13,7 @@ import pytest
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.probe.capture import Frame
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 
 # Two nodes and a client host on the underlay, for scenario texts to start from.
 NODES = """\
@@ -80,7 +80,7 @@ class ScriptedSession:
     def __init__(self, observations: list[Observation]) -> None:
         self.observations = list(observations)
 
-    def run(self, probe) -> Observation:
+    def run(self, probe, running) -> Observation:
         return self.observations.pop(0)
 
 

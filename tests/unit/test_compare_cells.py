@@ -6,9 +6,9 @@ from __future__ import annotations
 from support.scenario import BASE, write
 
 from lab.describe.load import load_scenario
+from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.judge.verdict import Verdict
-from lab.pipeline import ProbeResult, Timing, VariantRun
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 from lab.report.compare import compare_rows
 
 NAMED = BASE.replace(

@@ -175,3 +175,25 @@ def test_a_trace_marker_that_does_not_come_is_named_a_timeout_with_how_long_it_w
     assert "(201 sent)" in said and "too busy" in said
     ended = marker_missing("lab-0abc12-node1", 0.3, 1, 6)
     assert ended.startswith("nft monitor trace in lab-0abc12-node1 exited with status 1 after 0.3 s")
+
+
+# What nft 1.0.6's `monitor trace` printed for a marker and the port unreachable it drew (this machine, kernel 6.18).
+MARKER = (
+    'packet: oif "lo" ip saddr 127.0.0.1 ip daddr 127.0.0.1 ip dscp cs0 ip ecn not-ect ip ttl 64 ip id 31298 ip '
+    "protocol udp ip length 44 udp sport 47734 udp dport 9 udp length 24 @th,64,96 0x6c61622d74726163652d6d61 "
+)
+MARKER_ERROR = (
+    'packet: oif "lo" ip saddr 127.0.0.1 ip daddr 127.0.0.1 ip dscp cs6 ip ecn not-ect ip ttl 64 ip id 55713 ip '
+    "protocol icmp ip length 72 icmp type destination-unreachable icmp code port-unreachable icmp id 0 icmp sequence 0 "
+    "@th,64,96 0x4500002c7a4240004011c27c "
+)
+
+
+def test_only_the_tracers_own_loopback_packets_are_left_out():
+    from lab.probe.evidence.nftrace import is_marker
+
+    assert is_marker(MARKER) and is_marker(MARKER_ERROR)
+    # A node's own probe to 127.0.0.1:NODEPORT, and the port unreachable quoting its 34-byte datagram, are traced.
+    assert not is_marker(MARKER.replace("udp dport 9 ", "udp dport 30501 "))
+    assert not is_marker(MARKER_ERROR.replace("0x4500002c", "0x45000022"))
+    assert not is_marker(MARKER.replace("ip protocol udp", "ip protocol tcp").replace("udp dport 9 ", "tcp dport 9 "))

@@ -8,10 +8,10 @@ from dataclasses import replace
 from support.scenario import BASE, write
 
 from lab.describe.load import load_scenario
+from lab.judge.results import ProbeResult
 from lab.judge.verdict import Verdict
-from lab.pipeline import ProbeResult
 from lab.probe.evidence.base import RuleHit
-from lab.probe.session import Hop, Observation
+from lab.probe.observation import Hop, Observation
 from lab.report.drawing import path_actors, topology_dot
 from lab.report.html import _e, hop_rows, rule_rows
 

@@ -10,7 +10,7 @@ from lab.describe.errors import ScenarioError
 from lab.describe.kernel_when import KernelConditionError, conditions, holds
 from lab.describe.load import load_scenario
 from lab.judge.verdict import judge
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 
 
 def by_kernel(condition: str) -> str:

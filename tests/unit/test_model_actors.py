@@ -18,7 +18,7 @@ from lab.install.actors import Decision, fabric_rules, masq_agent_rules
 from lab.install.health import CheckResult, HealthListener, response
 from lab.judge.attempts import resolve, run_probe
 from lab.probe.capture import Frame
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 from lab.probe.why import stray_answer
 from lab.render.kubeproxy.adapter import service_ports
 from lab.render.kubeproxy.healthcheck import local_endpoints, service_body

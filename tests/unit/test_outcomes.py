@@ -14,7 +14,7 @@ from lab.describe.topology import Expected
 from lab.judge.verdict import judge
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 from lab.probe.why import explain
 
 NET_UNREACHABLE = IcmpError(3, 0, "192.168.56.1")

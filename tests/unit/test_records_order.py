@@ -8,8 +8,8 @@ from support.scenario import BASE, ScriptedSession, write
 
 from lab.describe.load import load_scenario
 from lab.judge.attempts import run_probe
-from lab.pipeline import ProbeResult
-from lab.probe.session import Observation
+from lab.judge.results import ProbeResult
+from lab.probe.observation import Observation
 from lab.report.records import observed_text, to_record
 
 JOINED = ("backend", "node", "source", "source_ip", "source_by_entry")  # (each connection's own lines keep their order)

@@ -4,13 +4,15 @@ judged."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support.scenario import BASE, ScriptedSession, error_for, write
 
 from lab.describe.load import load_scenario
 from lab.judge.attempts import followed_affinity, run_probe
 from lab.probe.evidence.base import RuleHit
-from lab.probe.session import Observation
+from lab.probe.observation import Observation
 
 SAME = BASE.replace(
     "    expect: {outcome: delivered, source: node2}\n",
@@ -82,6 +84,12 @@ def test_only_the_lookup_rules_say_a_connection_followed_the_affinity():
     [
         (met(RECORD), None),
         (met(RCHECK, RECORD), "attempt 2: expected it was balanced anew (affinity expired), but it followed it"),
+        # The trace of the node that holds the lookup did not answer: no rule met says nothing either way.
+        (
+            replace(met(RECORD), unread=("node2: timed out after 10.0 s",)),
+            "attempt 2: whether it was balanced anew (affinity expired) is not known: the rules that acted cannot "
+            "be read on node2: timed out after 10.0 s",
+        ),
     ],
 )
 def test_an_attempt_that_followed_an_expired_affinity_fails(tmp_path, second, reason):

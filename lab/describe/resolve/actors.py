@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from lab.describe import schema
+from lab.describe.refs import ObjectRef
 from lab.describe.resolve.checks import disjoint, inside, node_names, unique
 from lab.describe.topology import (
     ClusterSpec,
@@ -102,11 +103,11 @@ def _named_services(
     for i, lb in enumerate(declared):
         chosen = []
         for k, ref in enumerate(lb.services or []):
-            ns, _, name = ref.rpartition("/")
-            svc = next((s for s in services if s.name == name and s.namespace == (ns or "default")), None)
+            named_ref = ObjectRef.parse(ref)
+            svc = next((s for s in services if (s.namespace, s.name) == (named_ref.namespace, named_ref.name)), None)
             spath: FieldPath = ("loadBalancers", i, "services", k)
             if svc is None:
-                raise src.error(spath, f"no Service {ns or 'default'}/{name} in the workload")
+                raise src.error(spath, f"no Service {named_ref.namespace}/{named_ref.name} in the workload")
             if svc.type != "LoadBalancer" or not svc.ingress_ips:
                 raise src.error(
                     spath,

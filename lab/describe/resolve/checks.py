@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
+from lab.describe.refs import ObjectRef
 from lab.describe.topology import ClusterSpec, NodeSpec, PodSpec
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -48,8 +49,9 @@ def disjoint(src: Source, path: FieldPath, cidr: str, cluster: ClusterSpec, what
 def pod_named(src: Source, path: FieldPath, text: str, pods: tuple[PodSpec, ...]) -> PodSpec | None:
     """The pod `text` names, NAMESPACE/NAME or a NAME only one namespace's pod has; None when no pod has it. A
     bare name that pods of two namespaces have is refused, naming both."""
-    namespace, slash, name = text.rpartition("/")
-    found = [p for p in pods if p.kube_name == name and (not slash or p.namespace == namespace)]
+    ref = ObjectRef.parse(text, default_namespace="")
+    name = ref.name
+    found = [p for p in pods if p.kube_name == name and (not ref.namespaced or p.namespace == ref.namespace)]
     if len(found) > 1:
         each = " and ".join(f"{p.namespace}/{name}" for p in found)
         raise src.error(path, f"{name!r} names more than one pod ({each}): write NAMESPACE/NAME")

@@ -9,7 +9,7 @@ import ipaddress
 import itertools
 
 from lab.describe import schema
-from lab.describe.releases import check_option, check_version
+from lab.describe.releases import check_node_port_addresses, check_option, check_version
 from lab.describe.resolve.checks import hosts
 from lab.describe.topology import ClusterSpec
 from lab.describe.yamlsrc import Source
@@ -36,6 +36,13 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     ):
         if value and (problem := check_option(c.kube_version, ("conntrack", name))):
             raise src.error(("cluster", "conntrack", name), problem)
+    if not c.iptables.localhost_nodeports and (
+        problem := check_option(c.kube_version, ("iptables", "localhostNodePorts"))
+    ):
+        raise src.error(("cluster", "iptables", "localhostNodePorts"), problem)
+    addresses = c.node_port_addresses
+    if problem := check_node_port_addresses(c.kube_version, addresses, schema.NODE_PORT_KEYWORDS):
+        raise src.error(("cluster", "nodePortAddresses"), problem)
     return ClusterSpec(
         proxy_mode=c.proxy_mode,
         kube_version=c.kube_version,
@@ -55,7 +62,9 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         udp_timeout=ct.udp_timeout or 0,
         udp_stream_timeout=ct.udp_stream_timeout or 0,
         masquerade_all=c.masquerade_all,
-        node_port_addresses=tuple(c.node_port_addresses),
+        node_port_addresses=tuple(addresses),
+        iptables_localhost_nodeports=c.iptables.localhost_nodeports,
+        feature_gates=tuple(sorted(c.feature_gates.items())),
         ipvs_scheduler=c.ipvs.scheduler,
         ipvs_strict_arp=c.ipvs.strict_arp,
     )

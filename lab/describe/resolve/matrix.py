@@ -8,7 +8,7 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -31,8 +31,10 @@ CLUSTER_AXES = {
     "masqueradeAll",
 }
 CONNTRACK_AXES = {"tcpBeLiberal"}  # fields of cluster.conntrack
+IPTABLES_AXES = {"localhostNodePorts"}  # fields of cluster.iptables
+GATE_AXES = set(get_args(schema.FeatureGate))  # keys of cluster.featureGates
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
-AXES = CLUSTER_AXES | CONNTRACK_AXES | SERVICE_AXES
+AXES = CLUSTER_AXES | CONNTRACK_AXES | IPTABLES_AXES | GATE_AXES | SERVICE_AXES
 MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
 
 
@@ -46,6 +48,9 @@ class Variant:
     # The running kernel's release, as the pipeline read it; None when describing for no kernel (a `kernel:`
     # condition then applies to none).
     kernel: str | None = None
+    # The machine's architecture by Go's name (kubelet's `kubernetes.io/arch` label on every node), as the runner
+    # read it; None when describing for no machine (the nodes then have no such label).
+    arch: str | None = None
 
     def applies(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
         """Whether this variant, on this kernel, matches an item's `when` (checked against the declared matrix)."""
@@ -81,7 +86,11 @@ class Variant:
 
 
 def expand(
-    source: Source, file_axes: dict[str, list[Axis]], flags: dict[str, list[Axis]], kernel: str | None = None
+    source: Source,
+    file_axes: dict[str, list[Axis]],
+    flags: dict[str, list[Axis]],
+    kernel: str | None = None,
+    arch: str | None = None,
 ) -> Iterator[Variant]:
     """The variants of the file, in the matrix's order (the file's axes, then the flags' new ones); the axes and
     their bound are checked before the first is given."""
@@ -105,7 +114,7 @@ def expand(
     for indexes in itertools.product(*(range(len(a.values)) for a in axes.values())):
         choice = tuple(zip(axes.values(), indexes, strict=True))
         values = tuple((axis.name, axis.values[k]) for axis, k in choice)
-        yield Variant(_variant(source, choice) if choice else source, values, declared, kernel)
+        yield Variant(_variant(source, choice) if choice else source, values, declared, kernel, arch)
 
 
 def _flag(axis: str, values: list[Axis]) -> str:
@@ -182,9 +191,14 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
     if axis in CLUSTER_AXES:
         data.setdefault("cluster", {})[axis] = value
         return [("cluster", axis)]
-    if axis in CONNTRACK_AXES:
-        data.setdefault("cluster", {}).setdefault("conntrack", {})[axis] = value
-        return [("cluster", "conntrack", axis)]
+    if axis in GATE_AXES and value is False:
+        # A gate's axis turns it on, or leaves it out: off, as in every release that has no such gate (a release
+        # without it refuses to start when it is named at all, lab/pipeline.py).
+        return []
+    for section, axes in (("conntrack", CONNTRACK_AXES), ("iptables", IPTABLES_AXES), ("featureGates", GATE_AXES)):
+        if axis in axes:
+            data.setdefault("cluster", {}).setdefault(section, {})[axis] = value
+            return [("cluster", section, axis)]
     # externalTrafficPolicy only means something for Services with external frontends.
     types = (
         ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
@@ -209,6 +223,9 @@ def _axis_takes(axis: str, value: Axis) -> bool:
 
 
 def _field(axis: str) -> FieldInfo:
-    """The schema's field an axis sets."""
-    model = schema.Cluster if axis in CLUSTER_AXES else schema.Conntrack if axis in CONNTRACK_AXES else k8s.ServiceSpec
+    """The schema's field an axis sets (a feature gate: a value of featureGates, a boolean)."""
+    if axis in GATE_AXES:
+        return FieldInfo(annotation=bool)
+    models = ((CLUSTER_AXES, schema.Cluster), (CONNTRACK_AXES, schema.Conntrack), (IPTABLES_AXES, schema.Iptables))
+    model = next((m for axes, m in models if axis in axes), k8s.ServiceSpec)
     return next(f for f in model.model_fields.values() if f.alias == axis)

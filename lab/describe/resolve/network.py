@@ -4,7 +4,6 @@ underlay, or behind a router on its own LAN), with the routes routers take."""
 from __future__ import annotations
 
 import ipaddress
-import platform
 
 from lab.describe import schema
 from lab.describe.resolve.checks import disjoint, hosts, inside, unique
@@ -15,12 +14,12 @@ from lab.describe.yamlsrc import FieldPath, Source
 # headers. `auto` picks its kind later (ipip where the kernel has it): the wider of the two.
 TUNNEL_OVERHEAD = {"ipip": 20, "vxlan": 50, "auto": 50}
 
-# The nodes are namespaces of this machine: their architecture is its own, by Go's name (kubelet's label).
-ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
-
-def resolve_nodes(src: Source, declared: list[schema.Node], cluster: ClusterSpec) -> tuple[NodeSpec, ...]:
-    """Each node on the underlay with its own block of clusterCIDR, and its cni0 or tunnel address from it."""
+def resolve_nodes(
+    src: Source, declared: list[schema.Node], cluster: ClusterSpec, arch: str | None = None
+) -> tuple[NodeSpec, ...]:
+    """Each node on the underlay with its own block of clusterCIDR, and its cni0 or tunnel address from it; `arch`
+    is the machine's (the nodes are its namespaces), None for no machine."""
     nodes = []
     for i, n in enumerate(declared):
         _underlay_address(src, ("nodes", i, "ip"), n.ip, cluster)
@@ -29,7 +28,7 @@ def resolve_nodes(src: Source, declared: list[schema.Node], cluster: ClusterSpec
         for other in declared[:i]:
             if ipaddress.IPv4Network(n.pod_cidr).overlaps(ipaddress.IPv4Network(other.pod_cidr)):
                 raise src.error(("nodes", i, "podCIDR"), f"{n.pod_cidr} overlaps {other.name}'s {other.pod_cidr}")
-        labels = tuple(sorted((_kubelet_labels(n.name) | n.labels).items()))
+        labels = tuple(sorted((_kubelet_labels(n.name, arch) | n.labels).items()))
         if cluster.cni == "routed-tunnel":
             # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
             block = ipaddress.IPv4Network(n.pod_cidr)
@@ -49,9 +48,10 @@ def resolve_nodes(src: Source, declared: list[schema.Node], cluster: ClusterSpec
     return tuple(nodes)
 
 
-def _kubelet_labels(node: str) -> dict[str, str]:
+def _kubelet_labels(node: str, arch: str | None) -> dict[str, str]:
     """The labels kubelet puts on every node; a scenario's own labels add to them or replace them."""
-    return {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux", "kubernetes.io/arch": ARCH}
+    labels = {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux"}
+    return labels | {"kubernetes.io/arch": arch} if arch else labels
 
 
 def _underlay_address(src: Source, path: FieldPath, ip: str, cluster: ClusterSpec) -> None:

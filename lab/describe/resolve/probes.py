@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import replace
+from typing import get_args
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
@@ -13,7 +14,16 @@ from lab.describe.kernel_when import KERNEL
 from lab.describe.resolve.checks import node_names, pod_named, unique
 from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
-from lab.describe.topology import ENTRY, TUNNEL_NAME, Expected, ProbeSpec, ServiceSpec, StepSpec, Topology
+from lab.describe.topology import (
+    ENTRY,
+    TUNNEL_NAME,
+    Expected,
+    ProbeSpec,
+    ServiceSpec,
+    StepSpec,
+    Topology,
+    entry_suffix,
+)
 from lab.describe.yamlsrc import FieldPath, Source
 
 DEFAULT_EVERY_MS = 200  # a kept flow's exchange interval unless `every:` says
@@ -245,6 +255,14 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
         source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
+    if e.outcome == schema.OBSERVE:
+        if backends or e.node or e.source or e.entries or e.same_backend or e.affinity is not None:
+            raise src.error(
+                (*path, "outcome"),
+                "observe accepts whatever happens: backend, node, source, entries, sameBackend "
+                "and affinity go with an outcome the probe must have",
+            )
+        return Expected("delivered", also=tuple(o for o in get_args(schema.Outcome) if o != "delivered"), observe=True)
     first, *also = e.outcome if isinstance(e.outcome, list) else [e.outcome]
     if first != "delivered" and (backends or e.node or e.source or e.same_backend or e.affinity is not None):
         raise src.error(
@@ -280,18 +298,15 @@ def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topol
 
 def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str | None:
     """The address of a source name; None for a name relative to the entry node (checked here)."""
-    if name == ENTRY or name.startswith(ENTRY + "/"):
-        suffix = name[len(ENTRY) :]
+    if (suffix := entry_suffix(name)) is not None:
         allowed = {"", "/eth0", "/cni0" if topo.cluster.cni == "bridge" else f"/{TUNNEL_NAME}"}
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
         return None
     if (pod := pod_named(src, path, name, topo.built_pods)) is not None and not pod.host_network:
         return pod.ip
-    by_name = {n: ip for ip, n in topo.address_names().items()}
-    by_name.update({f"{n.name}/eth0": n.ip for n in topo.nodes})
-    if name in by_name:
-        return by_name[name]
+    if (address := topo.address_of(name)) is not None:
+        return address
     try:
         return str(ipaddress.IPv4Address(name))
     except ValueError:

@@ -8,9 +8,10 @@ import shlex
 from dataclasses import dataclass, replace
 
 from lab.describe import k8s, schema
+from lab.describe.refs import ObjectRef, replica_name
 from lab.describe.resolve.checks import node_names
 from lab.describe.resolve.matrix import Variant
-from lab.describe.resolve.workload import Demand, replica_name, without_endpoints
+from lab.describe.resolve.workload import Demand, without_endpoints
 from lab.describe.topology import PodSpec, ServicePortSpec, ServiceSpec, StepSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -42,20 +43,17 @@ def scale_demand(variant: Variant, probes: list[schema.Probe], workload: list[k8
             spath: FieldPath = ("probes", i, "before", k)
             if not variant.applies(spath, step.when):
                 continue
-            kind, _, rest = (step.scale or step.delete or "").partition("/")
-            namespace, _, name = rest.rpartition("/")
-            namespace = namespace or "default"
-            if step.scale is not None and step.replicas is not None and (kind, namespace, name) in running:
-                key = (kind, namespace, name)
+            ref = ObjectRef.parse(step.scale or step.delete or "", kinded=True)
+            if step.scale is not None and step.replicas is not None and (ref.kind, ref.namespace, ref.name) in running:
+                key = (ref.kind, ref.namespace, ref.name)
                 created[key] += max(0, step.replicas - running[key])
                 running[key] = step.replicas
                 if step.replicas > largest.get(key, (-1, ()))[0]:
                     largest[key] = (step.replicas, spath)
-            elif step.delete is not None and kind == "Pod":
+            elif step.delete is not None and ref.kind == "Pod" and ref.replica is not None:
                 # A replica is OWNER-N: deleting one leaves its Deployment a pod short (no controller replaces it).
-                index = name.rpartition("-")[2]
                 for key in running:
-                    if index.isdigit() and key[1] == namespace and replica_name(key[2], int(index)) == name:
+                    if key[1] == ref.namespace and replica_name(key[2], ref.replica) == ref.name:
                         running[key] -= 1
     return {key: (n, largest[key][1]) for key, n in created.items() if n}
 
@@ -115,12 +113,11 @@ def _command(src: Source, spath: FieldPath, step: schema.Step, topo: Topology) -
 
 def _reference(src: Source, path: FieldPath, text: str, kinds: tuple[str, ...]) -> tuple[str, str, str]:
     """(kind, namespace, name) of "Kind/[NAMESPACE/]NAME"."""
-    kind, _, rest = text.partition("/")
-    namespace, _, name = rest.rpartition("/")
-    if kind not in kinds or not name:
+    ref = ObjectRef.parse(text, kinded=True)
+    if ref.kind not in kinds or not ref.name:
         forms = " or ".join(f"{k}/NAME" for k in kinds)
         raise src.error(path, f"expected {forms} (or KIND/NAMESPACE/NAME), got {text!r}")
-    return kind, namespace or "default", name
+    return ref.kind, ref.namespace, ref.name
 
 
 def _delete_service(src: Source, path: FieldPath, text: str, now: Workload) -> tuple[str, Workload]:
@@ -183,7 +180,7 @@ def _scale(src: Source, spath: FieldPath, text: str, replicas: int, now: Workloa
     if (kind, namespace, name) not in now.controllers:
         known = ", ".join(f"{k}/{ns}/{n}" for k, ns, n in sorted(now.controllers)) or "none"
         raise src.error((*spath, "scale"), f"no {kind} {namespace}/{name} in the workload; it has {known}")
-    ordered = sorted(owned, key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    ordered = sorted(owned, key=lambda p: ObjectRef.parse(p.name).replica or 0)  # each one a replica: OWNER-N
     if replicas == len(owned):
         return f"scale {kind} {name} to {replicas} (no change)", now
     if replicas > len(owned):

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
-from lab.describe.names import DNS1123_SUBDOMAIN
+from lab.describe.refs import replica_name
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
@@ -119,17 +119,6 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 else:
                     later.append(plan._replace(pending=True))
     return wanted + later
-
-
-def replica_name(owner: str, index: int) -> str:
-    """The lab's name for a replica, OWNER-INDEX (readable, and the same in every run), within a pod name's 253
-    characters: a long owner's name is cut, never leaving a '.' before the '-' (an empty part of the name).
-    Kubernetes names a replica by generateName instead, OWNER-HASH- and five random characters, the prefix cut
-    to 58 (kubernetes/kubernetes 18b46af2bc28de9f6f15b9359c8789735bef1b7e,
-    staging/src/k8s.io/apiserver/pkg/storage/names/generate.go), so its replicas' names are at most 63: a pod
-    name past that comes from a Pod written with it."""
-    suffix = f"-{index}"
-    return owner[: DNS1123_SUBDOMAIN.longest - len(suffix)].rstrip(".") + suffix
 
 
 def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:

@@ -32,6 +32,7 @@ table inet lab-trace {
 }
 """
 MARKER_PORT = 9  # discard: the marker is sent to the node's own loopback and dropped unanswered
+MARKER_DATA = b"lab-trace-marker"
 _LINE = re.compile(r"^trace id (\w+) (\w+) (\S+) (\S+) (.*)$")
 TCP_SYN = re.compile(r" tcp flags == syn(?: |$)")  # a connection's first packet, not its SYN-ACK
 _COMMENT = re.compile(r' comment "(?:[^"\\]|\\.)*"')
@@ -62,6 +63,21 @@ def parse_trace(lines: list[str]) -> list[TraceEvent]:
         if match := _LINE.match(line.strip()):
             events.append(TraceEvent(*match.groups()))
     return events
+
+
+# The tracer's own packets: a marker (UDP from loopback to loopback's discard port) and the port unreachable it draws,
+# known by the datagram it quotes (nft prints the quoted IP header's first 12 bytes as @th,64,96: length 44, UDP). A
+# probe's own loopback traffic (a node's connection to 127.0.0.1:NODEPORT, and the errors answering it) is traced
+# like any other.
+_QUOTED = f"0x4500{20 + 8 + len(MARKER_DATA):04x}[0-9a-f]{{10}}11"
+_MARKER = re.compile(
+    rf"ip saddr 127\.0\.0\.1 ip daddr 127\.0\.0\.1 "
+    rf"(.* udp dport {MARKER_PORT}(?!\d)|.* icmp code port-unreachable .*@th,64,96 {_QUOTED})"
+)
+
+
+def is_marker(text: str) -> bool:
+    return _MARKER.search(text) is not None
 
 
 def packet_events(events: list[TraceEvent], wanted: Callable[[str], bool]) -> list[TraceEvent]:
@@ -210,13 +226,13 @@ class KernelTrace(MonitorLines):
             needle = f"udp sport {self.marker_port} udp dport {MARKER_PORT}"
             started = time.monotonic()
             start, sent = self.count(), 1
-            sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+            sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
             # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
             while not self.wait_for(needle, start, 0.05):
                 waited = time.monotonic() - started
                 if waited >= timeout or not self.alive():
                     raise EvidenceError(marker_missing(self.netns, waited, self._proc.poll(), sent))
-                sock.sendto(b"lab-trace-marker", ("127.0.0.1", MARKER_PORT))
+                sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
                 sent += 1
         finally:
             sock.close()
@@ -232,8 +248,7 @@ class KernelTrace(MonitorLines):
         """The events since `mark`, markers and the lab-trace table's own left out."""
         self.barrier()
         events = parse_trace(self.lines(mark))
-        # Markers and the port-unreachable errors they cause are loopback-only traffic.
-        markers = {e.trace_id for e in events if "ip saddr 127.0.0.1 ip daddr 127.0.0.1 " in e.text}
+        markers = {e.trace_id for e in events if is_marker(e.text)}
         return [e for e in events if e.trace_id not in markers and e.table != "lab-trace"]
 
     def restart(self) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from lab.install.tools import run_command
 from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
-from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, parse_trace
+from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, is_marker, parse_trace
 from lab.realize.terminate import close_all
 
 RuleKey = tuple[str, str, int]  # table, chain, handle
@@ -35,7 +35,6 @@ _HANDLE = re.compile(r"(?:^rule .* # handle|^unknown rule handle) (\d+) \(verdic
 _POLICY = re.compile(r"^policy (\w+)")
 _CHAIN = re.compile(r"^\s*chain (\S+) \{")
 _LISTED_RULE = re.compile(r" # handle (\d+)$")
-LOOPBACK_ONLY = "ip saddr 127.0.0.1 ip daddr 127.0.0.1 "  # the tracer's markers and the ICMP errors they cause
 
 
 def printed_rules(lines: list[str]) -> dict[RuleKey, str]:
@@ -50,13 +49,12 @@ def printed_rules(lines: list[str]) -> dict[RuleKey, str]:
 def traced_counts(lines: list[str]) -> dict[tuple[str, str, int, str], int]:
     """`nft -a monitor trace` lines → packets per (table, chain, handle, "") for a rule and (table, chain, -1,
     "policy VERDICT") for a policy, in iptables-nft's tables (family ip). A packet whose `packet:` line came
-    before the window (the previous barrier's marker, still being traced) is not counted, nor loopback-only
-    ones (markers)."""
+    before the window (the previous barrier's marker, still being traced) is not counted, nor the markers'."""
     counts: dict[tuple[str, str, int, str], int] = {}
     counted: dict[str, bool] = {}  # trace id → its latest packet line is one to count (ids are reused)
     for event in parse_trace(lines):
         if event.text.startswith("packet: "):
-            counted[event.trace_id] = event.family == "ip" and LOOPBACK_ONLY not in event.text
+            counted[event.trace_id] = event.family == "ip" and not is_marker(event.text)
             continue
         if event.family != "ip" or not counted.get(event.trace_id, False):
             continue

@@ -92,6 +92,8 @@ def proxy_config(topo: Topology) -> ProxyConfig:
         conntrack_tcp_be_liberal=cluster.tcp_be_liberal,
         masquerade_all=cluster.masquerade_all,
         node_port_addresses=cluster.node_port_addresses,
+        localhost_nodeports=cluster.iptables_localhost_nodeports,
+        nft_localhost_nodeports=cluster.gate("KubeProxyNFTablesLocalhostNodePorts"),
         ipvs_scheduler=cluster.ipvs_scheduler,
         ipvs_strict_arp=cluster.ipvs_strict_arp,
     )

@@ -46,10 +46,13 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
   ("172.30.0.041" -> "172.30.0.41"), as kube-proxy 1.30+ writes them (TestBadIPs).
 - Topology-aware routing (zone and node hints) as in every mode (endpoints.py); ProxyTerminatingEndpoints is GA.
 - The caller leaves out LoadBalancer IPs with ipMode Proxy, as kube-proxy leaves them out.
-- Localhost NodePorts are never served (the KubeProxyNFTablesLocalhostNodePorts gate of 1.37, #138427, is
-  alpha and off). With the gate off, 1.37's setupNFTables still adds and at once deletes its
-  localhost-nodeport-reject map, chains and counters; those add+delete pairs leave nothing behind and are
-  not written here.
+- Localhost NodePorts are not served by rules in any release. With 1.37's KubeProxyNFTablesLocalhostNodePorts
+  gate (#138427, alpha, off unless config.nft_localhost_nodeports) kube-proxy rejects them in
+  nodeport-endpoints-check through the localhost-nodeport-reject-ports map, and, when nodePortAddresses names
+  a loopback CIDR itself, serves TCP ones with a userspace proxy: NftRules.localhost_nodeports lists its
+  listeners (lab/install/localhost_proxy.py runs them). setupNFTables also adds and at once deletes the map
+  (gate off) and the chains and counters of every protocol it does not reject; those add+delete pairs leave
+  nothing behind and are not written here.
 """
 
 from __future__ import annotations
@@ -105,6 +108,19 @@ _NAME_BASE_MAX = 256 - 16
 _IP_PORT_PROTO = "ipv4_addr . inet_proto . inet_service : verdict"
 _PORT_PROTO = "inet_proto . inet_service : verdict"
 _NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
+_LOCALHOST = "ip daddr 127.0.0.0/8"
+
+# 1.37's KubeProxyNFTablesLocalhostNodePorts gate (#138427): the protocols whose localhost NodePorts kube-proxy
+# rejects and counts, metrics.LocalhostNodePortRejectableProtocols without its userspace proxy (read in a review of
+# v1.37.0: TCP, UDP and SCTP) and metrics.LocalhostNodePortRejectedProtocols with it (UDP and SCTP, read in the
+# pull request's metrics.go: the proxy serves TCP only); each through its own chain and named counter.
+LOCALHOST_REJECTS = "localhost-nodeport-reject-ports"
+_REJECTABLE = ("tcp", "udp", "sctp")
+_UNSERVED = ("udp", "sctp")
+
+
+def _localhost_reject_chain(proto: str) -> str:
+    return f"localhost-nodeport-reject-{proto}"
 
 
 @dataclass(frozen=True)
@@ -187,11 +203,26 @@ def _jumps(release: Release) -> tuple[JumpChain, ...]:
 
 
 @dataclass(frozen=True)
+class LocalhostNodePort:
+    """One listener of 1.37's userspace proxy for localhost NodePorts (localnodeportproxy.NodePortSpec): TCP on
+    127.0.0.1:node_port, each connection handed to one of `endpoints` ("IP:port", the Service's cluster endpoints,
+    its local ones with externalTrafficPolicy Local), picked at random or, with ClientIP affinity, the one pinned
+    for `affinity_timeout` seconds since it was last used."""
+
+    service: str  # kube-proxy's ServicePortName, for reports
+    node_port: int
+    endpoints: tuple[str, ...]
+    affinity_timeout: int = 0
+
+
+@dataclass(frozen=True)
 class NftRules:
-    """The transaction of one fresh-node sync, one nft command per line, in kube-proxy's order."""
+    """The transaction of one fresh-node sync, one nft command per line, in kube-proxy's order, and the listeners of
+    the localhost NodePort proxy that sync hands to it."""
 
     version: str
     commands: tuple[str, ...]
+    localhost_nodeports: tuple[LocalhostNodePort, ...] = ()
 
     def script(self) -> str:
         """The exact `nft -f` input (knftables writes no trailing blank line)."""
@@ -223,14 +254,27 @@ def render_nftables(
     if problem := check_nftables_version(version):
         raise ValueError(problem)
     release = Release.of(version)
-    node = _Node.build(config, node_ips)
+    node = _Node.build(config, node_ips, release)
     tx = _Tx()
     _write_setup(tx, node, release)
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()
+    listeners: list[LocalhostNodePort] = []
     for view in filter(None, (_ServiceView.build(port, release) for port in services)):
-        _write_service(tx, node, release, _Plan.build(view, release), active)
-    return NftRules(version=version, commands=tuple(tx.commands))
+        plan = _Plan.build(view, release)
+        _write_service(tx, node, release, plan, active)
+        listeners += _localhost_listener(node, plan)
+    return NftRules(version=version, commands=tuple(tx.commands), localhost_nodeports=tuple(listeners))
+
+
+def _localhost_listener(node: _Node, plan: _Plan) -> list[LocalhostNodePort]:
+    """The proxy's listener for a TCP NodePort (SyncNodePorts skips one without endpoints: nothing listens)."""
+    port = plan.svc.port
+    endpoints = plan.local if plan.svc.external_local else plan.cluster
+    if not (node.localhost_proxy and port.node_port and port.protocol == "TCP" and endpoints):
+        return []
+    addresses = tuple(ep.address for ep in endpoints)
+    return [LocalhostNodePort(port.port_name_string, port.node_port, addresses, port.affinity_timeout)]
 
 
 # --- inputs ----------------------------------------------------------------------------------------
@@ -241,11 +285,17 @@ class _Node(NodeBase):
     """What NewProxier and the flags fix for every sync."""
 
     nodeport_ips: tuple[str, ...] | None  # None: every local address ("fib daddr type local")
+    localhost_proxy: bool  # 1.37's userspace proxy serves TCP localhost NodePorts
+    localhost_rejects: tuple[str, ...]  # the protocols whose localhost NodePorts are rejected (gate on)
 
     @classmethod
-    def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> _Node:
+    def build(cls, config: ProxyConfig, node_ips: Sequence[str], release: Release) -> _Node:
         base = NodeBase.build(config, node_ips)
-        return cls(**base.facts(), nodeport_ips=_nodeport_ips(base))
+        gate = config.nft_localhost_nodeports and release.nft_localhost_nodeports_gate
+        # useLocalhostNodePortProxy: the gate, and a loopback CIDR named in nodePortAddresses itself.
+        proxy = gate and base.explicit_loopback
+        rejects = (_UNSERVED if proxy else _REJECTABLE) if gate else ()
+        return cls(**base.facts(), nodeport_ips=_nodeport_ips(base), localhost_proxy=proxy, localhost_rejects=rejects)
 
     @property
     def detector(self) -> str | None:
@@ -258,11 +308,11 @@ def _nodeport_ips(base: NodeBase) -> tuple[str, ...] | None:
     """NodePortAddresses for IPv4: the node IPs that accept NodePorts, or None for all of them.
 
     nftables mode defaults to the primary node IP (#122724); an explicit list keeps the node's
-    addresses inside its IPv4 CIDRs, and a list without IPv4 CIDRs, or with 0.0.0.0/0, means all.
+    addresses inside its IPv4 CIDRs (keywords resolved: node.py), and a list without IPv4 CIDRs, or
+    with 0.0.0.0/0, means all.
     Loopback addresses are skipped: nftables kube-proxy never serves localhost NodePorts.
     """
-    addresses = base.config.node_port_addresses
-    if not addresses or list(addresses) == ["primary"]:
+    if not base.config.node_port_addresses:
         chosen = [base.primary_ip] if base.primary_ip is not None else []
     elif base.node_ports_everywhere:
         return None
@@ -411,6 +461,9 @@ class _Tx:
         props = f" {{ type {chain.type} hook {chain.hook} priority {chain.priority} ; }}"
         self._emit("add", "chain", f" {chain.name}{props}")
 
+    def add_counter(self, name: str) -> None:
+        self._emit("add", "counter", f" {name}")
+
     def flush(self, kind: str, name: str) -> None:
         self._emit("flush", kind, f" {name}")
 
@@ -468,6 +521,7 @@ def _write_setup(tx: _Tx, node: _Node, release: Release) -> None:
     _write_cluster_ips_check(tx, node)
     _write_nodeport_ips(tx, node)
     _write_no_endpoint_handling(tx, node)
+    _write_localhost_rejects(tx, node, setup_chains)
     tx.add_set("map", FIREWALL_IPS, _IP_PORT_PROTO, comment="destinations that are subject to LoadBalancerSourceRanges")
     tx.ensure_chain(FIREWALL_CHECK, setup_chains)  # already there: a no-op, as in kube-proxy
     tx.add_rule(FIREWALL_CHECK, "ip daddr . meta l4proto . th dport vmap", "@", FIREWALL_IPS)
@@ -479,7 +533,8 @@ def _write_setup(tx: _Tx, node: _Node, release: Release) -> None:
         if release.nft_element_storage
         else (CLUSTER_IPS, FIREWALL_IPS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS, SERVICE_IPS, SERVICE_NODEPORTS)
     )
-    for name in flushed + ((HAIRPIN,) if release.nft_masquerade_rework else ()):
+    flushed += (HAIRPIN,) if release.nft_masquerade_rework else ()
+    for name in flushed + ((LOCALHOST_REJECTS,) if node.localhost_rejects else ()):
         tx.flush("set" if name in (CLUSTER_IPS, HAIRPIN) else "map", name)
 
 
@@ -539,6 +594,20 @@ def _write_no_endpoint_handling(tx: _Tx, node: _Node) -> None:
     tx.add_rule(SERVICE_ENDPOINTS_CHECK, "ip daddr . meta l4proto . th dport vmap", "@", NO_ENDPOINT_SERVICES)
     lookup = ("meta l4proto . th dport vmap", "@", NO_ENDPOINT_NODEPORTS)
     tx.add_rule(NODEPORT_ENDPOINTS_CHECK, _nodeport_match(node), *lookup)
+
+
+def _write_localhost_rejects(tx: _Tx, node: _Node, created: set[str]) -> None:
+    """1.37's gate on: localhost NodePorts of the rejected protocols are counted and rejected in the filter input
+    hook (they were never DNATed: no rule catches 127/8)."""
+    if not node.localhost_rejects:
+        return
+    tx.add_set("map", LOCALHOST_REJECTS, _PORT_PROTO, comment="localhost NodePorts rejected by kube-proxy")
+    for proto in node.localhost_rejects:
+        counter = f"localhost-nodeport-rejected-{proto}"  # metrics.LocalhostNodePortRejectedCounterName
+        tx.add_counter(counter)
+        tx.ensure_chain(_localhost_reject_chain(proto), created)
+        tx.add_rule(_localhost_reject_chain(proto), "counter name", _q(counter), "reject")
+    tx.add_rule(NODEPORT_ENDPOINTS_CHECK, _LOCALHOST, "meta l4proto . th dport vmap", "@", LOCALHOST_REJECTS)
 
 
 def _nodeport_match(node: _Node, *, local: bool = False) -> str:
@@ -648,6 +717,9 @@ def _write_service_elements(tx: _Tx, node: _Node, release: Release, plan: _Plan,
             tx.add_element(NO_ENDPOINT_SERVICES, _key(ip, plan), external_verdict, name)
 
     if node_port := svc.port.node_port:
+        if svc.proto in node.localhost_rejects:
+            goto = f"goto {_localhost_reject_chain(svc.proto)}"
+            tx.add_element(LOCALHOST_REJECTS, [svc.proto, str(node_port)], goto)
         # NodePorts are not subject to loadBalancerSourceRanges.
         if plan.has_endpoints:
             tx.add_element(SERVICE_NODEPORTS, [svc.proto, str(node_port)], f"goto {plan.external_chain}")

@@ -11,6 +11,13 @@ from lab.render.kubeproxy.addresses import parse_ipv4, parse_ipv4_cidr
 from lab.render.kubeproxy.service import ProxyConfig
 from lab.render.kubeproxy.view import unique
 
+# What kube-proxy's start (cmd/kube-proxy/app/server.go) makes of nodePortAddresses' keywords, IPv4 side: `primary`
+# the node IP it was given (kubernetes#123105), `localhost` the loopback network and `all` every address
+# (kubernetes#138427, 1.37: its types.go says "'localhost' to the node's loopback addresses, and 'all' to all
+# addresses"; that these are 127.0.0.0/8 and 0.0.0.0/0 is read in a review of v1.37.0's server.go, not in the
+# source itself: INFERRED, docs/kubeproxy-versions.md). describe refuses a keyword the release does not take.
+_KEYWORD_CIDRS = {"localhost": IPv4Network("127.0.0.0/8"), "all": IPv4Network("0.0.0.0/0")}
+
 
 @dataclass(frozen=True)
 class NodeBase:
@@ -22,7 +29,7 @@ class NodeBase:
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str]) -> NodeBase:
         own = unique(ip for ip in map(parse_ipv4, node_ips) if ip is not None)
-        cidrs = tuple(cidr for cidr in map(parse_ipv4_cidr, config.node_port_addresses) if cidr is not None)
+        cidrs = tuple(_cidrs(config.node_port_addresses, own[0] if own else None))
         # The mark text exactly as NewProxier formats it from --iptables-masquerade-bit (Go "%#08x").
         mark = config.masquerade_mark or "0x" + format(1 << config.masquerade_bit, "08x")
         return cls(config, mark, tuple(own), cidrs)
@@ -43,6 +50,13 @@ class NodeBase:
             return list(self.addresses)
         return [ip for ip in self.addresses if any(ip in cidr for cidr in self.node_port_cidrs)]
 
+    @property
+    def explicit_loopback(self) -> bool:
+        """NodePortAddresses.ContainsExplicitLoopback (kubernetes#138427, 1.37): a CIDR whose own address is a loopback
+        one (`localhost`, 127.0.0.0/8, even 127.0.0.2/32, kubernetes#142129), not one that merely contains it
+        (0.0.0.0/0, `all`)."""
+        return any(cidr.network_address.is_loopback for cidr in self.node_port_cidrs)
+
     def facts(self) -> dict[str, object]:
         """This node's fields, for a mode's subclass that adds its own: `Sub(**base.facts(), ...)`."""
         return {f.name: getattr(self, f.name) for f in fields(NodeBase)}
@@ -52,3 +66,16 @@ class NodeBase:
         loops back locally, with the LB IP as source)."""
         primary = self.primary_ip
         return primary is not None and any(primary in cidr for cidr in cidrs)
+
+
+def _cidrs(entries: Sequence[str], primary: IPv4Address | None) -> list[IPv4Network]:
+    """The IPv4 CIDRs of nodePortAddresses, its keywords resolved as kube-proxy's start resolves them."""
+    cidrs: list[IPv4Network] = []
+    for entry in entries:
+        if entry == "primary":
+            cidrs += [IPv4Network(primary)] if primary is not None and not primary.is_loopback else []
+        elif entry in _KEYWORD_CIDRS:
+            cidrs.append(_KEYWORD_CIDRS[entry])
+        elif (cidr := parse_ipv4_cidr(entry)) is not None:
+            cidrs.append(cidr)
+    return cidrs

@@ -442,6 +442,17 @@ class Release:
         return self.minor >= 37
 
     @property
+    def nft_localhost_nodeports_gate(self) -> bool:
+        """The KubeProxyNFTablesLocalhostNodePorts gate (alpha, off by default; #138427, listed in v1.37.0-rc.0;
+        KEP-6032). With it on, setupNFTables writes the localhost-nodeport-reject-ports map, a counter and a rejecting
+        chain per protocol it rejects, and a nodeport-endpoints-check rule sending 127.0.0.0/8 NodePort traffic to
+        that map; when nodePortAddresses names a loopback CIDR itself (ContainsExplicitLoopback), kube-proxy also runs a
+        userspace TCP proxy on 127.0.0.1:NODEPORT to the Service's endpoints, and rejects only UDP and SCTP
+        (pkg/proxy/nftables/proxier.go at kiarashazarnia/kubernetes@4426ed5d; pkg/proxy/localnodeportproxy/proxy.go
+        at kubernetes/kubernetes@0cee7368). Before 1.37 there is no such gate: nftables mode never serves 127/8."""
+        return self.minor >= 37
+
+    @property
     def nft_comment_limit(self) -> int | None:
         """Comments are cut to the kernel's 128 bytes (#139516, in v1.37.0-alpha.1, fixing #139515); before, a
         longer one (a 63-character namespace and Service name) made nft refuse kube-proxy's whole transaction."""

@@ -17,13 +17,20 @@ import pytest
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
-from lab.pipeline import ProbeResult, VariantRun, run_variant, running_kernel
+from lab.doctor import machine_arch, running_kernel
+from lab.judge.results import ProbeResult, VariantRun
+from lab.pipeline import run_variant
+from lab.probe.capture import pcap_dir
 from lab.realize.terminate import handle_sigterm
+from lab.report.html import write_report
 from lab.report.literal import visible
 from lab.report.records import evidence_lines, headline
 
-_runs: dict[tuple[str, tuple], VariantRun] = {}
-LAB_CODE = Path(__file__).resolve().parents[1]  # the lab package
+# The session's own state, in its config (pytest's stash), not in this module: each variant's run, built by the
+# first of its items and read by the others; --lab-html's directory, checked at configure time.
+RUNS = pytest.StashKey[dict[tuple[str, tuple], VariantRun]]()
+HTML_DIR = pytest.StashKey[Path | None]()
+LAB_CODE = Path(__file__).resolve().parent  # the lab package
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -42,29 +49,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-_html: list[Path] = []  # --lab-html's directory, checked at configure time
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not _html or not _runs:
+    directory, runs = session.config.stash.get(HTML_DIR, None), session.config.stash.get(RUNS, {})
+    if directory is None or not runs:
         return
-    from lab.report.html import write_report
-
     by_scenario: dict[str, list[VariantRun]] = {}
-    for run in _runs.values():
+    for run in runs.values():
         by_scenario.setdefault(run.topology.scenario, []).append(run)
-    written = write_report(_html[0], list(by_scenario.items()))
+    written = write_report(directory, list(by_scenario.items()))
     session.config.get_terminal_writer().line(f"lab report: {written}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # A SIGTERM stops the session like Ctrl-C, so the variant being built tears its namespaces down.
     handle_sigterm()
+    config.stash[RUNS] = {}
+    config.stash[HTML_DIR] = None
     if directory := config.getoption("--lab-html"):
-        from lab.probe.capture import pcap_dir
-
         try:
-            _html[:] = [pcap_dir(directory)]
+            config.stash[HTML_DIR] = pcap_dir(directory)
         except argparse.ArgumentTypeError as exc:
             raise pytest.UsageError(f"--lab-html: {exc}") from None
     config.addinivalue_line("markers", "scenario: a probe of a scenario file")
@@ -76,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
 class ScenarioFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         try:
-            scenario = load_scenario(self.path, kernel=running_kernel())
+            scenario = load_scenario(self.path, kernel=running_kernel(), arch=machine_arch())
         except ScenarioError as exc:
             raise self.CollectError(f"error: {exc}") from exc  # shown as the message alone, no traceback
         for topo in scenario.variants:
@@ -102,12 +105,13 @@ class ProbeItem(pytest.Item):
     def runtest(self) -> None:
         if os.geteuid() != 0:
             pytest.skip("needs root: scenario probes build network namespaces (run with sudo)")
+        runs = self.config.stash[RUNS]
         key = (self.topology.file, self.topology.variant)
-        if key not in _runs:
-            _runs[key] = run_variant(self.topology)
-        if _runs[key].skipped:
-            pytest.skip(_runs[key].skipped)
-        result = next(r for r in _runs[key].results if r.probe.name == self.probe.name)
+        if key not in runs:
+            runs[key] = run_variant(self.topology)
+        if runs[key].skipped:
+            pytest.skip(runs[key].skipped)
+        result = next(r for r in runs[key].results if r.probe.name == self.probe.name)
         if not result.verdict.ok:
             raise ProbeFailed(result)
 

@@ -1,0 +1,164 @@
+"""The nodes and pods of a kubectl dump as the lab builds them: a node's address, podCIDR and labels; a pod's
+node, address and container ports; which CNI the cluster runs, from its pods."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.describe.kubectl.objects import Obj
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+_TOPOLOGY_LABELS = (ZONE_LABEL, "topology.kubernetes.io/region")
+
+# CNIs by the label or name prefix of their node agent's pods in kube-system, and how the lab builds them.
+# The lab has two pod networks: `bridge` (cni0 per node, routes between nodes) and `routed-tunnel` (Calico's).
+_CNIS = (
+    ("calico-node", "Calico", "routed-tunnel", ""),
+    ("kube-flannel", "flannel", "bridge", "flannel's VXLAN between nodes is built as plain routes"),
+    ("kindnet", "kindnet", "bridge", ""),
+    ("cilium", "Cilium", None, "its eBPF datapath (and kube-proxy replacement) is not reproduced"),
+    ("weave-net", "Weave Net", None, "its overlay is not reproduced"),
+    ("antrea-agent", "Antrea", None, "its Open vSwitch datapath is not reproduced"),
+    ("kube-router", "kube-router", None, "its datapath is not reproduced"),
+    ("aws-node", "the AWS VPC CNI", None, "pods take VPC addresses, not their node's podCIDR"),
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    obj: Obj
+    name: str
+    ip: str
+    pod_cidr: str | None
+    labels: dict[str, str]
+
+    @property
+    def zone(self) -> str:
+        return self.labels.get(ZONE_LABEL, "")
+
+
+@dataclass(frozen=True)
+class Pod:
+    obj: Obj
+    namespace: str
+    name: str
+    node: str
+    ip: str | None
+    host_network: bool
+    running: bool
+    ports: tuple[dict[str, Any], ...]  # container ports: (container, name, containerPort, protocol)
+
+
+@dataclass
+class Cni:
+    value: str = "bridge"
+    notes: list[str] = field(default_factory=list)
+
+
+def read_node(obj: Obj, notes: list[str]) -> Node | None:
+    """A node, or None (said in `notes`) when it has no IPv4 address."""
+    addresses = [(a.get("type"), a.get("address")) for _, a in obj.each(("status", "addresses")) if isinstance(a, dict)]
+    ipv4 = [(kind, a) for kind, a in addresses if isinstance(a, str) and is_ipv4(a)]
+    ip = next((a for kind, a in ipv4 if kind == "InternalIP"), None) or next((a for _, a in ipv4), None)
+    if ip is None:
+        notes.append(obj.note(("status", "addresses"), "no IPv4 address: the node is left out"))
+        return None
+    for kind, a in addresses:
+        if isinstance(a, str) and ":" in a:
+            notes.append(obj.note(("status", "addresses"), f"{kind} {a}: IPv6 is not modelled yet (IPv4 only)"))
+    cidrs = [c for _, c in obj.each(("spec", "podCIDRs"))] or [obj.get(("spec", "podCIDR"), str)]
+    pod_cidr = next((c for c in cidrs if isinstance(c, str) and "." in c), None)
+    for c in cidrs:
+        if isinstance(c, str) and ":" in c:
+            notes.append(obj.note(("spec", "podCIDRs"), f"{c}: IPv6 is not modelled yet (IPv4 only)"))
+    if pod_cidr is not None:
+        try:
+            pod_cidr = str(ipaddress.IPv4Network(pod_cidr))
+        except ValueError:
+            raise obj.error(
+                ("spec", "podCIDR"), f"expected a network such as 10.244.1.0/24, got {pod_cidr!r}"
+            ) from None
+    labels = {k: v for k, v in obj.get(("metadata", "labels"), dict, {}).items() if isinstance(v, str)}
+    return Node(obj, obj.name, ip, pod_cidr, labels)
+
+
+def read_pod(obj: Obj) -> Pod:
+    ips = [p.get("ip") for _, p in obj.each(("status", "podIPs")) if isinstance(p, dict)]
+    ips = ips or [obj.get(("status", "podIP"), str)]
+    ip = next((a for a in ips if isinstance(a, str) and is_ipv4(a)), None)
+    ports = []
+    for cpath, container in obj.each(("spec", "containers")):
+        if not isinstance(container, dict):
+            raise obj.error(cpath, "expected a container (a mapping)")
+        for ppath, _ in obj.each((*cpath, "ports")):
+            number = obj.get((*ppath, "containerPort"), int)
+            if number is None:
+                raise obj.error((*ppath, "containerPort"), "missing: expected a port number")
+            ports.append(
+                {
+                    "container": obj.get((*cpath, "name"), str, "main"),
+                    "name": obj.get((*ppath, "name"), str),
+                    "containerPort": number,
+                    "protocol": obj.get((*ppath, "protocol"), str, "TCP"),
+                }
+            )
+    return Pod(
+        obj,
+        obj.namespace or "default",
+        obj.name,
+        obj.get(("spec", "nodeName"), str, ""),
+        ip,
+        obj.get(("spec", "hostNetwork"), bool, False),
+        obj.get(("status", "phase"), str, "") == "Running",
+        tuple(ports),
+    )
+
+
+def detect_cni(pods: list[Obj]) -> Cni:
+    """Which CNI the cluster's kube-system pods say it runs, and what of it the lab does not reproduce."""
+    cni = Cni()
+    seen = set()
+    for obj in pods:
+        if obj.namespace != "kube-system":
+            continue
+        labels = obj.get(("metadata", "labels"), dict, {})
+        marks = {obj.name, *(v for v in labels.values() if isinstance(v, str))}
+        for mark, title, value, caveat in _CNIS:
+            if title in seen or not any(m == mark or m.startswith(mark + "-") for m in marks):
+                continue
+            seen.add(title)
+            if value is not None:
+                cni.value = value
+            how = f"built as cni: {value}" if value else "the lab builds cni: bridge instead"
+            cni.notes.append(obj.note((), f"the cluster runs {title}: {how}" + (f"; {caveat}" if caveat else "")))
+    if not seen:
+        cni.notes.append("lab import: no CNI recognised among kube-system's pods: the lab builds cni: bridge")
+    return cni
+
+
+def topology_labels(node: Node) -> dict[str, str]:
+    return {k: v for k, v in node.labels.items() if k in _TOPOLOGY_LABELS}
+
+
+def pod_ip_problem(ip: str, pod_cidr: str, cni: str) -> str | None:
+    """Why the lab cannot give a pod this address on a node of this podCIDR (None when it can)."""
+    net = ipaddress.IPv4Network(pod_cidr)
+    address = ipaddress.IPv4Address(ip)
+    if address not in net:
+        return f"{ip} is outside its node's podCIDR {pod_cidr} (a CNI with its own address blocks?)"
+    reserved = {net.network_address, net.broadcast_address}
+    if cni == "bridge":
+        reserved.add(net.network_address + 1)  # cni0's
+    if address in reserved:
+        return f"{ip} is an address the lab's {cni} CNI keeps for itself in {pod_cidr}"
+    return None
+
+
+def is_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True

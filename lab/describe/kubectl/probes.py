@@ -1,0 +1,51 @@
+"""The probes an imported scenario starts with: one per frontend of each Service port and node (its cluster IP
+from a pod on each node, its NodePort from outside through each node, each external IP and load balancer IP from
+outside, and from inside and outside a loadBalancerSourceRange), each with `expect: observe`: the run records
+what the kernel did; the user writes what it should have done."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+OBSERVE = "observe"
+
+
+def probes_for(
+    service: dict[str, Any],
+    namespace: str,
+    clients: dict[str, str],
+    nodes: list[str],
+    outside: str,
+    ranges: list[str],
+) -> list[dict[str, Any]]:
+    """`service` is the written manifest; `clients` a pod (NAMESPACE/NAME) or the node itself, per node."""
+    name, spec = service["metadata"]["name"], service["spec"]
+    status = service.get("status", {}).get("loadBalancer", {}).get("ingress", [])
+    probes = []
+    for port in spec["ports"]:
+        target = {"service": name, "port": port["name"] or port["port"]}
+        if namespace != "default":
+            target["namespace"] = namespace
+        label = f"{namespace}-{name}-{port['name'] or port['port']}"
+        for node in nodes:
+            probes.append(_probe(f"{label}-cluster-ip-from-{node}", clients[node], target))
+        if spec["type"] != "ClusterIP" and "nodePort" in port:
+            for node in nodes:
+                probes.append(
+                    _probe(f"{label}-node-port-via-{node}", outside, target | {"via": "nodePort", "node": node})
+                )
+        if spec.get("externalIPs"):
+            probes.append(_probe(f"{label}-external-ip", outside, target | {"via": "externalIP"}))
+        if status or spec.get("loadBalancerIP"):
+            via = target | {"via": "loadBalancer"}
+            probes.append(_probe(f"{label}-load-balancer", outside, via))
+            if ranges:
+                inside = str(next(ipaddress.IPv4Network(ranges[0], strict=False).hosts(), ranges[0].split("/")[0]))
+                spoofed = _probe(f"{label}-load-balancer-from-source-range", outside, via)
+                probes.append(spoofed | {"sourceAddress": inside})
+    return probes
+
+
+def _probe(name: str, source: str, target: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "from": source, "to": target, "expect": OBSERVE}

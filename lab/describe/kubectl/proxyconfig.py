@@ -1,0 +1,274 @@
+"""kube-proxy's configuration (the KubeProxyConfiguration in its ConfigMap's data["config.conf"]) and its release,
+as a scenario's `cluster` fields, and a note for every field the lab does not reproduce.
+
+Field names are kube-proxy's config API (kubernetes/kubernetes at 052d2d84f95e90aa94868b51a48b1ae7a1c91152,
+staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go: KubeProxyConfiguration and its iptables, ipvs, nftables,
+conntrack and detectLocal sections; nodePortAddresses' keywords primary, localhost and all); durations are Go's
+(`1h0m0s`, `30s`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.describe.kubectl.objects import Obj, embedded
+from lab.describe.releases import (
+    FEATURE_GATES_SINCE,
+    check_feature_gate,
+    check_node_port_addresses,
+    check_option,
+)
+from lab.describe.schema import NODE_PORT_KEYWORDS
+from lab.describe.yamlsrc import FieldPath
+
+# Fields that set how kube-proxy runs (addresses it listens on, its API client, logs, timers), not which rules
+# it writes: read, and named together on one line.
+_PROCESS = [
+    "apiVersion",
+    "kind",
+    "bindAddress",
+    "bindAddressHardFail",
+    "clientConnection",
+    "configSyncPeriod",
+    "enableProfiling",
+    "healthzBindAddress",
+    "hostnameOverride",
+    "logging",
+    "metricsBindAddress",
+    "oomScoreAdj",
+    "portRange",
+    "showHiddenMetricsForVersion",
+    "winkernel",
+    "windowsRunAsService",
+    "syncPeriod",
+    "minSyncPeriod",
+]
+_CONFIG_KEYS = ("config.conf", "config")
+_TIMERS = ("syncPeriod", "minSyncPeriod")
+_DEFAULT_TIMEOUTS = {"tcpEstablishedTimeout": 86400, "tcpCloseWaitTimeout": 3600}  # what the lab writes
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns)")
+_UNIT = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+@dataclass
+class ProxyConfig:
+    """What the configuration sets in the scenario's `cluster`, and what it sets that the lab leaves out."""
+
+    cluster: dict[str, Any] = field(default_factory=dict)
+    cluster_cidr: str | None = None  # the IPv4 clusterCIDR kube-proxy was given
+    notes: list[str] = field(default_factory=list)
+
+
+def config_key(obj: Obj) -> str | None:
+    """The key of a ConfigMap's data that holds a KubeProxyConfiguration: config.conf (kubeadm's kube-proxy), config
+    (EKS's kube-proxy-config), None when none does."""
+    data = obj.get(("data",), dict, {})
+    return next((k for k in _CONFIG_KEYS if isinstance(data.get(k), str) and "KubeProxyConfiguration" in data[k]), None)
+
+
+def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
+    """The ConfigMap's (or a bare KubeProxyConfiguration's) settings for kube-proxy `version`."""
+    conf = embedded(obj, ("data", config_key(obj) or "config.conf")) if obj.kind == "ConfigMap" else obj
+    out = ProxyConfig()
+    _mode(conf, out)
+    _cluster_cidr(conf, out)
+    _detect_local(conf, out)
+    _node_port_addresses(conf, out, version)
+    _masquerade(conf, out, version)
+    _ipvs(conf, out)
+    _conntrack(conf, out, version)
+    _feature_gates(conf, out, version)
+    known = {
+        "mode",
+        "clusterCIDR",
+        "detectLocalMode",
+        "detectLocal",
+        "nodePortAddresses",
+        "iptables",
+        "ipvs",
+        "nftables",
+        "conntrack",
+        "featureGates",
+        *_PROCESS,
+    }
+    for key in conf.data:
+        if key not in known:
+            out.notes.append(conf.note((key,), "a field lab import does not know: not reproduced"))
+    process = [k for k in _PROCESS if _set(conf.data.get(k)) and k not in ("apiVersion", "kind")]
+    process += [
+        f"{section}.{t}"
+        for section in ("iptables", "ipvs", "nftables")
+        for t in _TIMERS
+        if _set(conf.get((section, t), str))
+    ]
+    if process:
+        out.notes.append(conf.note((), f"read, no effect on the rules the lab installs: {', '.join(process)}"))
+    return out
+
+
+def _feature_gates(conf: Obj, out: ProxyConfig, version: str) -> None:
+    """The gates the lab models are written (where the release knows them); every other one is said."""
+    modelled = {}
+    for gate, value in conf.get(("featureGates",), dict, {}).items():
+        path = ("featureGates", gate)
+        if not isinstance(value, bool):
+            raise conf.error(path, f"expected true or false, got {value!r}")
+        if gate not in FEATURE_GATES_SINCE:
+            out.notes.append(
+                conf.note(path, f"{str(value).lower()}: not modelled; the lab follows {version}'s defaults")
+            )
+        elif problem := check_feature_gate(version, gate):
+            out.notes.append(conf.note(path, f"{problem}: left out"))
+        else:
+            modelled[gate] = value
+    if modelled:
+        out.cluster["featureGates"] = modelled
+
+
+def _mode(conf: Obj, out: ProxyConfig) -> None:
+    mode = conf.get(("mode",), str, "") or "iptables"  # kube-proxy's default on Linux
+    if mode not in ("iptables", "ipvs", "nftables"):
+        raise conf.error(("mode",), f"expected iptables, ipvs or nftables (what the lab reproduces), got {mode!r}")
+    out.cluster["proxyMode"] = mode
+
+
+def _cluster_cidr(conf: Obj, out: ProxyConfig) -> None:
+    text = conf.get(("clusterCIDR",), str, "")
+    for cidr in filter(None, (c.strip() for c in text.split(","))):
+        net = _network(conf, ("clusterCIDR",), cidr)
+        if net.version == 6:
+            out.notes.append(conf.note(("clusterCIDR",), f"{cidr}: IPv6 is not modelled yet (IPv4 only)"))
+        elif out.cluster_cidr is None:
+            out.cluster_cidr = str(net)
+    out.cluster["kubeProxyClusterCIDR"] = out.cluster_cidr is not None
+
+
+def _detect_local(conf: Obj, out: ProxyConfig) -> None:
+    mode = conf.get(("detectLocalMode",), str, "")
+    if mode not in ("", "ClusterCIDR"):
+        out.notes.append(
+            conf.note(
+                ("detectLocalMode",),
+                f"{mode}: not modelled; the lab detects local traffic by "
+                "clusterCIDR (kube-proxy's default), or not at all without one",
+            )
+        )
+    for key, value in conf.get(("detectLocal",), dict, {}).items():
+        if value:
+            out.notes.append(conf.note(("detectLocal", key), f"{value!r}: not modelled"))
+
+
+def _node_port_addresses(conf: Obj, out: ProxyConfig, version: str) -> None:
+    kept = []
+    for path, value in conf.each(("nodePortAddresses",)):
+        if not isinstance(value, str):
+            raise conf.error(path, f"expected a CIDR or a keyword, got {value!r}")
+        if value in NODE_PORT_KEYWORDS:
+            kept.append(value)
+            continue
+        net = _network(conf, path, value)
+        if net.version == 6:
+            out.notes.append(conf.note(path, f"{value}: IPv6 is not modelled yet (IPv4 only)"))
+        else:
+            kept.append(str(net))
+    if problem := check_node_port_addresses(version, kept, NODE_PORT_KEYWORDS):
+        out.notes.append(conf.note(("nodePortAddresses",), f"{problem}: left out, kube-proxy's default taken"))
+    elif kept:
+        out.cluster["nodePortAddresses"] = kept
+
+
+def _masquerade(conf: Obj, out: ProxyConfig, version: str) -> None:
+    if any(conf.get((s, "masqueradeAll"), bool, False) for s in ("iptables", "nftables")):
+        out.cluster["masqueradeAll"] = True
+    for section in ("iptables", "nftables"):
+        bit = conf.get((section, "masqueradeBit"), int)
+        if bit not in (None, 14):
+            out.notes.append(conf.note((section, "masqueradeBit"), f"{bit}: not modelled; the lab marks with bit 14"))
+    if conf.get(("iptables", "localhostNodePorts"), bool, True) is False:
+        if problem := check_option(version, ("iptables", "localhostNodePorts")):
+            out.notes.append(conf.note(("iptables", "localhostNodePorts"), f"{problem}: left out"))
+        else:
+            out.cluster["iptables"] = {"localhostNodePorts": False}
+
+
+def _ipvs(conf: Obj, out: ProxyConfig) -> None:
+    ipvs: dict[str, Any] = {}
+    scheduler = conf.get(("ipvs", "scheduler"), str, "")
+    if scheduler:
+        ipvs["scheduler"] = scheduler
+    if conf.get(("ipvs", "strictARP"), bool, False):
+        ipvs["strictARP"] = True
+    if ipvs:
+        out.cluster["ipvs"] = ipvs
+    if conf.get(("ipvs", "excludeCIDRs"), list, []):
+        out.notes.append(conf.note(("ipvs", "excludeCIDRs"), "not modelled"))
+    for key in ("tcpTimeout", "tcpFinTimeout", "udpTimeout"):
+        if _seconds(conf, ("ipvs", key)):
+            out.notes.append(conf.note(("ipvs", key), "not modelled: the lab keeps ip_vs' own timeouts"))
+
+
+def _conntrack(conf: Obj, out: ProxyConfig, version: str) -> None:
+    conntrack: dict[str, Any] = {}
+    if conf.get(("conntrack", "tcpBeLiberal"), bool, False):
+        conntrack["tcpBeLiberal"] = True
+    for key in ("udpTimeout", "udpStreamTimeout"):
+        if seconds := _seconds(conf, ("conntrack", key)):
+            conntrack[key] = max(1, round(seconds))
+    for key in list(conntrack):
+        if problem := check_option(version, ("conntrack", key)):
+            out.notes.append(conf.note(("conntrack", key), f"{problem}: left out"))
+            del conntrack[key]
+    if conntrack:
+        out.cluster["conntrack"] = conntrack
+    for key, default in _DEFAULT_TIMEOUTS.items():
+        value = _seconds(conf, ("conntrack", key))
+        if value not in (None, 0, default):
+            out.notes.append(
+                conf.note(("conntrack", key), f"not modelled: the lab writes kube-proxy's default {default} s")
+            )
+    for key in ("maxPerCore", "min"):
+        if conf.get(("conntrack", key), int):
+            out.notes.append(conf.note(("conntrack", key), "not modelled: nf_conntrack_max is the host's, left alone"))
+
+
+def _set(value: Any) -> bool:
+    """Whether a field holds anything but its empty value ("", 0, "0s", null, or a mapping of such)."""
+    if isinstance(value, dict):
+        return any(_set(v) for v in value.values())
+    return value not in (None, "", 0, "0s", False, [])
+
+
+def release(text: str) -> str | None:
+    """1.MINOR of a version as kubectl or a node prints it ("v1.31.2", "v1.29.3-eks-adc7111"), else None."""
+    match = re.fullmatch(r"v?1\.(\d+)(\.\d+)?([-+].*)?", text.strip())
+    return f"1.{int(match.group(1))}" if match else None
+
+
+def version_of(obj: Obj) -> str:
+    """The release of `kubectl version -o yaml`'s server."""
+    git = obj.get(("serverVersion", "gitVersion"), str)
+    if git is None:
+        raise obj.error(("serverVersion", "gitVersion"), "missing: kubectl version printed no server (no cluster?)")
+    found = release(git)
+    if found is None:
+        raise obj.error(("serverVersion", "gitVersion"), f"expected a version such as v1.31.2, got {git!r}")
+    return found
+
+
+def _seconds(obj: Obj, path: FieldPath) -> float | None:
+    text = obj.get(path, str)
+    if text is None:
+        return None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise obj.error(path, f"expected a duration such as 1h0m0s or 30s, got {text!r}")
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def _network(obj: Obj, path: FieldPath, text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(text.strip(), strict=False)
+    except ValueError:
+        raise obj.error(path, f"expected a CIDR such as 10.244.0.0/16, got {text!r}") from None

@@ -1,0 +1,370 @@
+"""`lab import`: a cluster's kubectl objects made a scenario file of the lab's own format.
+
+Services are written without their selectors, each with the EndpointSlices kube-proxy read (a Service without a
+selector takes hand-written slices in the lab): the endpoints, their conditions, nodes and hints are the cluster's,
+not recomputed. The pods at those endpoints are written with their node and address, and one pod per node as a
+client where the node runs none of them. Everything the lab leaves out or changes is said in `notes`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.describe.errors import ScenarioError
+from lab.describe.kubectl.addresses import Anonymizer, covering
+from lab.describe.kubectl.cluster import ZONE_LABEL, Node, Pod, detect_cni, pod_ip_problem, read_node, read_pod
+from lab.describe.kubectl.names import Names
+from lab.describe.kubectl.objects import Inputs, Obj
+from lab.describe.kubectl.probes import probes_for
+from lab.describe.kubectl.proxyconfig import ProxyConfig, config_key, kube_proxy_config, release, version_of
+from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, Slice, read_service, read_slice
+from lab.describe.releases import check_version
+from lab.describe.resolve.workload import NODE_PORT_RANGE
+
+OUTSIDE = "client"  # the external host every frontend from outside is probed from
+
+
+@dataclass
+class Options:
+    services: list[str] = field(default_factory=list)  # NAMESPACE/NAME; every Service when empty
+    kube_version: str | None = None
+    anonymize: bool = False
+    name: str = "imported"
+
+
+@dataclass
+class Imported:
+    scenario: dict[str, Any]
+    notes: list[str]
+
+
+def import_cluster(inputs: Inputs, options: Options) -> Imported:
+    notes = inputs.notes()
+    names = Names(options.anonymize)
+    version = _version(inputs, options)
+    config = _proxy_config(inputs, version, notes)
+    cni = detect_cni(inputs.objects["Pod"])
+    notes += cni.notes
+
+    nodes = {n.name: n for obj in _unique(inputs, "Node") if (n := read_node(obj, notes)) is not None}
+    if not nodes:
+        said = "".join(f"; {n}" for n in inputs.notes())
+        raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
+    pods = [read_pod(obj) for obj in _unique(inputs, "Pod")]
+    placed = _placeable(pods, nodes, cni.value, notes)
+    services = _services(inputs, options, notes)
+    by_ip = {p.ip: p for p in placed if p.ip}
+    for obj in inputs.objects["EndpointSlice"]:
+        key = f"{obj.namespace or 'default'}/{obj.get(('metadata', 'labels', SERVICE_NAME_LABEL), str, '')}"
+        if key in services and (s := read_slice(obj, by_ip, nodes, notes)) is not None:
+            services[key].slices.append(s)
+    for key, svc in list(services.items()):
+        if not svc.slices:
+            notes.append(
+                svc.obj.note(
+                    (),
+                    "no EndpointSlice of it in the input: written without endpoints, as kube-"
+                    "proxy would reject its traffic (kubectl get endpointslices gives them)",
+                )
+            )
+        elif any(s.had_endpoints for s in svc.slices) and not any(s.endpoints for s in svc.slices):
+            notes.append(svc.obj.note((), "skipped: none of its endpoints is a pod the lab can build (see above)"))
+            del services[key]
+
+    backends = {id(ep.pod): ep.pod for svc in services.values() for s in svc.slices for ep in s.endpoints}
+    wanted = _nodes_involved(services, nodes, bool(options.services))
+    clients = _clients(wanted, backends, placed)
+    written_pods = list(backends.values()) + [p for p in clients.values() if p is not None and id(p) not in backends]
+    cluster_cidr = _cluster_cidr(config, [nodes[n] for n in wanted], notes)
+    pod_cidrs = _pod_cidrs([nodes[n] for n in wanted], cluster_cidr, notes)
+    service_cidr = str(covering([s.cluster_ip for s in services.values()] or ["10.96.0.0"], 16))
+    underlay = covering([nodes[n].ip for n in wanted], 24) or ipaddress.IPv4Network("192.168.56.0/24")
+    outside = _outside_address(underlay, {nodes[n].ip for n in wanted})
+
+    cluster = {
+        **config.cluster,
+        "kubeVersion": version,
+        "clusterCIDR": cluster_cidr,
+        "serviceCIDR": service_cidr,
+        "underlay": str(underlay),
+    }
+    if cni.value != "bridge":
+        cluster["cni"] = cni.value
+    lab_nodes = [_node(nodes[n], pod_cidrs[n], names) for n in wanted]
+    workload: list[dict[str, Any]] = [_pod(p, names) for p in written_pods]
+    probes = []
+    client_of = {
+        names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
+        for n, p in clients.items()
+    }
+    for svc in services.values():
+        manifest = _service(svc, names, notes)
+        workload.append(manifest)
+        workload += [_slice(svc, s, names) for s in svc.slices]
+        ns = names.namespace(svc.namespace)
+        probes += probes_for(manifest, ns, client_of, [names.node(n) for n in wanted], OUTSIDE, svc.source_ranges)
+    for original, label in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
+        notes.append(
+            nodes[original].obj.note(
+                ("metadata", "name"), f"named {label} in the scenario (the lab's node names are DNS-1123 labels)"
+            )
+        )
+    if not probes:
+        raise ScenarioError("lab import", None, "", "no Service to reproduce: the input holds none kube-proxy serves")
+    scenario = {
+        "name": options.name,
+        "description": f"Imported by lab import from {len(nodes)} node(s), {len(pods)} pod(s) and "
+        f"{len(inputs.objects['Service'])} Service(s); Services without their selectors, with the EndpointSlices "
+        "kube-proxy read. Every probe only observes: write what each should do.",
+        "cluster": cluster,
+        "nodes": lab_nodes,
+        "externalHosts": [{"name": OUTSIDE, "ip": outside}],
+        "workload": workload,
+        "probes": probes,
+    }
+    proxied = [
+        f"{names.namespace(s.namespace)}/{names.service(s.namespace, s.name)}"
+        for s in services.values()
+        if any(i["ipMode"] == "Proxy" for i in s.ingress)
+    ]
+    if proxied:  # kube-proxy writes nothing for a Proxy address: a load balancer must take it to a NodePort
+        scenario["loadBalancers"] = [{"name": "lb", "services": proxied}]
+    if options.anonymize:
+        scenario = Anonymizer(cluster_cidr, service_cidr, str(underlay)).walk(scenario)
+    return Imported(scenario, notes)
+
+
+def _unique(inputs: Inputs, kind: str) -> list[Obj]:
+    seen: dict[str, Obj] = {}
+    for obj in inputs.objects[kind]:
+        if obj.key in seen:
+            first = seen[obj.key]
+            raise obj.error((), f"given twice (first in {first.src.file} at line {first.src.line_of(first.path)})")
+        seen[obj.key] = obj
+    return list(seen.values())
+
+
+def _version(inputs: Inputs, options: Options) -> str:
+    if options.kube_version:
+        found, where = release(options.kube_version), f"--kube-version {options.kube_version}"
+        if found is None:
+            raise ScenarioError("lab import", None, "--kube-version", f"expected 1.MINOR, got {options.kube_version!r}")
+    elif inputs.versions:
+        found, where = version_of(inputs.versions[0]), f"{inputs.versions[0].src.file}: serverVersion"
+    else:
+        seen = Counter(
+            v
+            for obj in inputs.objects["Node"]
+            if (v := release(obj.get(("status", "nodeInfo", "kubeProxyVersion"), str, "") or "")) is not None
+        )
+        if not seen:
+            raise ScenarioError(
+                "lab import",
+                None,
+                "",
+                "which Kubernetes release? give kubectl version -o yaml's output or --kube-version 1.MINOR",
+            )
+        found, where = seen.most_common(1)[0][0], "the nodes' status.nodeInfo.kubeProxyVersion"
+    if problem := check_version(found):
+        raise ScenarioError("lab import", None, "", f"{where}: {problem}; --kube-version 1.MINOR reproduces another")
+    return found
+
+
+def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig:
+    configs = inputs.objects["KubeProxyConfiguration"] + [
+        o for o in inputs.objects["ConfigMap"] if config_key(o) is not None
+    ]
+    for obj in inputs.objects["ConfigMap"]:
+        if obj not in configs:
+            notes.append(obj.note(("data",), "not read: no KubeProxyConfiguration in its data"))
+    if not configs:
+        notes.append("lab import: no kube-proxy ConfigMap given: iptables mode and kube-proxy's defaults assumed")
+        return ProxyConfig(cluster={"proxyMode": "iptables"})
+    if len(configs) > 1:
+        raise configs[1].error((), "a second kube-proxy configuration: give one")
+    config = kube_proxy_config(configs[0], version)
+    notes += config.notes
+    return config
+
+
+def _placeable(pods: list[Pod], nodes: dict[str, Node], cni: str, notes: list[str]) -> list[Pod]:
+    """The pods the lab can build where the cluster runs them: on a node of the input, at their own address."""
+    kept = []
+    for pod in pods:
+        node = nodes.get(pod.node)
+        if pod.host_network or pod.ip is None or node is None or not pod.running:
+            continue  # never an endpoint the lab builds; an endpoint at its address is told as such
+        if node.pod_cidr is None:
+            notes.append(pod.obj.note(("spec", "nodeName"), f"left out: its node {node.name} has no podCIDR"))
+            continue
+        if problem := pod_ip_problem(pod.ip, node.pod_cidr, cni):
+            notes.append(pod.obj.note(("status", "podIP"), f"left out: {problem}"))
+            continue
+        kept.append(pod)
+    return kept
+
+
+def _services(inputs: Inputs, options: Options, notes: list[str]) -> dict[str, Service]:
+    objs = {f"{o.namespace or 'default'}/{o.name}": o for o in _unique(inputs, "Service")}
+    for asked in options.services:
+        if asked not in objs:
+            raise ScenarioError("lab import", None, "--service", f"no Service {asked} in the input (NAMESPACE/NAME)")
+    chosen = [objs[k] for k in options.services] if options.services else list(objs.values())
+    found = {}
+    for obj in chosen:
+        if (svc := read_service(obj, notes)) is not None:
+            found[svc.key] = svc
+    return found
+
+
+def _nodes_involved(services: dict[str, Service], nodes: dict[str, Node], asked: bool) -> list[str]:
+    """Every node; with --service, those of the Services' endpoints and one more (a path through a node without
+    an endpoint), in the input's order."""
+    if not asked:
+        return list(nodes)
+    endpoints = [ep for svc in services.values() for s in svc.slices for ep in s.endpoints]
+    used = {n for ep in endpoints for n in (ep.pod.node, ep.node, *ep.nodes)}  # where they run, and their hints
+    other = next((n for n in nodes if n not in used), None)
+    return [n for n in nodes if n in used or n == other]
+
+
+def _clients(wanted: list[str], backends: dict[int, Pod], pods: list[Pod]) -> dict[str, Pod | None]:
+    """A pod per node to probe cluster IPs from: a backend there, else any pod there, else the node itself."""
+    chosen: dict[str, Pod | None] = {}
+    for node in wanted:
+        here = [p for p in backends.values() if p.node == node] or [p for p in pods if p.node == node]
+        chosen[node] = min(here, key=lambda p: (p.namespace, p.name)) if here else None
+    return chosen
+
+
+def _cluster_cidr(config: ProxyConfig, nodes: list[Node], notes: list[str]) -> str:
+    """kube-proxy's clusterCIDR when every podCIDR is inside it, else the smallest network holding them."""
+    cidrs = [ipaddress.IPv4Network(n.pod_cidr) for n in nodes if n.pod_cidr]
+    if config.cluster_cidr and all(c.subnet_of(ipaddress.IPv4Network(config.cluster_cidr)) for c in cidrs):
+        return config.cluster_cidr
+    found = covering([str(c) for c in cidrs], 16) or ipaddress.IPv4Network("10.244.0.0/16")
+    if config.cluster_cidr:
+        notes.append(
+            f"lab import: kube-proxy's clusterCIDR {config.cluster_cidr} does not hold every node's "
+            f"podCIDR: the scenario's clusterCIDR is {found}"
+        )
+    return str(found)
+
+
+def _pod_cidrs(nodes: list[Node], cluster_cidr: str, notes: list[str]) -> dict[str, str]:
+    """Each node's podCIDR; a node without one gets a free /24 of the cluster's pod network."""
+    taken = [ipaddress.IPv4Network(n.pod_cidr) for n in nodes if n.pod_cidr]
+    free = (
+        b for b in ipaddress.IPv4Network(cluster_cidr).subnets(new_prefix=24) if not any(b.overlaps(t) for t in taken)
+    )
+    cidrs = {}
+    for node in nodes:
+        if node.pod_cidr is None:
+            cidrs[node.name] = str(next(free))
+            notes.append(node.obj.note(("spec", "podCIDR"), f"none: the lab gives it {cidrs[node.name]}"))
+        else:
+            cidrs[node.name] = node.pod_cidr
+    return cidrs
+
+
+def _outside_address(underlay: ipaddress.IPv4Network, taken: set[str]) -> str:
+    """The client's address: the highest free one of the nodes' network (the lowest is the lab's gateway)."""
+    hosts = list(underlay.hosts())
+    return str(next(ip for ip in reversed(hosts[1:]) if str(ip) not in taken))
+
+
+def _node(node: Node, pod_cidr: str, names: Names) -> dict[str, Any]:
+    labels = dict(node.labels)
+    if names.anonymize:  # the zone only: other labels (instance types, pools, hostnames) tell who runs it
+        labels = {ZONE_LABEL: names.zone(node.zone)} if node.zone else {}
+    else:
+        labels.pop("kubernetes.io/hostname", None)  # the lab's own: the node's name
+        labels.pop("kubernetes.io/arch", None)  # the lab's own: this machine's
+    out: dict[str, Any] = {"name": names.node(node.name), "ip": node.ip, "podCIDR": pod_cidr}
+    if labels:
+        out["labels"] = labels
+    return out
+
+
+def _pod(pod: Pod, names: Names) -> dict[str, Any]:
+    containers: dict[str, list[dict[str, Any]]] = {}
+    for port in pod.ports:
+        if port["protocol"] not in ("TCP", "UDP"):
+            continue
+        entry = {k: port[k] for k in ("name", "containerPort", "protocol") if port[k] is not None}
+        containers.setdefault(names.container(port["container"]), []).append(entry)
+    metadata: dict[str, Any] = {"name": names.pod(pod.namespace, pod.name), "namespace": names.namespace(pod.namespace)}
+    labels = pod.obj.get(("metadata", "labels"), dict, {})
+    if labels and not names.anonymize:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "nodeName": names.node(pod.node),
+            "containers": [{"name": c, "ports": ports} for c, ports in containers.items()] or [{"name": "main"}],
+        },
+        "status": {"podIP": pod.ip},
+    }
+
+
+def _service(svc: Service, names: Names, notes: list[str]) -> dict[str, Any]:
+    ports = []
+    for port in svc.ports:
+        if "nodePort" in port and port["nodePort"] not in NODE_PORT_RANGE:
+            notes.append(
+                svc.obj.note(
+                    ("spec", "ports"),
+                    f"nodePort {port['nodePort']} is outside the lab's NodePort "
+                    "range 30000-32767: the lab allocates one",
+                )
+            )
+            port = {k: v for k, v in port.items() if k != "nodePort"}
+        ports.append(port)
+    spec: dict[str, Any] = {"type": svc.type, "clusterIP": svc.cluster_ip, "ports": ports, **svc.spec}
+    if svc.external_ips:
+        spec["externalIPs"] = svc.external_ips
+    if svc.source_ranges:
+        spec["loadBalancerSourceRanges"] = svc.source_ranges
+    metadata: dict[str, Any] = {
+        "name": names.service(svc.namespace, svc.name),
+        "namespace": names.namespace(svc.namespace),
+    }
+    if svc.annotations:
+        metadata["annotations"] = svc.annotations
+    manifest: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
+    if svc.ingress:
+        manifest["status"] = {"loadBalancer": {"ingress": svc.ingress}}
+    return manifest
+
+
+def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
+    endpoints = []
+    for ep in s.endpoints:
+        out: dict[str, Any] = {"addresses": [ep.pod.ip], "conditions": ep.conditions, "nodeName": names.node(ep.node)}
+        if ep.zone:
+            out["zone"] = names.zone(ep.zone)
+        hints = {}
+        if ep.zones:
+            hints["forZones"] = [{"name": names.zone(z)} for z in ep.zones]
+        if ep.nodes:
+            hints["forNodes"] = [{"name": names.node(n)} for n in ep.nodes]
+        if hints:
+            out["hints"] = hints
+        endpoints.append(out)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": names.slice(s.obj.namespace or "default", s.obj.name),
+            "namespace": names.namespace(svc.namespace),
+            "labels": {SERVICE_NAME_LABEL: names.service(svc.namespace, svc.name)},
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": s.ports,
+    }

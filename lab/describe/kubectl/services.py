@@ -1,0 +1,253 @@
+"""Services and their EndpointSlices as kube-proxy reads them: which Services it ignores, each Service's
+frontends, and each endpoint with its conditions, node and hints, tied to the pod that answers at its address."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.describe.kubectl.cluster import Pod, is_ipv4
+from lab.describe.kubectl.objects import Obj
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
+HEADLESS_LABEL = "service.kubernetes.io/headless"
+TOPOLOGY_ANNOTATIONS = ("service.kubernetes.io/topology-mode", "service.kubernetes.io/topology-aware-hints")
+PROTOCOLS = ("TCP", "UDP")
+ROUTED = (
+    "the lab's underlay gateway stands in for the load balancer: it routes the address to one node "
+    "(docs/scenarios.md, Topology); add loadBalancers: to the scenario for one that health-checks and spreads"
+)
+PROXIED = (
+    "ipMode Proxy: the scenario's load balancer (loadBalancers:, forward: nodePort, the client's address kept) "
+    "stands in for the cloud's, which proxies to the NodePort"
+)
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply's copy of the object
+
+# Service spec fields the lab reads, and those that change nothing kube-proxy writes once the EndpointSlices are
+# known (the controller and the API server act on them): read, not reported.
+_PASSED = [
+    "externalTrafficPolicy",
+    "internalTrafficPolicy",
+    "healthCheckNodePort",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "trafficDistribution",
+]  # written as they are
+_MODELLED = [
+    "type",
+    "clusterIP",
+    "clusterIPs",
+    "ports",
+    "externalIPs",
+    "loadBalancerIP",
+    "loadBalancerSourceRanges",
+] + _PASSED
+_NO_EFFECT = [
+    "selector",
+    "ipFamilies",
+    "ipFamilyPolicy",
+    "allocateLoadBalancerNodePorts",
+    "publishNotReadyAddresses",
+    "loadBalancerClass",
+]
+_TRAFFIC_DISTRIBUTIONS = ("PreferClose", "PreferSameZone", "PreferSameNode")
+
+
+@dataclass
+class Endpoint:
+    pod: Pod
+    conditions: dict[str, bool]
+    node: str
+    zone: str | None
+    zones: list[str]  # hints.forZones
+    nodes: list[str]  # hints.forNodes
+
+
+@dataclass
+class Slice:
+    obj: Obj
+    endpoints: list[Endpoint]
+    ports: list[dict[str, Any]]
+    had_endpoints: bool
+
+
+@dataclass
+class Service:
+    obj: Obj
+    namespace: str
+    name: str
+    type: str
+    cluster_ip: str
+    ports: list[dict[str, Any]]  # name, port, protocol, nodePort
+    spec: dict[str, Any]  # the other fields the lab reads, as written
+    external_ips: list[str]
+    ingress: list[dict[str, str]]  # ip, ipMode
+    source_ranges: list[str]
+    annotations: dict[str, str]
+    slices: list[Slice] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def read_service(obj: Obj, notes: list[str]) -> Service | None:
+    """The Service, or None (said in `notes`) when kube-proxy ignores it or the lab cannot build any of it."""
+    kind = obj.get(("spec", "type"), str, "ClusterIP")
+    labels = obj.get(("metadata", "labels"), dict, {})
+    cluster_ip = obj.get(("spec", "clusterIP"), str, "")
+    skip = None
+    if kind == "ExternalName":
+        skip = "an ExternalName Service (a DNS name): kube-proxy ignores it"
+    elif cluster_ip == "None" or HEADLESS_LABEL in labels:
+        skip = "a headless Service (clusterIP: None): kube-proxy ignores it"
+    elif PROXY_NAME_LABEL in labels:
+        skip = f"labelled {PROXY_NAME_LABEL}={labels[PROXY_NAME_LABEL]}: another proxy serves it, kube-proxy ignores it"
+    elif kind not in ("ClusterIP", "NodePort", "LoadBalancer"):
+        raise obj.error(("spec", "type"), f"expected ClusterIP, NodePort, LoadBalancer or ExternalName, got {kind!r}")
+    if skip:
+        notes.append(obj.note((), f"skipped: {skip}"))
+        return None
+    ips = [ip for _, ip in obj.each(("spec", "clusterIPs"))] or [cluster_ip]
+    ipv4 = [ip for ip in ips if isinstance(ip, str) and is_ipv4(ip)]
+    for ip in ips:
+        if isinstance(ip, str) and ":" in ip:
+            notes.append(obj.note(("spec", "clusterIPs"), f"{ip}: IPv6 is not modelled yet (IPv4 only)"))
+    if not ipv4:
+        notes.append(obj.note(("spec", "clusterIP"), "skipped: no IPv4 cluster IP (IPv6 is not modelled yet)"))
+        return None
+    ports = []
+    for path, _ in obj.each(("spec", "ports")):
+        protocol = obj.get((*path, "protocol"), str, "TCP")
+        number = obj.get((*path, "port"), int)
+        if number is None:
+            raise obj.error((*path, "port"), "missing: expected a port number")
+        if protocol not in PROTOCOLS:
+            notes.append(obj.note((*path, "protocol"), f"{protocol}: not modelled (TCP and UDP only); port left out"))
+            continue
+        port = {"name": obj.get((*path, "name"), str, ""), "port": number, "protocol": protocol}
+        if (node_port := obj.get((*path, "nodePort"), int)) is not None:
+            port["nodePort"] = node_port
+        ports.append(port)
+    if not ports:
+        notes.append(obj.note(("spec", "ports"), "skipped: no TCP or UDP port"))
+        return None
+    spec = {k: v for k, v in obj.get(("spec",), dict, {}).items() if k in _PASSED and v is not None}
+    if spec.get("trafficDistribution") not in (None, *_TRAFFIC_DISTRIBUTIONS):
+        notes.append(obj.note(("spec", "trafficDistribution"), f"{spec.pop('trafficDistribution')!r}: not modelled"))
+    for key in obj.get(("spec",), dict, {}):
+        if key not in (*_MODELLED, *_NO_EFFECT):
+            notes.append(obj.note(("spec", key), "a field lab import does not model: not reproduced"))
+    ingress = []
+    for path, _item in obj.each(("status", "loadBalancer", "ingress")):
+        ip = obj.get((*path, "ip"), str)
+        if ip is None or not is_ipv4(ip):
+            said = ip or obj.get((*path, "hostname"), str, "")
+            notes.append(obj.note(path, f"{said}: only IPv4 load balancer addresses are modelled; left out"))
+            continue
+        ingress.append({"ip": ip, "ipMode": obj.get((*path, "ipMode"), str, "VIP")})
+    for key in obj.get(("metadata", "annotations"), dict, {}):
+        if key not in (*TOPOLOGY_ANNOTATIONS, LAST_APPLIED) and _networking(key):
+            notes.append(
+                obj.note(
+                    ("metadata", "annotations", key),
+                    "not modelled (a cloud load balancer's or a "
+                    "controller's setting: the lab's own load balancer stands in)",
+                )
+            )
+    if any(i["ipMode"] == "Proxy" for i in ingress):
+        notes.append(obj.note(("status", "loadBalancer"), PROXIED))
+    elif ingress:
+        notes.append(obj.note(("status", "loadBalancer"), ROUTED))
+    lb_ip = obj.get(("spec", "loadBalancerIP"), str)
+    if lb_ip and is_ipv4(lb_ip) and not ingress and kind == "LoadBalancer":
+        spec["loadBalancerIP"] = lb_ip
+    return Service(
+        obj,
+        obj.namespace or "default",
+        obj.name,
+        kind,
+        ipv4[0],
+        ports,
+        spec,
+        _ipv4_only(obj, ("spec", "externalIPs"), notes),
+        ingress,
+        _ipv4_only(obj, ("spec", "loadBalancerSourceRanges"), notes),
+        {k: v for k, v in obj.get(("metadata", "annotations"), dict, {}).items() if k in TOPOLOGY_ANNOTATIONS},
+    )
+
+
+def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], notes: list[str]) -> Slice | None:
+    """The slice with the endpoints the lab can answer from (a pod of the dump at the endpoint's address)."""
+    family = obj.get(("addressType",), str)
+    if family != "IPv4":
+        notes.append(obj.note(("addressType",), f"{family}: skipped, the lab models IPv4 endpoints only"))
+        return None
+    ports = []
+    for path, _ in obj.each(("ports",)):
+        protocol = obj.get((*path, "protocol"), str, "TCP")
+        number = obj.get((*path, "port"), int)
+        if protocol not in PROTOCOLS or number is None:
+            notes.append(obj.note(path, f"{protocol} port {number}: not modelled (TCP and UDP with a number only)"))
+            continue
+        ports.append({"name": obj.get((*path, "name"), str, ""), "port": number, "protocol": protocol})
+    endpoints = []
+    listed = obj.each(("endpoints",))
+    for path, _ in listed:
+        address = obj.get((*path, "addresses", 0), str)
+        if address is None:
+            raise obj.error((*path, "addresses"), "missing: an endpoint has one address")
+        pod = pods_by_ip.get(address)
+        if pod is None:
+            notes.append(
+                obj.note(
+                    (*path, "addresses", 0),
+                    f"{address}: left out, no pod of the input has it (a "
+                    "hostNetwork pod, a node or a host outside the cluster): the lab answers from pods "
+                    "it builds",
+                )
+            )
+            continue
+        conditions = {k: obj.get((*path, "conditions", k), bool) for k in ("ready", "serving", "terminating")}
+        node = obj.get((*path, "nodeName"), str, pod.node)
+        if node not in nodes:
+            notes.append(obj.note((*path, "nodeName"), f"{node}: no node of the input; its pod's {pod.node} is taken"))
+            node = pod.node
+        hinted = [(p, obj.get((*p, "name"), str, "")) for p, _ in obj.each((*path, "hints", "forNodes"))]
+        for hint_path, name in hinted:
+            if name not in nodes:
+                notes.append(obj.note((*hint_path, "name"), f"{name!r}: no node of the input; the hint is left out"))
+        endpoints.append(
+            Endpoint(
+                pod,
+                {k: v for k, v in conditions.items() if v is not None},
+                node,
+                obj.get((*path, "zone"), str),
+                [obj.get((*p, "name"), str, "") for p, _ in obj.each((*path, "hints", "forZones"))],
+                [name for _, name in hinted if name in nodes],
+            )
+        )
+    return Slice(obj, endpoints, ports, bool(listed))
+
+
+def _networking(annotation: str) -> bool:
+    """Whether an annotation's prefix is Kubernetes' or a load balancer's (cloud providers', MetalLB's): the ones
+    that may change what reaches a Service; others (prometheus.io/scrape, an app's own) are not said."""
+    prefix = annotation.rpartition("/")[0]
+    return prefix.endswith("kubernetes.io") or any(
+        w in prefix for w in ("load-balancer", "loadbalancer", "metallb", "cloud")
+    )
+
+
+def _ipv4_only(obj: Obj, path: tuple[str, ...], notes: list[str]) -> list[str]:
+    kept = []
+    for item_path, value in obj.each(path):
+        if not isinstance(value, str):
+            raise obj.error(item_path, f"expected an address, got {value!r}")
+        if ":" in value:
+            notes.append(obj.note(item_path, f"{value}: IPv6 is not modelled yet (IPv4 only); left out"))
+        else:
+            kept.append(value)
+    return kept

@@ -1,0 +1,114 @@
+"""The round trip a user makes: `lab import dump.yaml kube-proxy.yaml version.yaml > s.yaml && lab run s.yaml`, on
+the nodeport-source-ip cluster (docs/reports.md, report 3) as kubectl prints it. The imported probes only observe;
+what they observe on the kernel must be what the catalogue's topologies/nodeport-source-ip.yaml expects, for
+externalTrafficPolicy Cluster (as the dump has it) and Local (the matrix axis on the imported file)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from support.host import REPO
+
+DUMP = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
+PROBE = "default-openresty-http-"
+PROBES = [f"{PROBE}node-port-via-node{i}" for i in (1, 2, 3)] + [f"{PROBE}cluster-ip-from-node3"]
+
+# What topologies/nodeport-source-ip.yaml expects, per policy: (outcome, backend, source address).
+EXPECTED = {
+    "Cluster": {
+        "node-port-via-node1": ("delivered", "openresty", "10.244.1.1"),  # node1/cni0
+        "node-port-via-node2": ("delivered", "openresty", "192.168.56.12"),  # node2
+        "node-port-via-node3": ("delivered", "openresty", "192.168.56.13"),
+        "cluster-ip-from-node3": ("delivered", "openresty", "10.244.3.2"),  # the client pod on node3, not NATed
+    },
+    "Local": {
+        "node-port-via-node1": ("delivered", "openresty", "192.168.56.254"),  # the client's own address
+        "node-port-via-node2": ("dropped", None, None),
+        "node-port-via-node3": ("dropped", None, None),
+        "cluster-ip-from-node3": ("delivered", "openresty", "10.244.3.2"),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    out = tmp_path_factory.mktemp("import") / "s.yaml"
+    with out.open("w") as handle:
+        done = subprocess.run(
+            [sys.executable, "-m", "lab", "import", "dump.yaml", "kube-proxy.yaml", "version.yaml"],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=DUMP,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("policy", ["Cluster", "Local"])
+def test_imported_cluster_runs_as_the_catalogue_expects(scenario, policy, host_unchanged):
+    only = [arg for name in PROBES for arg in ("--probe", name)]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", str(scenario), "--json", "--matrix", f"externalTrafficPolicy={policy}"]
+        + only,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr  # every probe only observes: a failure is a run that broke
+    seen = {
+        r["probe"].removeprefix(PROBE): (r["observed"]["outcome"], r["observed"]["backend"], r["observed"]["source_ip"])
+        for r in json.loads(done.stdout)["results"]
+    }
+    assert seen == EXPECTED[policy]
+
+
+def test_pytest_runs_the_imported_file_as_tests(scenario):
+    """`sudo pytest s.yaml`: every imported probe a test item, each passing (they only observe)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scenario)],
+        capture_output=True,
+        text=True,
+        cwd=scenario.parent,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "15 passed" in done.stdout
+
+
+SHOP = REPO / "tests" / "fixtures" / "kubectl" / "shop"
+NODE3 = "ip-10-0-1-48-eu-west-1-compute-internal"  # runs web's only terminating endpoint, and no ready one
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_imported_endpoint_conditions_hold_on_the_kernel(mode, tmp_path, host_unchanged):
+    """The EKS-like cluster's slices as kube-proxy read them: through the node whose only web endpoint is
+    terminating (externalTrafficPolicy Local) that endpoint answers, the client's address kept (kube-proxy's
+    fallback to serving terminating endpoints); the not-ready api endpoint never answers; the ipMode Proxy address
+    reaches a backend through the lab's load balancer."""
+    out = tmp_path / "s.yaml"
+    files = [str(SHOP / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml")]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "import", *files, "-o", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", str(out), "--json", "--matrix", f"proxyMode={mode}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = {r["probe"]: r["observed"] for r in json.loads(done.stdout)["results"]}
+    terminating = seen[f"shop-web-http-node-port-via-{NODE3}"]
+    assert (terminating["backend"], terminating["source_ip"]) == ("web-6d4cf56db6-qq7tz", "10.0.3.254")
+    assert {o["backend"] for p, o in seen.items() if p.startswith("payments-api-")} == {"api-5b9f7c8d4-kx8wq"}
+    ready_web = {"web-6d4cf56db6-2xkqp", "web-6d4cf56db6-8vbnm"}
+    assert {o["backend"] for p, o in seen.items() if p.startswith("shop-web-http-cluster-ip-")} <= ready_web
+    assert seen["shop-web-http-load-balancer"]["outcome"] == "delivered"
