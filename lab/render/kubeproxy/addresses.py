@@ -7,6 +7,7 @@ from dataclasses import replace
 from ipaddress import IPv4Address, IPv4Network, ip_address, ip_network
 
 from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 
 def parse_ipv4(text: str) -> IPv4Address | None:
@@ -35,14 +36,25 @@ def ipv4_strings(ips: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(ip) for ip in map(parse_ipv4, ips) if ip is not None)
 
 
-def ipv4_endpoints(port: ServicePort) -> tuple[Endpoint, ...]:
-    """kube-proxy's endpoints map: IPv4 only, one per "IP:port" (a local copy wins), sorted by that string."""
+def ipv4_endpoints(port: ServicePort, release: Release) -> tuple[Endpoint, ...]:
+    """kube-proxy's endpoints map: IPv4 only, ready only where EndpointSliceCache drops the others
+    (Release.knows_unready_endpoints), one per "IP:port" (which copy of a repeated one stays:
+    Release.ready_duplicate_wins), sorted by that string."""
     endpoints: dict[str, Endpoint] = {}
     for given in port.endpoints:
         ip = parse_ipv4(given.ip)
-        if ip is None:
+        if ip is None or not (given.ready or release.knows_unready_endpoints):
             continue
         ep = replace(given, ip=str(ip))
-        if ep.address not in endpoints or ep.is_local:
+        kept = endpoints.get(ep.address)
+        if kept is None or _replaces(ep, kept, release):
             endpoints[ep.address] = ep
     return tuple(sorted(endpoints.values(), key=lambda ep: ep.address))
+
+
+def _replaces(later: Endpoint, kept: Endpoint, release: Release) -> bool:
+    """Whether a later copy of an "IP:port" replaces the one met first: a ready one over one that is not (1.36),
+    else a copy on this node."""
+    if release.ready_duplicate_wins and later.ready != kept.ready:
+        return later.ready
+    return later.is_local

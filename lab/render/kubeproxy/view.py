@@ -10,6 +10,7 @@ from typing import Self, TypeVar
 
 from lab.render.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
 from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 T = TypeVar("T")
 
@@ -29,7 +30,7 @@ class ServiceView:
     endpoints: tuple[Endpoint, ...]  # one per "IP:port", sorted by that string, as the endpoints map is
 
     @classmethod
-    def build(cls, port: ServicePort) -> Self | None:
+    def build(cls, port: ServicePort, release: Release) -> Self | None:
         """None for a Service the IPv4 proxier skips (no IPv4 cluster IP)."""
         cluster_ip = parse_ipv4(port.cluster_ip) if port.cluster_ip else None
         if cluster_ip is None:
@@ -41,7 +42,7 @@ class ServiceView:
             external_ips=ipv4_strings(port.external_ips),
             lb_ips=ipv4_strings(port.load_balancer_ips),
             source_ranges=tuple((text, cidr) for text, cidr in ranges if cidr is not None),
-            endpoints=ipv4_endpoints(port),
+            endpoints=ipv4_endpoints(port, release),
         )
 
     @property
