@@ -35,10 +35,10 @@ from dataclasses import replace
 import pytest
 from plumbum import local
 
+from lab import pipeline
 from lab.describe.load import load_scenario
 from lab.install import dataplane as install
 from lab.pipeline import run_variant
-from lab.render import dataplane
 
 SCENARIO = """\
 name: xtables-sync-failure
@@ -91,16 +91,14 @@ PLANTED = "-A INPUT -j KUBE-NOSUCHCHAIN"
 def resyncs_refused(monkeypatch):
     """Every sync after the first is given a line the kernel refuses at the end of its restore input's last table
     (the real tool refuses it; the lab's install does nothing else)."""
-    rendered = dataplane.node_dataplane
+    planned = pipeline.plan_sync
 
-    def planted(topo, node_name, previous=None):
-        plane = rendered(topo, node_name, previous)
-        if previous is None:
-            return plane
-        head, _, tail = plane.iptables.rpartition("COMMIT")
-        return replace(plane, iptables=f"{head}{PLANTED}\nCOMMIT{tail}")
+    def planted(before, after, node, state, restart=False):
+        plan = planned(before, after, node, state, restart)
+        head, _, tail = plan.dataplane.iptables.rpartition("COMMIT")
+        return replace(plan, dataplane=replace(plan.dataplane, iptables=f"{head}{PLANTED}\nCOMMIT{tail}"))
 
-    monkeypatch.setattr(dataplane, "node_dataplane", planted)
+    monkeypatch.setattr(pipeline, "plan_sync", planted)
 
 
 def test_a_refused_nat_table_keeps_the_old_one_and_the_filter_table_is_this_syncs(
@@ -154,21 +152,19 @@ def lock_held_during_resyncs(monkeypatch, tmp_path):
     as iptables does), and lets it go once the sync is over."""
     lock = tmp_path / "xtables.lock"
     lock.touch()
-    load = install.load
+    apply = install.apply
 
-    def held(ns, plane, backend="nft", resync=False):
-        if not resync:
-            return load(ns, plane, backend, resync)
+    def held(ns, plan, backend="nft"):
         holder = subprocess.Popen(["flock", "--exclusive", str(lock), "sleep", "60"])
         try:
             while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
                 time.sleep(0.05)  # until the holder has it
-            return load(ns, plane, backend, resync)
+            return apply(ns, plan, backend)
         finally:
             holder.terminate()
             holder.wait()
 
-    monkeypatch.setattr(install, "load", held)
+    monkeypatch.setattr(install, "apply", held)
     with local.env(XTABLES_LOCKFILE=str(lock)):  # the environment the lab runs its tools with
         yield
 
