@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -244,26 +243,11 @@ class _Builder(NetBuilder):
             routes.commit()
         else:
             mine = self.topo.nodes.index(node) + 1
-            # The underlay's family says which end address the device takes.
-            local = "vxlan_local" if address(node.ip).version == 4 else "vxlan_local6"
-            ipr.link(
-                "add",
-                ifname=VXLAN_DEVICE,
-                kind="vxlan",
-                vxlan_id=VXLAN_ID,
-                **{local: node.ip},
-                vxlan_link=eth0,
-                vxlan_port=VXLAN_PORT,
-                vxlan_learning=0,
-                address=_vtep_mac(mine),
-            )
-            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32, **mtu)
+            self.vxlan(node.name, VXLAN_DEVICE, VXLAN_ID, node.ip, eth0, VXLAN_PORT, _vtep_mac(mine))
+            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, **mtu)
             routes = self.batch(node.name)
             for other in others:
-                mac = _vtep_mac(self.topo.nodes.index(other) + 1)
-                family = socket.AF_INET if address(other.tunnel_ip).version == 4 else socket.AF_INET6
-                ipr.neigh("add", dst=other.tunnel_ip, lladdr=mac, ifindex=dev, state=0x80, family=family)  # permanent
-                ipr.fdb("append", ifindex=dev, lladdr=mac, dst=other.ip)
+                self.vtep(node.name, dev, other.tunnel_ip, _vtep_mac(self.topo.nodes.index(other) + 1), other.ip)
                 routes.route(other.pod_cidr, gateway=other.tunnel_ip, oif=dev, onlink=True)
             routes.commit()
         # Calico's own block: anything in it without a pod route goes nowhere.

@@ -25,6 +25,7 @@ from lab.realize.runs import record
 from lab.realize.terminate import deferred
 
 NETLINK_ROUTE = 0
+NUD_PERMANENT = 0x80
 
 
 class Requests:
@@ -118,6 +119,31 @@ class NetBuilder:
         self.ipr[actor].link(
             "add", ifname=ifname, kind="veth", peer={"ifname": peer_ifname, "net_ns_fd": self.ns(peer_actor)}
         )
+
+    def vxlan(self, actor: str, ifname: str, vni: int, local: str, link: int, port: int, mac: str) -> None:
+        """A VXLAN device without learning (its peers are static, see vtep), its tunnel's end `local` on link
+        `link` in the underlay's family."""
+        end = "vxlan_local" if ip_address(local).version == 4 else "vxlan_local6"
+        self.ipr[actor].link(
+            "add",
+            ifname=ifname,
+            kind="vxlan",
+            vxlan_id=vni,
+            **{end: local},
+            vxlan_link=link,
+            vxlan_port=port,
+            vxlan_learning=0,
+            address=mac,
+        )
+
+    def vtep(self, actor: str, dev: int, tunnel_ip: str, mac: str, underlay_ip: str) -> None:
+        """A peer of VXLAN device `dev`, as Calico writes one: its tunnel address's neighbour entry (permanent,
+        so neither ARP nor neighbour discovery crosses the tunnel) and the FDB entry sending its MAC to its
+        underlay address. Either address may be of either family."""
+        ipr = self.ipr[actor]
+        family = socket.AF_INET if ip_address(tunnel_ip).version == 4 else socket.AF_INET6
+        ipr.neigh("add", dst=tunnel_ip, lladdr=mac, ifindex=dev, state=NUD_PERMANENT, family=family)
+        ipr.fdb("append", ifindex=dev, lladdr=mac, dst=underlay_ip)
 
     def frames_only(self, actor: str, ifname: str) -> None:
         """Turn off the interface's segmentation offloads: it then sends each packet of a GSO super-packet as a

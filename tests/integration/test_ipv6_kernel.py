@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.host import lab_namespaces
-from support.ipv6 import HUB_LAN, A, B, C, Ipv6Lab, ipv6_lab
+from support.ipv6 import HUB_LAN, OVERLAY, UNDERLAY, VXLAN_PORT, A, B, C, Ipv6Lab, ipv6_lab, vxlan_lab
 
 from lab.install.conntrack import udp_entries
 from lab.install.echo import EchoServers, Listener
@@ -105,3 +105,28 @@ def test_conntrack_lists_the_ipv6_flows_hub_forwarded(served):
     # Without -f, conntrack lists every family's entries; with -f ipv4, IPv4's only.
     assert [e.text for e in udp_entries(hub) if f"sport={sport} " in e.text] == [e.text for e in entries]
     assert not [e for e in udp_entries(hub, "ipv4") if f"sport={sport} " in e.text], "IPv4's table has no IPv6 flow"
+
+
+def test_a_vxlan_tunnel_over_an_ipv6_underlay_carries_ipv6(host_unchanged):
+    with vxlan_lab() as built:
+        echo, captures = EchoServers(), Captures()
+        try:
+            echo.listen(Listener("n2", "n2", built.namespaces["n2"], 8080, "TCP", families=("IPv6",)))
+            captures.add("n2", built.namespaces["n2"], {"eth0", "vxlan0"})
+            echo.start()
+            captures.start()
+            result = send(built.namespaces["n1"], OVERLAY["n2"], 8080, "TCP", timeout=2.0)
+            assert result.outcome == "delivered", result
+            assert result.reply is not None and result.reply["peer"].startswith(f"[{OVERLAY['n1']}]:")
+            frames = captures.since(0)
+        finally:
+            echo.close()
+            captures.close()
+    inner = [f for f in frames if f.ifname == "vxlan0" and (f.summary() or "").endswith("tcp [S]")]
+    outer = [f.sockets for f in frames if f.ifname == "eth0" and f.sockets and not f.opens_or_ends]
+    assert inner and inner[0].addresses == (OVERLAY["n1"], OVERLAY["n2"])
+    # The encapsulation: UDP to the VXLAN port between the underlay's IPv6 addresses, not a frame of its own.
+    assert any(
+        dst == f"[{UNDERLAY['n2']}]:{VXLAN_PORT}" and src.startswith(f"[{UNDERLAY['n1']}]:") for src, dst in outer
+    )
+    assert not set(built.namespaces.values()) & set(lab_namespaces())
