@@ -116,9 +116,9 @@ def _prefixlen(cidr: str) -> int:
 
 def _versions(topo: Topology) -> frozenset[int]:
     """The IP versions the topology's addresses are of: what each router forwards, and whether its namespaces
-    need IPv6 on."""
-    hosts = [*(n.ip for n in topo.nodes), *(e.ip for e in topo.externals), *(p.ip for p in topo.built_pods)]
-    return versions([topo.cluster.gateway_ip, *hosts])
+    need IPv6 on. A pod's address is of its node's pod CIDR: the CIDRs stand for the (many) pods."""
+    nodes = [address for n in topo.nodes for address in (n.ip, n.pod_cidr)]
+    return versions([topo.cluster.gateway_ip, *nodes, *(e.ip for e in topo.externals)])
 
 
 def _veth_name(pod: PodSpec, index: int) -> str:

@@ -47,8 +47,8 @@ def default_route(gateway: str) -> str:
 
 
 def versions(addresses: Iterable[str]) -> frozenset[int]:
-    """The IP versions (4, 6) among these addresses."""
-    return frozenset(address(a).version for a in addresses)
+    """The IP versions (4, 6) among these addresses or CIDRs."""
+    return frozenset(ipaddress.ip_interface(a).version for a in addresses)
 
 
 def namespace_sysctls(ipv6: bool) -> None:

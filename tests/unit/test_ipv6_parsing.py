@@ -116,7 +116,7 @@ def test_conntrack_ipv6_entries_are_read_like_ipv4_ones():
     [("10.0.0.1", 4, 32, "0.0.0.0/0", "10.0.0.1:80"), ("fd00::1", 6, 128, "::/0", "[fd00::1]:80")],
 )
 def test_an_address_says_its_family(address, version, prefixlen, default, written):
-    assert versions([address, "10.9.9.9"]) == {4, version}
+    assert versions([address, "10.9.9.0/24"]) == {4, version}
     assert host_prefixlen(address) == prefixlen
     assert default_route(address) == default
     assert endpoint(address, 80) == written
