@@ -70,7 +70,7 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
     smaller packets the client sent after it; or, with no ICMP, where its biggest packets were last seen. Who
     made the quoted header the client's again depends on `proxy_mode`: conntrack's NAT for iptables and
     nftables, IPVS itself for ipvs."""
-    client = local.rsplit(":", 1)[0]
+    client = local.rsplit(":", 1)[0].strip("[]")  # an IPv6 client's address is written in brackets
     sent = [f for f in frames if f.packet is not None and f.packet.src == client and f.packet.protocol != 1]
     errors = [(f, e) for f in frames if (e := FragNeeded.of(f)) is not None]
     if not errors:
