@@ -21,6 +21,7 @@ def host_state() -> dict[str, str]:
         "net/ipv4/conf/all/route_localnet",
         "net/ipv4/conf/all/rp_filter",
         "net/bridge/bridge-nf-call-iptables",
+        "net/bridge/bridge-nf-call-ip6tables",
         "net/ipv6/conf/all/disable_ipv6",
     ]
     return {
