@@ -132,7 +132,7 @@ class Explainer:
             who = f"{sender} (the underlay's gateway, outside the cluster: not Kubernetes)"
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
-        return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
+        return f"{icmp.protocol} {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
 
     def _accepted(self, frames: list[Frame]) -> str:
         """Who completed the handshake of a connection nothing answered: the SYN-ACK where it was first seen."""
