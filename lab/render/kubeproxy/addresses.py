@@ -9,6 +9,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_add
 from typing import Literal
 
 from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 
 def parse_ipv4(text: str) -> IPv4Address | None:
@@ -69,15 +70,25 @@ def family_strings(ips: Iterable[str], family: Family = "IPv4") -> tuple[str, ..
     return tuple(str(ip) for ip in (parse_ip(text, family) for text in ips) if ip is not None)
 
 
-def family_endpoints(port: ServicePort, family: Family = "IPv4") -> tuple[Endpoint, ...]:
+def family_endpoints(port: ServicePort, release: Release, family: Family = "IPv4") -> tuple[Endpoint, ...]:
     """kube-proxy's endpoints map of the family's proxier (a slice per family: the other family's endpoints are
-    the other proxier's), one per "IP:port" (a local copy wins), sorted by that string."""
+    the other proxier's), ready only where EndpointSliceCache drops the others (Release.knows_unready_endpoints),
+    one per "IP:port" (which copy of a repeated one stays: Release.ready_duplicate_wins), sorted by that string."""
     endpoints: dict[str, Endpoint] = {}
     for given in port.endpoints:
         ip = parse_ip(given.ip, family)
-        if ip is None:
+        if ip is None or not (given.ready or release.knows_unready_endpoints):
             continue
         ep = replace(given, ip=str(ip))
-        if ep.address not in endpoints or ep.is_local:
+        kept = endpoints.get(ep.address)
+        if kept is None or _replaces(ep, kept, release):
             endpoints[ep.address] = ep
     return tuple(sorted(endpoints.values(), key=lambda ep: ep.address))
+
+
+def _replaces(later: Endpoint, kept: Endpoint, release: Release) -> bool:
+    """Whether a later copy of an "IP:port" replaces the one met first: a ready one over one that is not (1.36),
+    else a copy on this node."""
+    if release.ready_duplicate_wins and later.ready != kept.ready:
+        return later.ready
+    return later.is_local

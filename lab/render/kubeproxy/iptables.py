@@ -177,7 +177,7 @@ def render_iptables(
     """
     release = Release.of(version)
     node = _Node.build(config, node_ips, release)
-    views = [view for view in (_ServiceView.build(s, config.family) for s in services) if view is not None]
+    views = [view for port in services if (view := _ServiceView.build(port, release, config.family)) is not None]
     out = _Tables()
     _write_fixed_rules(out, node)
     large = sum(len(view.endpoints) for view in views) > LARGE_CLUSTER_ENDPOINTS

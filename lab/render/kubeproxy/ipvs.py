@@ -327,7 +327,7 @@ def render_ipvs(
         raise ValueError(problem)
     release = Release.of(version)
     node = _Node.build(config, node_ips)
-    views = [view for view in (_ServiceView.build(s, config.family) for s in services) if view is not None]
+    views = [view for port in services if (view := _ServiceView.build(port, release, config.family)) is not None]
     state = _State(release, node, views)
     for view in views:
         state.add_service(view)
@@ -472,8 +472,8 @@ class _ServiceView(ServiceView):
     """The ipvs proxier binds each external and LB IP once, and names set entries "IP,proto:port"."""
 
     @classmethod
-    def build(cls, port: ServicePort, family: Family = "IPv4") -> _ServiceView | None:
-        view = super().build(port, family)
+    def build(cls, port: ServicePort, release: Release, family: Family = "IPv4") -> _ServiceView | None:
+        view = super().build(port, release, family)
         if view is None:
             return None
         return replace(view, external_ips=tuple(unique(view.external_ips)), lb_ips=tuple(unique(view.lb_ips)))
@@ -514,8 +514,8 @@ class _State:
     def add_service(self, svc: _ServiceView) -> None:
         release = self.release
         for ep in svc.endpoints:
-            # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones are known).
-            if ep.is_local and (ep.ready or release.knows_unready_endpoints):
+            # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones: family_endpoints).
+            if ep.is_local:
                 self.add(LOOP_BACK, f"{ep.ip},{svc.proto}:{ep.port},{ep.ip}")
 
         self.add(CLUSTER_IP, svc.entry(svc.cluster_ip))

@@ -271,7 +271,7 @@ def render_nftables(
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()
     listeners: list[LocalhostNodePort] = []
-    for view in filter(None, (_ServiceView.build(s, config.family) for s in services)):
+    for view in filter(None, (_ServiceView.build(port, release, config.family) for port in services)):
         plan = _Plan.build(view, release)
         _write_service(tx, node, release, plan, active)
         listeners += _localhost_listener(node, plan)

@@ -9,6 +9,7 @@ from typing import Self, TypeVar
 
 from lab.render.kubeproxy.addresses import Family, Network, family_endpoints, family_strings, parse_cidr, parse_ip
 from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 T = TypeVar("T")
 
@@ -28,7 +29,7 @@ class ServiceView:
     endpoints: tuple[Endpoint, ...]  # one per "IP:port", sorted by that string, as the endpoints map is
 
     @classmethod
-    def build(cls, port: ServicePort, family: Family = "IPv4") -> Self | None:
+    def build(cls, port: ServicePort, release: Release, family: Family = "IPv4") -> Self | None:
         """None for a Service the family's proxier skips (no cluster IP of its family: the ServicePort carries the
         Service's clusterIP of the proxier's family, as kube-proxy's service change tracker takes it)."""
         cluster_ip = parse_ip(port.cluster_ip, family) if port.cluster_ip else None
@@ -41,7 +42,7 @@ class ServiceView:
             external_ips=family_strings(port.external_ips, family),
             lb_ips=family_strings(port.load_balancer_ips, family),
             source_ranges=tuple((text, cidr) for text, cidr in ranges if cidr is not None),
-            endpoints=family_endpoints(port, family),
+            endpoints=family_endpoints(port, release, family),
         )
 
     @property
