@@ -101,6 +101,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not any(variants for _, variants in selected):
         err.print(literal(no_variant(scenarios, args.variant)))
         return 2
+    if unbuilt := next((t.not_yet_built for _, variants in selected for t in variants if t.not_yet_built), ""):
+        err.print(literal(unbuilt))
+        return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
     if only and not only & known:
@@ -333,7 +336,8 @@ def parser() -> argparse.ArgumentParser:
         help="print the rules kube-proxy would install on a node",
         description="Print what kube-proxy of the variant's version and mode leaves on NODE: the complete "
         "iptables-restore input, ipvs' parts, or the nftables transaction (then, as comments, the listeners of "
-        "1.37's localhost NodePort proxy). Builds nothing.",
+        "1.37's localhost NodePort proxy). An IPv6 or dual-stack node's proxiers are printed one per family, each "
+        "under a heading naming its family and its tool (ip6tables-restore, the ip6 kube-proxy table). Builds nothing.",
         epilog=exit_codes((0, "printed"), (2, "a scenario error (file:line: field), an unknown node, a bad flag")),
     )
     render.add_argument("file", help="a scenario file")

@@ -36,6 +36,8 @@ def on_this_kernel(topo: Topology) -> Topology:
 
 def cannot_run(topo: Topology) -> str:
     """Why this machine cannot run the variant ("" if it can)."""
+    if topo.not_yet_built:
+        return topo.not_yet_built
     mode = topo.cluster.proxy_mode
     if mode == "nftables" and (problem := check_nftables_version(topo.cluster.kube_version)):
         return problem

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lab.describe.errors import did_you_mean
-from lab.describe.ipv4 import Address, SourceRange
+from lab.describe.families import Address
+from lab.describe.ipv4 import SourceRange
 from lab.describe.k8s_fields import FIELDS
 from lab.describe.names import (
     TARGET_PORT,
@@ -181,6 +182,13 @@ class ServiceSpec(Loose):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     selector: Labels = {}
     cluster_ip: Address | None = Field(None, alias="clusterIP")
+    # Checked against the cluster's families as the API server checks them (lab/describe/families.py); each
+    # address in clusterIPs is checked there too, with the API server's words.
+    cluster_ips: list[str] = Field([], alias="clusterIPs")
+    ip_families: list[str] = Field([], alias="ipFamilies")
+    ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] | None = Field(
+        None, alias="ipFamilyPolicy"
+    )
     ports: list[ServicePortSpec] = Field(min_length=1)
     external_ips: list[Address] = Field([], alias="externalIPs")
     load_balancer_ip: Address | None = Field(None, alias="loadBalancerIP")
@@ -252,7 +260,7 @@ class EndpointSlice(Loose):
 
     kind: Literal["EndpointSlice"]
     metadata: Metadata
-    address_type: Literal["IPv4"] = Field(alias="addressType")
+    address_type: Literal["IPv4", "IPv6"] = Field(alias="addressType")  # each address checked against it
     endpoints: list[SliceEndpoint] = []
     ports: list[EndpointPort] = []
 

@@ -7,7 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from lab.describe.ipv4 import address as _address
+from lab.describe.families import addresses as _addresses
+from lab.describe.families import networks as _networks
+from lab.describe.families import one_address as _address
+from lab.describe.ipv4 import address as _ipv4_address
 from lab.describe.ipv4 import network as _network
 from lab.describe.k8s import Manifest, Port
 from lab.describe.names import Labels
@@ -96,7 +99,9 @@ class Cluster(Strict):
     iptables: Iptables = Iptables()
     feature_gates: dict[FeatureGate, bool] = Field({}, alias="featureGates")
 
-    _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_network)
+    # One network, or one per family separated by a comma (the first the primary family), as kube-proxy's
+    # --cluster-cidr and kube-apiserver's --service-cluster-ip-range take them; the three give the same families.
+    _cidrs = field_validator("cluster_cidr", "service_cidr", "underlay")(_networks)
 
     @field_validator("node_port_addresses")
     @classmethod
@@ -133,15 +138,15 @@ class Cluster(Strict):
 
 class Node(Strict):
     name: Name
-    ip: str
+    ip: str  # one address per family of the cluster, comma-separated, as kubelet's --node-ip takes them
     pod_cidr: str = Field(alias="podCIDR")
     labels: Labels = {}
     # The MTU of the node's link to the underlay (its eth0 and the underlay's port to it, as a NIC and its
     # switch port are set alike); 1500 otherwise.
     mtu: int | None = Field(None, ge=MIN_MTU, le=MAX_MTU)
 
-    _ip = field_validator("ip")(_address)
-    _cidr = field_validator("pod_cidr")(_network)
+    _ip = field_validator("ip")(_addresses)
+    _cidr = field_validator("pod_cidr")(_networks)  # as spec.podCIDRs, comma-separated
 
 
 class Route(Strict):
@@ -159,7 +164,7 @@ class ExternalHost(Strict):
     masquerade: bool = False
     behind: str | None = None
 
-    _ip = field_validator("ip")(_address)
+    _ip = field_validator("ip")(_addresses)
 
     @field_validator("network")
     @classmethod
@@ -180,7 +185,7 @@ class LoadBalancer(Strict):
     @field_validator("address")
     @classmethod
     def _own(cls, value: str | None) -> str | None:
-        return _address(value) if value is not None else None
+        return _ipv4_address(value) if value is not None else None  # load balancers are IPv4 only yet
 
 
 class EgressGateway(Strict):
@@ -196,7 +201,7 @@ class EgressGateway(Strict):
     @field_validator("address")
     @classmethod
     def _gateway(cls, value: str | None) -> str | None:
-        return _address(value) if value is not None else None
+        return _ipv4_address(value) if value is not None else None  # egress gateways are IPv4 only yet
 
 
 class IpMasqAgent(Strict):
@@ -356,6 +361,9 @@ class Probe(Strict):
     # Bytes of data the probe sends (TCP: one request on the established connection, DF set as the kernel sets
     # it for TCP; UDP: one datagram's payload), to find where a too-big packet dies (path MTU).
     size: int | None = Field(None, ge=1, le=MAX_PAYLOAD)
+    # The family the probe travels in: to the Service's clusterIP, NodePort on the node's address, or external IP
+    # of that family (a literal `to.address` says its own). None: the Service's primary family.
+    family: Literal["IPv4", "IPv6"] | None = None
     # The probe's connection stays open after it and exchanges on its own every `every` ms (TCP: a request on the
     # established connection; UDP: a datagram from the same source port) while later steps and probes run.
     keep: bool = False
@@ -408,6 +416,7 @@ _FLOW_INHERITS = (
     ("keep", "keep"),
     ("sourceAddress", "source_address"),
     ("size", "size"),
+    ("family", "family"),
 )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lab.describe.families import Family, family_of
 from lab.describe.refs import ObjectRef
 from lab.describe.schema import Outcome
 
@@ -26,6 +27,11 @@ def variant_label(values: Iterable[tuple[str, Axis]]) -> str:
     return ", ".join(f"{axis}={axis_text(value)}" for axis, value in values)
 
 
+def of_family(family: Family, *values: str) -> str:
+    """The value of this family among one object's per-family values ("" when it has none)."""
+    return next((v for v in values if v and family_of(v) == family), "")
+
+
 DEFAULT_MTU = 1500  # a link's MTU where the scenario sets none, as Ethernet's
 TUNNEL_NAME = "tunl0"  # how reports name a node's tunnel address (node1/tunl0), whatever device carries it
 
@@ -39,11 +45,24 @@ class NodeSpec:
     labels: tuple[tuple[str, str], ...] = ()
     tunnel_ip: str = ""  # cni routed-tunnel: the tunnel device's own address, from the pod block
     mtu: int = DEFAULT_MTU  # the node's link to the underlay (eth0 and the underlay's port to it)
+    # Dual-stack: the secondary family's node IP, pod block (spec.podCIDRs[1]) and cni0 address ("" single-stack).
+    # ip, pod_cidr and bridge_ip are the primary family's, whichever it is (IPv6 in an IPv6-only cluster).
+    secondary_ip: str = ""
+    secondary_pod_cidr: str = ""
+    secondary_bridge_ip: str = ""
 
     @property
     def addresses(self) -> tuple[str, ...]:
-        """The node's own interface addresses (kube-proxy's ipvs NodePorts listen on each)."""
-        return tuple(a for a in (self.ip, self.bridge_ip, self.tunnel_ip) if a)
+        """The node's own interface addresses (kube-proxy's ipvs NodePorts listen on each), every family's."""
+        own = (self.ip, self.bridge_ip, self.tunnel_ip, self.secondary_ip, self.secondary_bridge_ip)
+        return tuple(a for a in own if a)
+
+    def ip_of(self, family: Family) -> str:
+        """The node IP of this family ("" for none): what that family's kube-proxy proxier is given."""
+        return of_family(family, self.ip, self.secondary_ip)
+
+    def pod_cidr_of(self, family: Family) -> str:
+        return of_family(family, self.pod_cidr, self.secondary_pod_cidr)
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,12 @@ class PodSpec:
     ready: bool = True
     terminating: bool = False  # deleted, still shutting down (its endpoints stay, serving as readiness says)
     owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
+    secondary_ip: str = ""  # dual-stack: status.podIPs[1], the secondary family's ("" single-stack)
+
+    @property
+    def ips(self) -> tuple[str, ...]:
+        """status.podIPs: every family's address, the primary first."""
+        return (self.ip, self.secondary_ip) if self.secondary_ip else (self.ip,)
 
     @property
     def kube_name(self) -> str:
@@ -87,6 +112,10 @@ class ExternalSpec:
     routes: tuple[RouteSpec, ...] = ()
     masquerade: bool = False  # a router that SNATs what it forwards from its LAN to its underlay address
     behind: str = ""  # the router this host sits behind ("" = on the underlay)
+    secondary_ip: str = ""  # dual-stack underlay: its address of the secondary family ("" for none)
+
+    def ip_of(self, family: Family) -> str:
+        return of_family(family, self.ip, self.secondary_ip)
 
     @property
     def is_router(self) -> bool:
@@ -200,6 +229,20 @@ class ServiceSpec:
     # The topology annotations as written (service.kubernetes.io/topology-mode, .../topology-aware-hints): which
     # one kube-proxy reads, and which values it takes, is its release's business (render).
     topology_annotations: tuple[tuple[str, str], ...] = ()
+    # As the API server stores them (lab/describe/families.py): the policy, and the families in order, the first
+    # cluster_ip's. kube-proxy runs a proxier per family; each programs the Service in its own family only.
+    ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] = "SingleStack"
+    ip_families: tuple[Family, ...] = ("IPv4",)
+    secondary_cluster_ip: str = ""  # spec.clusterIPs[1]: the ipFamilies[1] address of a dual-stack Service
+
+    @property
+    def cluster_ips(self) -> tuple[str, ...]:
+        """spec.clusterIPs: one per family of ip_families, in its order. external_ips, ingress_ips and the ports'
+        endpoints hold every family's addresses mixed; each family's proxier takes its own, as kube-proxy's do."""
+        return (self.cluster_ip, self.secondary_cluster_ip) if self.secondary_cluster_ip else (self.cluster_ip,)
+
+    def cluster_ip_of(self, family: Family) -> str:
+        return of_family(family, *self.cluster_ips)
 
     def port(self, ref: int | str) -> ServicePortSpec | None:
         return next((p for p in self.ports if ref in (p.port, p.name)), None)
@@ -283,6 +326,11 @@ class ProbeSpec:
     flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
     size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
 
+    @property
+    def family(self) -> Family:
+        """The family the probe travels in: its destination's (a probe's `family:` chose that address)."""
+        return family_of(self.dst_ip) or "IPv4"
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -313,6 +361,25 @@ class ClusterSpec:
     feature_gates: tuple[tuple[str, bool], ...] = ()
     ipvs_scheduler: str = "rr"
     ipvs_strict_arp: bool = False
+    # Dual-stack: the secondary family's networks and gateway ("" single-stack); cluster_cidr, service_cidr,
+    # underlay and gateway_ip are the primary family's, whichever it is.
+    secondary_cluster_cidr: str = ""
+    secondary_service_cidr: str = ""
+    secondary_underlay: str = ""
+    secondary_gateway_ip: str = ""
+
+    @property
+    def families(self) -> tuple[Family, ...]:
+        """The cluster's families, the primary first: ("IPv4",), ("IPv6",), or both in either order."""
+        primary = family_of(self.cluster_cidr) or "IPv4"
+        secondary = family_of(self.secondary_cluster_cidr) if self.secondary_cluster_cidr else None
+        return (primary, secondary) if secondary else (primary,)
+
+    def cluster_cidr_of(self, family: Family) -> str:
+        return of_family(family, self.cluster_cidr, self.secondary_cluster_cidr)
+
+    def service_cidr_of(self, family: Family) -> str:
+        return of_family(family, self.service_cidr, self.secondary_service_cidr)
 
     def gate(self, name: str) -> bool:
         """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
@@ -363,21 +430,31 @@ class Topology:
 
     def address_of(self, name: str) -> str | None:
         """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name."""
-        by_name = {n: ip for ip, n in self.address_names().items()}
+        by_name: dict[str, str] = {}
+        for ip, n in self.address_names().items():
+            by_name.setdefault(n, ip)  # a dual-stack name stands for its primary address, the first given
         by_name.update({f"{n.name}/eth0": n.ip for n in self.nodes})
         return by_name.get(name)
 
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""
         names: dict[str, str] = {self.cluster.gateway_ip: "gateway"}
+        if self.cluster.secondary_gateway_ip:
+            names[self.cluster.secondary_gateway_ip] = "gateway"
         for node in self.nodes:
             names[node.ip] = node.name
             if node.bridge_ip:
                 names[node.bridge_ip] = f"{node.name}/cni0"
+            if node.secondary_ip:
+                names[node.secondary_ip] = node.name
+            if node.secondary_bridge_ip:
+                names[node.secondary_bridge_ip] = f"{node.name}/cni0"
             if node.tunnel_ip:
                 names[node.tunnel_ip] = f"{node.name}/{TUNNEL_NAME}"
         for ext in self.externals:
             names[ext.ip] = ext.name
+            if ext.secondary_ip:
+                names[ext.secondary_ip] = ext.name
             if ext.lan_ip:
                 names[ext.lan_ip] = f"{ext.name}/lan"
         for lb in self.load_balancers:
@@ -389,8 +466,19 @@ class Topology:
                 names.setdefault(address, f"{node}/public")
         for pod in self.built_pods:
             if not pod.host_network:
-                names[pod.ip] = pod.name
+                names.update(dict.fromkeys(pod.ips, pod.name))
         return names
+
+    @property
+    def not_yet_built(self) -> str:
+        """Why the kernel stages cannot run this variant yet ("" when they can): IPv6 is described and rendered, and
+        realize, install and probe are IPv4 only until their IPv6 part lands."""
+        if self.cluster.families == ("IPv4",):
+            return ""
+        return (
+            f"{self.file}: the cluster is {' and '.join(self.cluster.families)}: IPv6 is described and rendered"
+            " (lab validate, lab render) but not yet built on the kernel"
+        )
 
     @property
     def variant_label(self) -> str:

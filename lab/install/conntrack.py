@@ -38,10 +38,18 @@ def parse_entries(listing: str) -> list[Entry]:
     return entries
 
 
-def udp_entries(netns: str) -> tuple[Entry, ...]:
-    """The node's UDP conntrack entries, as the 1.32+ reconciler lists them on every sync."""
+def family_args(family: str) -> tuple[str, ...]:
+    """The `conntrack` option that keeps a listing to one family's table, "ipv4" or "ipv6" ("": every family, which
+    is what `conntrack -L` lists without it, conntrack-tools 1.4.7 on kernel 6.18), as each of kube-proxy's
+    proxiers looks at its own family's entries only."""
+    return ("-f", family) if family else ()
+
+
+def udp_entries(netns: str, family: str = "") -> tuple[Entry, ...]:
+    """The node's UDP conntrack entries (of one family, if given), as the 1.32+ reconciler lists them on every
+    sync."""
     require("conntrack")
-    return tuple(parse_entries(run_command(netns, ("conntrack", "-L", "-p", "udp"))))
+    return tuple(parse_entries(run_command(netns, ("conntrack", "-L", *family_args(family), "-p", "udp"))))
 
 
 def _delete(netns: str, args: tuple[str, ...]) -> None:

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from lab.install.conntrack import delete_entries
 from lab.install.kernel_state import read_state
+from lab.install.sync_failure import failed_sync, sync_failed, xtables_refusal
 from lab.install.tools import (
     InstallError,
     ip_batch,
@@ -33,44 +34,61 @@ T = TypeVar("T")
 
 def load(ns: str, plane: NodeDataplane, backend: str = "nft") -> tuple[str, ...]:
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them.
-    What it says: a refused nftables sync."""
+    What it says: a refused sync."""
     if plane.mode == "ipvs":
         device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
         ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
         ipset_restore_all(ns, plane.ipsets)
     if plane.mode == "nftables":
         return _nft_sync(ns, plane.nft, resync=False)
-    iptables_restore(ns, plane.iptables, backend)
+    said = _restore(ns, plane, backend, resync=False)
     if plane.mode == "ipvs":
         if plane.ipvs:
-            ipvsadm_restore(ns, plane.ipvs)
+            ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said))
         _ipvs_sysctls(ns, plane)
-    return ()
+    return said
 
 
 def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
-    """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's address and the sets'
+    """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction, as kube-proxy's restore), the virtual servers' changes
-    (connections to unchanged real servers live on), the real servers graceful termination deletes. The
-    conntrack deletions come after every node's rules (apply_plans). What it says: a refused nftables sync,
-    the real servers graceful termination deletes or keeps."""
+    (connections to unchanged real servers live on), the addresses of deleted Services, the real servers graceful
+    termination deletes. The conntrack deletions come after every node's rules (apply_plans). What it says: a
+    refused sync, the real servers graceful termination deletes or keeps."""
     plane = plan.dataplane
     if plane.mode == "ipvs":
-        if plan.address_commands:
-            ip_batch(ns, list(plan.address_commands))
+        if plan.addresses_added:
+            ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
         ipset_apply(ns, plan.set_changes)
     if plane.mode == "nftables":
         return _nft_sync(ns, plane.nft, resync=True)
-    iptables_restore(ns, plane.iptables, backend)
+    said = _restore(ns, plane, backend, resync=True)
     if plane.mode != "ipvs":
-        return ()
+        return said
     if plane.ipvs:
-        ipvsadm_restore(ns, plane.ipvs, clear=False)
+        ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
+    if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
+        ip_batch(ns, [f"addr del {a} dev {IPVS_DEVICE}" for a in plan.addresses_deleted])
     for decision in plan.real_servers:
         if decision.delete:
             run_command(ns, ("ipvsadm", *decision.ipvsadm_args))
     _ipvs_sysctls(ns, plane)
-    return tuple(decision.reason for decision in plan.real_servers)
+    return (*said, *(decision.reason for decision in plan.real_servers))
+
+
+def _restore(ns: str, plane: NodeDataplane, backend: str, resync: bool) -> tuple[str, ...]:
+    """kube-proxy's one iptables-restore of its tables; a refusal is its failed sync, said, not an error of the lab."""
+    try:
+        iptables_restore(ns, plane.iptables, backend)
+    except InstallError as refused:
+        return (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
+    return ()
+
+
+def _ipvs_changes(text: str, said: tuple[str, ...]) -> str:
+    """The virtual server changes kube-proxy makes: IPVS is synced before the restore, and stale virtual servers
+    are deleted only after one that succeeded (`said` names a refused one)."""
+    return "".join(f"{line}\n" for line in text.splitlines() if not (said and line.startswith("-D ")))
 
 
 def _ipvs_sysctls(ns: str, plane: NodeDataplane) -> None:
@@ -78,24 +96,21 @@ def _ipvs_sysctls(ns: str, plane: NodeDataplane) -> None:
     write_sysctls(ns, dict(plane.sysctls))
 
 
-# What a node's kube-proxy says when the kernel refuses its nftables sync. nft applies a transaction whole or not
-# at all, so the node keeps what its last good sync wrote (nothing, at the first); kube-proxy logs "nftables sync
-# failed", marks the next sync a full one and is run again after its sync period, with the same Services and so
-# the same refusal (syncProxyRules in pkg/proxy/nftables/proxier.go at
-# kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes).
-SYNC_FAILED = "kube-proxy's nftables sync failed"
-
-
 def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
     """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
     that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
-    sync, said in words, not an error of the lab."""
+    sync, said in words, not an error of the lab. nft applies a transaction whole or not at all, so the node keeps
+    what its last good sync wrote (nothing, at the first); kube-proxy logs "nftables sync failed", marks the next
+    sync a full one and is run again after its sync period, with the same Services and so the same refusal
+    (syncProxyRules in pkg/proxy/nftables/proxier.go at
+    kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes)."""
     replacing = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
     try:
         nft_apply(ns, replacing + script)
     except InstallError as refused:
         kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
-        return (f"{SYNC_FAILED}: {_refusal(str(refused))} — {kept}; it retries every sync period and fails again",)
+        why = f"{_refusal(str(refused))} — {kept}; it retries every sync period and fails again"
+        return (f"{sync_failed('nftables')}: {why}",)
     return ()
 
 
@@ -143,8 +158,12 @@ def apply_plans(realized: Realized, plans: Mapping[str, SyncPlan]) -> tuple[str,
     deletions; what each node's kube-proxy said ("node: line"): graceful termination, then its cleanup."""
     backend = realized.topology.cluster.iptables_backend
     nodes = list(plans)
-    said = list(_prefixed(nodes, _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend))))
-    for node, plan in plans.items():
+    applied = _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend))
+    said = list(_prefixed(nodes, applied))
+    for node, lines in zip(nodes, applied, strict=True):
+        if any(failed_sync(line) for line in lines):
+            continue  # a refused sync returns before its conntrack cleanup (syncProxyRules, in every mode)
+        plan = plans[node]
         deleted = delete_entries(realized.namespaces[node], plan.conntrack)
         said += [f"{node}: {line}" for line in (*plan.cleanup.why, *deleted)]
     return tuple(said)

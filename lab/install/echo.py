@@ -6,6 +6,10 @@ browser in a live lab shows it; the lab's own client sends nothing and reads the
 would answer with a RST). A UDP backend answers each datagram with the JSON line. A held connection answers each
 line the client sends with a JSON line.
 
+A backend listens on the families its Listener names: one socket each, an IPv6 one taking IPv6 only (IPV6_V6ONLY),
+so that an IPv4 packet never reaches it as a mapped ::ffff: address; what it reports is the peer as its own
+family's socket saw it.
+
 All listeners of a run live in this process: each socket is made inside its namespace
 (see lab.realize.enter) and one selector thread serves them all, so starting a backend
 costs a socket, not a process.
@@ -21,8 +25,11 @@ from dataclasses import dataclass
 
 from lab.install.loop import SocketLoop
 from lab.realize.enter import in_netns
+from lab.realize.families import endpoint
 
 IP_PKTINFO = 8  # linux/in.h; Python's socket module does not export it
+IPV6_TRANSPARENT = 75  # linux/in6.h; nor this one
+_FAMILIES = {"IPv4": socket.AF_INET, "IPv6": socket.AF_INET6}  # Kubernetes' names for them (ipFamilies)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Listener:
     # TCP: keep each connection open after the first answer and answer every line the client sends on it, until
     # the client closes (a connection that lasts, for probes that act on it while it is established).
     hold: bool = False
+    families: tuple[str, ...] = ("IPv4",)  # "IPv4", "IPv6": a socket for each
 
 
 @dataclass(frozen=True)
@@ -71,23 +79,8 @@ class EchoServers(SocketLoop):
         self.arrivals: list[Arrival] = []
 
     def listen(self, listener: Listener) -> None:
-        kind = socket.SOCK_STREAM if listener.protocol == "TCP" else socket.SOCK_DGRAM
-
-        def make() -> socket.socket:
-            sock = socket.socket(socket.AF_INET, kind)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if listener.transparent:
-                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TRANSPARENT, 1)
-            sock.bind(("0.0.0.0", listener.port))
-            if kind == socket.SOCK_STREAM:
-                sock.listen(64)
-            else:
-                # The datagram's own destination: a wildcard socket cannot tell it otherwise, and the
-                # answer must leave from it so conntrack can reverse the client's NAT.
-                sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
-            return sock
-
-        self.register(in_netns(listener.netns, make), listener)
+        for family in listener.families:
+            self.register(in_netns(listener.netns, lambda f=family: _listening(listener, _FAMILIES[f])), listener)
 
     def arrivals_since(self, mark: int) -> list[Arrival]:
         with self._lock:
@@ -99,24 +92,30 @@ class EchoServers(SocketLoop):
 
     def _record(self, listener: Listener, local: tuple[str, int], peer: tuple[str, int]) -> bytes:
         arrival = Arrival(
-            listener.backend, listener.node, listener.protocol, f"{local[0]}:{local[1]}", peer[0], peer[1], time.time()
+            listener.backend, listener.node, listener.protocol, endpoint(*local[:2]), peer[0], peer[1], time.time()
         )
         with self._lock:
             self.arrivals.append(arrival)
         reply = {
             "backend": arrival.backend,
             "node": arrival.node,
-            "peer": f"{peer[0]}:{peer[1]}",
+            "peer": endpoint(peer[0], peer[1]),
             "local": arrival.local,
         }
         return json.dumps(reply).encode() + b"\n"
 
     def _answer_datagram(self, listener: Listener, sock: socket.socket) -> None:
         _, ancillary, _, peer = sock.recvmsg(2048, 64)
-        info = next((d for level, kind, d in ancillary if level == socket.IPPROTO_IP and kind == IP_PKTINFO), None)
-        local = (socket.inet_ntoa(info[8:12]) if info else "0.0.0.0", sock.getsockname()[1])
+        if sock.family == socket.AF_INET6:
+            # struct in6_pktinfo: the destination address, then the interface (0 on the answer: any)
+            info = next((d for level, kind, d in ancillary if (level, kind) == _PKTINFO6), None)
+            local = (socket.inet_ntop(socket.AF_INET6, info[:16]) if info else "::", sock.getsockname()[1])
+            control = [(*_PKTINFO6, info[:16] + bytes(4))] if info else []
+        else:
+            info = next((d for level, kind, d in ancillary if level == socket.IPPROTO_IP and kind == IP_PKTINFO), None)
+            local = (socket.inet_ntoa(info[8:12]) if info else "0.0.0.0", sock.getsockname()[1])
+            control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
         reply = self._record(listener, local, peer)
-        control = [(socket.IPPROTO_IP, IP_PKTINFO, struct.pack("I4s4s", 0, info[8:12], b"\0" * 4))] if info else []
         sock.sendmsg([reply], control, 0, peer)
 
     def handle(self, sock: socket.socket, data: Listener | _Held | _Ending) -> None:
@@ -157,6 +156,33 @@ class EchoServers(SocketLoop):
         data = self._drain(conn)
         for _ in range(data.count(b"\n")):
             conn.sendall(self._record(held.listener, conn.getsockname(), held.peer))
+
+
+_PKTINFO6 = (socket.IPPROTO_IPV6, socket.IPV6_PKTINFO)
+
+
+def _listening(listener: Listener, family: int) -> socket.socket:
+    """The listener's socket of one family, bound to the wildcard address of that family."""
+    kind = socket.SOCK_STREAM if listener.protocol == "TCP" else socket.SOCK_DGRAM
+    sock = socket.socket(family, kind)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    if listener.transparent:
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_TRANSPARENT, 1)
+        else:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TRANSPARENT, 1)
+    sock.bind(("0.0.0.0" if family == socket.AF_INET else "::", listener.port))
+    # UDP: the datagram's own destination comes with it, as a wildcard socket cannot tell it otherwise, and the
+    # answer must leave from it so conntrack can reverse the client's NAT.
+    if kind == socket.SOCK_STREAM:
+        sock.listen(64)
+    elif family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
+    else:
+        sock.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+    return sock
 
 
 def http_response(body: bytes) -> bytes:

@@ -18,18 +18,61 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from lab.install.loop import SocketLoop
 from lab.realize.enter import NamespaceError, in_netns
+from lab.realize.families import endpoint
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
+IPPROTO_ICMPV6 = 58
 PACKET_OUTGOING = 4
 ARPHRD_ETHER = 1
 VXLAN_PORT = 4789
 SO_TIMESTAMPNS = 35
 _TCP_FLAGS = [(0x02, "S"), (0x10, "."), (0x01, "F"), (0x04, "R"), (0x08, "P")]
+# IPv6 extension headers walked to the transport header (RFC 8200 section 4): their length in 8-octet units past
+# the first 8, except AH's (RFC 4302: in 4-octet units past the first 8) and the fragment header's (8 octets).
+_HOP_BY_HOP, _ROUTING, _FRAGMENT, _AH, _DESTINATION = 0, 43, 44, 51, 60
+_EXTENSIONS = {_HOP_BY_HOP, _ROUTING, _FRAGMENT, _AH, _DESTINATION}
+
+
+@dataclass(frozen=True)
+class Packet:
+    """The IP packet an Ethernet frame carries: its version, transport protocol (ICMP 1, TCP 6, UDP 17, ICMPv6
+    58...), where in the frame the transport header starts, the packet's length from its IP header on, and its
+    addresses."""
+
+    version: int
+    protocol: int
+    offset: int
+    length: int
+    src: str
+    dst: str
+
+    @classmethod
+    def of(cls, data: bytes) -> Packet | None:
+        """None for a frame without an IP packet (ARP and the like) or one too short to hold its header."""
+        if len(data) < 14:
+            return None
+        ethertype = struct.unpack_from("!H", data, 12)[0]
+        if ethertype == ETH_P_IP and len(data) >= 34:
+            length = struct.unpack_from("!H", data, 16)[0]
+            src, dst = socket.inet_ntoa(data[26:30]), socket.inet_ntoa(data[30:34])
+            return cls(4, data[23], 14 + (data[14] & 0x0F) * 4, length, src, dst)
+        if ethertype == ETH_P_IPV6 and len(data) >= 54:
+            length = 40 + struct.unpack_from("!H", data, 18)[0]
+            src, dst = (socket.inet_ntop(socket.AF_INET6, data[at : at + 16]) for at in (22, 38))
+            protocol, offset = data[20], 54
+            while protocol in _EXTENSIONS and len(data) >= offset + 8:
+                units = data[offset + 1]
+                size = 8 if protocol == _FRAGMENT else (units + 2) * 4 if protocol == _AH else (units + 1) * 8
+                protocol, offset = data[offset], offset + size
+            return cls(6, protocol, offset, length, src, dst)
+        return None
 
 
 @dataclass(frozen=True)
@@ -44,53 +87,62 @@ class Frame:
     def where(self) -> str:
         return f"{self.actor}/{self.ifname} {'out' if self.outgoing else 'in'}"
 
+    @cached_property
+    def packet(self) -> Packet | None:
+        """The IPv4 or IPv6 packet inside; None for other frames (ARP, and so on)."""
+        return Packet.of(self.data)
+
     @property
     def opens_or_ends(self) -> bool:
-        """SYN, SYN-ACK, RST, any UDP or ICMP: the frames that tell where a connection attempt went."""
-        if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
+        """SYN, SYN-ACK, RST, any UDP, ICMP, and ICMPv6 error or echo: the frames that tell where a connection
+        attempt went (not ICMPv6's neighbour discovery and multicast listener reports, IPv6's ARP and IGMP)."""
+        packet = self.packet
+        if packet is None:
             return False
-        proto = self.data[23]
-        l4 = 14 + (self.data[14] & 0x0F) * 4
+        proto, l4 = packet.protocol, packet.offset
         if proto == 17 and len(self.data) >= l4 + 4 and struct.unpack_from("!H", self.data, l4 + 2)[0] == VXLAN_PORT:
             return False  # an encapsulation: the packet inside is seen on the VXLAN device
+        if proto == IPPROTO_ICMPV6:
+            return len(self.data) > l4 and self.data[l4] in _ICMPV6_TOLD
         if proto != 6:
             return proto in (1, 17)
         return len(self.data) >= l4 + 14 and bool(self.data[l4 + 13] & 0x06)
 
     @property
     def addresses(self) -> tuple[str, str] | None:
-        """(source, destination) of an IPv4 frame; None for others (ARP and the like)."""
-        if len(self.data) < 34 or struct.unpack_from("!H", self.data, 12)[0] != ETH_P_IP:
-            return None
-        return socket.inet_ntoa(self.data[26:30]), socket.inet_ntoa(self.data[30:34])
+        """(source, destination) of an IPv4 or IPv6 frame; None for others (ARP and the like)."""
+        packet = self.packet
+        return None if packet is None else (packet.src, packet.dst)
 
     @property
     def sockets(self) -> tuple[str, str] | None:
-        """("src:port", "dst:port") of a TCP or UDP frame; None for others."""
-        if self.addresses is None or self.data[23] not in (6, 17):
+        """("src:port", "dst:port") of a TCP or UDP frame ("[src]:port" for IPv6); None for others."""
+        packet = self.packet
+        if packet is None or packet.protocol not in (6, 17) or len(self.data) < packet.offset + 4:
             return None
-        l4 = 14 + (self.data[14] & 0x0F) * 4
-        if len(self.data) < l4 + 4:
-            return None
-        (src, dst), (sport, dport) = self.addresses, struct.unpack_from("!HH", self.data, l4)
-        return f"{src}:{sport}", f"{dst}:{dport}"
+        sport, dport = struct.unpack_from("!HH", self.data, packet.offset)
+        return endpoint(packet.src, sport), endpoint(packet.dst, dport)
 
     def summary(self) -> str | None:
-        """`src > dst proto flags`, or None for frames that are not IPv4 (ARP and the like)."""
-        if self.addresses is None:
+        """`src > dst proto flags`, or None for frames that are not IP (ARP and the like)."""
+        packet = self.packet
+        if packet is None:
             return None
-        src, dst = self.addresses
-        proto = self.data[23]
-        l4 = 14 + (self.data[14] & 0x0F) * 4
+        src, dst, proto, l4 = packet.src, packet.dst, packet.protocol, packet.offset
         if self.sockets is not None:
             text = " > ".join(self.sockets)
             if proto == 6 and len(self.data) >= l4 + 14:
                 flags = self.data[l4 + 13]
                 return f"{text} tcp [{''.join(c for bit, c in _TCP_FLAGS if flags & bit)}]"
             return f"{text} udp"
-        if proto == 1 and len(self.data) >= l4 + 2:
-            return f"{src} > {dst} icmp type {self.data[l4]} code {self.data[l4 + 1]}"
+        if proto in (1, IPPROTO_ICMPV6) and len(self.data) >= l4 + 2:
+            name = "icmp" if proto == 1 else "icmp6"
+            return f"{src} > {dst} {name} type {self.data[l4]} code {self.data[l4 + 1]}"
         return f"{src} > {dst} proto {proto}"
+
+
+# ICMPv6 messages that answer a probe: errors (types below 128, RFC 4443) and echo request and reply.
+_ICMPV6_TOLD = {*range(128), 128, 129}
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ The outcome is what the kernel reported to the client's socket:
   accepted     the TCP handshake completed but nothing answered before the timeout: a socket that never reads
                took the connection (the session decides it, from `connected` and the backends' arrivals)
   dropped      nothing came back before the timeout
-Every socket has IP_RECVERR on: the kernel then queues each ICMP error with its type, code and sender on the
-socket's error queue, which names it; for UDP it is also what makes the kernel report errors other than port
-unreachable at all.
+Every socket has IP_RECVERR (IPV6_RECVERR for an IPv6 destination) on: the kernel then queues each ICMP or
+ICMPv6 error with its type, code and sender on the socket's error queue, which names it; for UDP it is also what
+makes the kernel report errors other than port unreachable at all.
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ import struct
 from dataclasses import dataclass, replace
 
 from lab.realize.enter import in_netns
+from lab.realize.families import endpoint, socket_family
 
 SOL_IP, IP_RECVERR = 0, 11  # linux/in.h; Python's socket module does not export IP_RECVERR
-SO_EE_ORIGIN_ICMP = 2
+SOL_IPV6, IPV6_RECVERR = 41, 25  # linux/in6.h; nor IPV6_RECVERR
+SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6 = 2, 3  # linux/errqueue.h
+_RECVERR = {socket.AF_INET: (SOL_IP, IP_RECVERR), socket.AF_INET6: (SOL_IPV6, IPV6_RECVERR)}
 _EXTENDED_ERR = struct.Struct("=IBBBBII")  # struct sock_extended_err, then the sender (SO_EE_OFFENDER)
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
 _ICMP_NAMES = {
@@ -44,22 +47,44 @@ _ICMP_NAMES = {
     (11, 1): "fragment reassembly time exceeded",
     (12, 0): "parameter problem",
 }
+# RFC 4443 and the codes of RFC 4443 section 3.1 Linux sends (net/ipv6/icmp.c, net/ipv6/route.c)
+_ICMP6_NAMES = {
+    (1, 0): "no route to destination",
+    (1, 1): "communication administratively prohibited",
+    (1, 2): "beyond scope of source address",
+    (1, 3): "address unreachable",
+    (1, 4): "port unreachable",
+    (1, 5): "source address failed ingress/egress policy",
+    (1, 6): "reject route to destination",
+    (2, 0): "packet too big",
+    (3, 0): "hop limit exceeded in transit",
+    (3, 1): "fragment reassembly time exceeded",
+    (4, 0): "parameter problem: erroneous header field",
+    (4, 1): "parameter problem: unrecognized next header",
+    (4, 2): "parameter problem: unrecognized IPv6 option",
+}
 
 
 @dataclass(frozen=True)
 class IcmpError:
-    """An ICMP error the kernel queued on the client's socket, and the address that sent it."""
+    """An ICMP (or, with version 6, ICMPv6) error the kernel queued on the client's socket, and the address that
+    sent it."""
 
     type: int
     code: int
     sender: str
+    version: int = 4
+
+    @property
+    def protocol(self) -> str:
+        return "ICMP" if self.version == 4 else "ICMPv6"
 
     @property
     def name(self) -> str:
-        return _ICMP_NAMES.get((self.type, self.code), "error")
+        return (_ICMP_NAMES if self.version == 4 else _ICMP6_NAMES).get((self.type, self.code), "error")
 
     def __str__(self) -> str:
-        return f"ICMP {self.name} (type {self.type} code {self.code}) from {self.sender}"
+        return f"{self.protocol} {self.name} (type {self.type} code {self.code}) from {self.sender}"
 
 
 @dataclass(frozen=True)
@@ -73,12 +98,15 @@ class ClientResult:
 
 
 def parse_extended_error(data: bytes) -> IcmpError | None:
-    """An IP_RECVERR control message: the ICMP error and its sender; None for an error the local stack made."""
+    """An IP_RECVERR or IPV6_RECVERR control message: the ICMP or ICMPv6 error and its sender; None for an error
+    the local stack made."""
     _, origin, icmp_type, code, *_ = _EXTENDED_ERR.unpack_from(data)
-    if origin != SO_EE_ORIGIN_ICMP:
-        return None
-    offender = data[_EXTENDED_ERR.size :]  # a struct sockaddr_in: family, port, address
-    return IcmpError(icmp_type, code, socket.inet_ntoa(offender[4:8]))
+    offender = data[_EXTENDED_ERR.size :]
+    if origin == SO_EE_ORIGIN_ICMP:  # a struct sockaddr_in: family, port, address
+        return IcmpError(icmp_type, code, socket.inet_ntoa(offender[4:8]))
+    if origin == SO_EE_ORIGIN_ICMP6:  # a struct sockaddr_in6: family, port, flow info, address
+        return IcmpError(icmp_type, code, socket.inet_ntop(socket.AF_INET6, offender[8:24]), 6)
+    return None
 
 
 def classify(err: int, icmp: IcmpError | None, protocol: str) -> tuple[str, str] | None:
@@ -108,7 +136,7 @@ def _queued_icmp(sock: socket.socket) -> IcmpError | None:
     finally:
         sock.settimeout(timeout)  # a kept socket goes on as it was
     for level, kind, data in ancillary:
-        if level == SOL_IP and kind == IP_RECVERR:
+        if (level, kind) in _RECVERR.values():
             return parse_extended_error(data)
     return None
 
@@ -157,7 +185,7 @@ def _attempt(sock: socket.socket, dst: tuple[str, int], protocol: str, size: int
 
 def exchange(sock: socket.socket, protocol: str, line: bytes = b"again\n") -> ClientResult:
     """Send `line` (nothing if empty) on a connected socket and read the answer, or what came instead."""
-    local = "{}:{}".format(*sock.getsockname())
+    local = endpoint(*sock.getsockname()[:2])
     try:
         if line:
             sock.send(line)
@@ -185,18 +213,19 @@ def open_socket(
     """A connection (TCP) or connected socket (UDP) from netns that stays open after the first answer (the
     caller closes it), and that answer, or what came instead."""
     kind = socket.SOCK_STREAM if protocol == "TCP" else socket.SOCK_DGRAM
-    sock = in_netns(netns, lambda: _socket(kind, None, port))
+    sock = in_netns(netns, lambda: _socket(socket_family(dst_ip), kind, None, port))
     sock.settimeout(timeout)
     return sock, _attempt(sock, (dst_ip, dst_port), protocol)
 
 
-def _socket(kind: int, bind: str | None, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, kind)
-    sock.setsockopt(SOL_IP, IP_RECVERR, 1)
+def _socket(family: int, kind: int, bind: str | None, port: int) -> socket.socket:
+    """A socket of the destination's family, with its ICMP errors queued (IP_RECVERR or IPV6_RECVERR)."""
+    sock = socket.socket(family, kind)
+    sock.setsockopt(*_RECVERR[family], 1)
     if port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if bind or port:
-        sock.bind((bind or "0.0.0.0", port))
+        sock.bind((bind or ("0.0.0.0" if family == socket.AF_INET else "::"), port))
     return sock
 
 
@@ -213,7 +242,7 @@ def send(
     """Open a real connection (or send one datagram) from netns, from address `bind` and source `port` if given
     (a fixed port continues the flow an earlier probe from it started), with `size` bytes of request if given."""
     kind = socket.SOCK_STREAM if protocol.upper() == "TCP" else socket.SOCK_DGRAM
-    sock = in_netns(netns, lambda: _socket(kind, bind, port))
+    sock = in_netns(netns, lambda: _socket(socket_family(dst_ip), kind, bind, port))
     with sock:
         sock.settimeout(timeout)
         return _attempt(sock, (dst_ip, dst_port), protocol.upper(), size)

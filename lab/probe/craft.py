@@ -38,6 +38,7 @@ from lab.install.echo import Arrival
 from lab.probe.capture import Frame
 from lab.probe.client import ClientResult
 from lab.realize.enter import in_netns
+from lab.realize.families import endpoint
 
 OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
 
@@ -81,17 +82,16 @@ class Segment:
 
     @classmethod
     def of(cls, frame: Frame) -> Segment | None:
-        data = frame.data
-        if frame.addresses is None or data[23] != 6:
+        data, packet = frame.data, frame.packet
+        if packet is None or packet.protocol != 6:
             return None
-        l4 = 14 + (data[14] & 0x0F) * 4
+        l4 = packet.offset
         if len(data) < l4 + 20:
             return None
-        total = struct.unpack_from("!H", data, 16)[0]
         sport, dport, seq, ack, offset, flags = struct.unpack_from("!HHIIBB", data, l4)
-        payload = total - (data[14] & 0x0F) * 4 - (offset >> 4) * 4
-        src, dst = frame.addresses
-        return cls(src, dst, sport, dport, seq, ack, flags, payload)
+        # The packet's length less its IP headers (IPv6's extension headers too) and the TCP header.
+        payload = packet.length - (l4 - 14) - (offset >> 4) * 4
+        return cls(packet.src, packet.dst, sport, dport, seq, ack, flags, payload)
 
 
 def next_from(frames: list[Frame], src: str, sport: int, dst: str, dport: int) -> tuple[int, int] | None:
@@ -143,7 +143,7 @@ def spoofed_answer(
     way to an address nobody owns is not the probe's), or nothing yet (None)."""
     if protocol == "UDP" and arrivals:
         first = arrivals[0]
-        peer = f"{first.peer_ip}:{first.peer_port}"
+        peer = endpoint(first.peer_ip, first.peer_port)
         return ClientResult("delivered", reply={"backend": first.backend, "node": first.node, "peer": peer})
     pods = {port: pod for pod, port in pod_ports.items()}
     for frame in frames:

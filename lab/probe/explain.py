@@ -12,7 +12,6 @@ from functools import partial
 
 from lab.describe.topology import Topology
 from lab.install.conntrack import Entry
-from lab.install.dataplane import SYNC_FAILED
 from lab.install.tools import run_command
 from lab.probe.capture import Frame
 from lab.probe.client import ClientResult
@@ -35,7 +34,7 @@ class Explainer:
     def __init__(self, realized: Realized, running: Topology, names: Mapping[str, str]) -> None:
         self.realized, self.running, self.names = realized, running, names
 
-    def why(self, seen: Seen, sent_icmp: list[SentIcmp], sync_failures: Mapping[str, str]) -> str:
+    def why(self, seen: Seen, sent_icmp: list[SentIcmp], sync_failures: Mapping[str, tuple[str, str]]) -> str:
         """The probe's why: the generic one, with what follows from the flow's conntrack entries, a crafted segment,
         a big request, and the nodes whose last kube-proxy sync failed; `sent_icmp` is the ICMP the nodes sent
         before the probe."""
@@ -59,7 +58,7 @@ class Explainer:
                 else (f"the rules that acted cannot be read on {lacking}")
             )
         if sync_failures:  # whatever happened, it happened without the Service rules of that sync
-            failed = "; ".join(f"{SYNC_FAILED} on {node}: {why}" for node, why in sync_failures.items())
+            failed = "; ".join(f"{what} on {node}: {why}" for node, (what, why) in sync_failures.items())
             explanation = f"{failed}; {explanation}" if explanation else failed
         return explanation
 
@@ -133,7 +132,7 @@ class Explainer:
             who = f"{sender} (the underlay's gateway, outside the cluster: not Kubernetes)"
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender
-        return f"ICMP {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
+        return f"{icmp.protocol} {icmp.name} (type {icmp.type} code {icmp.code}) from {who}"
 
     def _accepted(self, frames: list[Frame]) -> str:
         """Who completed the handshake of a connection nothing answered: the SYN-ACK where it was first seen."""

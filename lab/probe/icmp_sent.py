@@ -54,11 +54,10 @@ def forwarded_back(node: NodeSpec, frames: list[Frame], underlay: str) -> tuple[
 
 
 def icmp_type_of(frame: Frame) -> int | None:
-    data = frame.data
-    if frame.addresses is None or data[23] != 1:
+    packet = frame.packet  # ICMP of IPv4 only: the budget counted is net.ipv4's
+    if packet is None or packet.protocol != 1:
         return None
-    l4 = 14 + (data[14] & 0x0F) * 4
-    return data[l4] if len(data) > l4 else None
+    return frame.data[packet.offset] if len(frame.data) > packet.offset else None
 
 
 def icmp_ratelimit(netns: str) -> int:

@@ -43,10 +43,10 @@ class FragNeeded:
 
     @classmethod
     def of(cls, frame: Frame) -> FragNeeded | None:
-        data, addresses = frame.data, frame.addresses
-        if addresses is None or data[23] != 1:
+        data, packet = frame.data, frame.packet
+        if packet is None or packet.protocol != 1:  # IPv4's; IPv6's Packet Too Big is ICMPv6's type 2
             return None
-        icmp = 14 + (data[14] & 0x0F) * 4
+        icmp = packet.offset
         inner = icmp + 8
         if len(data) < inner + 24 or (data[icmp], data[icmp + 1]) != (ICMP_UNREACHABLE, FRAG_NEEDED):
             return None
@@ -55,12 +55,12 @@ class FragNeeded:
         l4 = inner + (data[inner] & 0x0F) * 4
         ports = struct.unpack_from("!HH", data, l4) if len(data) >= l4 + 4 and data[inner + 9] in (6, 17) else None
         quoted = f"{src}:{ports[0]} > {dst}:{ports[1]}" if ports else f"{src} > {dst}"
-        return cls(addresses[0], addresses[1], mtu, quoted)
+        return cls(packet.src, packet.dst, mtu, quoted)
 
 
 def ip_length(frame: Frame) -> int:
-    """The IPv4 packet's total length (0 for a frame that is not IPv4)."""
-    return struct.unpack_from("!H", frame.data, 16)[0] if frame.addresses is not None else 0
+    """The IP packet's total length (0 for a frame that is not IP)."""
+    return frame.packet.length if frame.packet is not None else 0
 
 
 def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str], proxy_mode: str) -> str:
@@ -70,8 +70,8 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
     smaller packets the client sent after it; or, with no ICMP, where its biggest packets were last seen. Who
     made the quoted header the client's again depends on `proxy_mode`: conntrack's NAT for iptables and
     nftables, IPVS itself for ipvs."""
-    client = local.rsplit(":", 1)[0]
-    sent = [f for f in frames if f.addresses is not None and f.addresses[0] == client and f.data[23] != 1]
+    client = local.rsplit(":", 1)[0].strip("[]")  # an IPv6 client's address is written in brackets
+    sent = [f for f in frames if f.packet is not None and f.packet.src == client and f.packet.protocol != 1]
     errors = [(f, e) for f in frames if (e := FragNeeded.of(f)) is not None]
     if not errors:
         if not sent:

@@ -16,8 +16,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from lab.describe.topology import ProbeSpec, Topology
-from lab.install.dataplane import SYNC_FAILED
 from lab.install.echo import EchoServers, Listener
+from lab.install.sync_failure import failed_sync
 from lab.probe.capture import Captures, write_pcaps
 from lab.probe.evidence.base import Evidence
 from lab.probe.evidence.counters import CounterEvidence
@@ -72,7 +72,7 @@ class ProbeSession:
         self.evidence: dict[str, Evidence] = {}
         self.flows: dict[str, KeptFlow] = {}  # by the name of the probe that kept it
         self.ports: set[int] = set()  # where the backends listen: a probe's packets go to these or its own port
-        self.sync_failures: dict[str, str] = {}  # node -> why kube-proxy's last sync there failed
+        self.sync_failures: dict[str, tuple[str, str]] = {}  # node -> (what failed, why) of its last sync
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in built.nodes] + _actors_with_rules(built)
         self.traced = {n.name for n in built.nodes} if built.cluster.proxy_mode == "nftables" else set()
@@ -145,9 +145,7 @@ class ProbeSession:
         """What a kube-proxy sync on every node said ("node: line"): the nodes where it failed, until a later sync
         there succeeds."""
         self.sync_failures = {
-            node: line.removeprefix(f"{SYNC_FAILED}: ")
-            for node, _, line in (entry.partition(": ") for entry in said)
-            if line.startswith(SYNC_FAILED)
+            node: failed for node, _, line in (entry.partition(": ") for entry in said) if (failed := failed_sync(line))
         }
 
     def rules_changed(self) -> None:

@@ -20,24 +20,23 @@ _PROTOCOLS = {6: "TCP", 17: "UDP"}
 
 
 def destination(frame: Frame) -> tuple[str, str, int] | None:
-    """(protocol, address, port) a captured TCP or UDP packet is for; None for any other."""
-    data = frame.data
-    if frame.addresses is None or data[23] not in _PROTOCOLS:
+    """(protocol, address, port) a captured TCP or UDP packet (IPv4 or IPv6) is for; None for any other."""
+    packet = frame.packet
+    if packet is None or packet.protocol not in _PROTOCOLS or len(frame.data) < packet.offset + 4:
         return None
-    l4 = 14 + (data[14] & 0x0F) * 4
-    if len(data) < l4 + 4:
-        return None
-    (port,) = struct.unpack_from("!H", data, l4 + 2)
-    return _PROTOCOLS[data[23]], frame.addresses[1], port
+    (port,) = struct.unpack_from("!H", frame.data, packet.offset + 2)
+    return _PROTOCOLS[packet.protocol], packet.dst, port
 
 
 def taken_by(netns: str, protocol: str, address: str, port: int) -> str:
     """The `ss` line (state, Recv-Q, Send-Q, local address) of the socket in netns that takes `protocol` packets
     for address:port, listening or bound; "" when none does."""
     listing = run_command(netns, ("ss", "-Hln" + ("t" if protocol == "TCP" else "u"), f"sport = :{port}"))
+    # ss writes an IPv6 address in brackets, a wildcard of one family as 0.0.0.0 or [::], of both as *.
+    wildcard = "::" if ":" in address else "0.0.0.0"
     for line in listing.splitlines():
         fields = line.split()
-        if len(fields) >= 4 and fields[3].rpartition(":")[0] in ("0.0.0.0", "*", address):
+        if len(fields) >= 4 and fields[3].rpartition(":")[0].strip("[]") in (wildcard, "*", address):
             return " ".join(fields[:4])
     return ""
 

@@ -26,7 +26,6 @@ Interfaces are created straight into their namespaces (veth with a peer namespac
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shlex
 import subprocess
@@ -39,6 +38,16 @@ from types import MappingProxyType
 from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.paths import NETNS_DIR
 from lab.realize.enter import NamespaceError, ensure_br_netfilter, write_sysctls
+from lab.realize.families import (
+    address,
+    bridge_filtering,
+    default_route,
+    forwarding,
+    host_prefixlen,
+    multipath_hash_l4,
+    network,
+    versions,
+)
 from lab.realize.kernel_names import ifname
 from lab.realize.links import NetBuilder
 from lab.realize.rtnl import Batch
@@ -102,7 +111,14 @@ def unplug_pod(realized: Realized, pod: str) -> None:
 
 
 def _prefixlen(cidr: str) -> int:
-    return ipaddress.IPv4Network(cidr).prefixlen
+    return network(cidr).prefixlen
+
+
+def _versions(topo: Topology) -> frozenset[int]:
+    """The IP versions the topology's addresses are of: what each router forwards, and whether its namespaces
+    need IPv6 on. A pod's address is of its node's pod CIDR: the CIDRs stand for the (many) pods."""
+    nodes = [address for n in topo.nodes for address in (n.ip, n.pod_cidr)]
+    return versions([topo.cluster.gateway_ip, *nodes, *(e.ip for e in topo.externals)])
 
 
 def _veth_name(pod: PodSpec, index: int) -> str:
@@ -115,7 +131,8 @@ class _Builder(NetBuilder):
     def __init__(
         self, topo: Topology, prefix: str, stack: ExitStack, setups: Mapping[str, NodeSetup], tunnel: str
     ) -> None:
-        super().__init__(prefix, stack)
+        self.versions = _versions(topo)
+        super().__init__(prefix, stack, ipv6=6 in self.versions)
         self.topo = topo
         self.setups = setups
         self.tunnel = tunnel
@@ -125,23 +142,19 @@ class _Builder(NetBuilder):
         self.open(FABRIC)
         underlay = self.topo.cluster.underlay
         self.bridge(FABRIC, "br0", self.topo.cluster.gateway_ip, _prefixlen(underlay))
-        sysctls = {"net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "0"}
+        sysctls = forwarding(self.versions) | bridge_filtering(self.versions, on=False)
         if self.topo.has_actors:
             sysctls |= {f"net.ipv4.conf.{d}.send_redirects": "0" for d in ("all", "default", "br0")}
             if self.topo.load_balancers or self.topo.egress:
-                sysctls["net.bridge.bridge-nf-call-iptables"] = "1"
+                sysctls |= bridge_filtering(self.versions, on=True)
         write_sysctls(self.ns(FABRIC), sysctls)
         owned = {self.topo.cluster.gateway_ip}
         for lb in self.topo.load_balancers:
             if lb.address not in owned:
                 owned.add(lb.address)
-                inside = ipaddress.IPv4Address(lb.address) in ipaddress.IPv4Network(underlay)
-                self.ipr[FABRIC].addr(
-                    "add",
-                    index=self.index(FABRIC, "br0"),
-                    address=lb.address,
-                    prefixlen=_prefixlen(underlay) if inside else 32,
-                )
+                inside = address(lb.address) in network(underlay)
+                prefixlen = _prefixlen(underlay) if inside else host_prefixlen(lb.address)
+                self.address(FABRIC, self.index(FABRIC, "br0"), lb.address, prefixlen)
 
     def attach_to_underlay(self, actor: str, ip: str, mtu: int = DEFAULT_MTU) -> None:
         """The actor's eth0 on the underlay's bridge, both ends of the link at `mtu`: a frame bigger than a
@@ -158,7 +171,8 @@ class _Builder(NetBuilder):
             # Links of different MTUs: the underlay carries frames, each checked against the MTU of the link it
             # goes down, as a switch does.
             self.frames_only(FABRIC, port)
-        self.ipr[actor].route("add", dst="0.0.0.0/0", gateway=self.topo.cluster.gateway_ip)
+        gateway = self.topo.cluster.gateway_ip
+        self.ipr[actor].route("add", dst=default_route(gateway), gateway=gateway)
 
     def node(self, node: NodeSpec) -> None:
         self.open(node.name)
@@ -175,8 +189,8 @@ class _Builder(NetBuilder):
         write_sysctls(
             self.ns(node.name),
             {
-                "net.ipv4.ip_forward": "1",
-                "net.bridge.bridge-nf-call-iptables": "1" if self.topo.cluster.br_netfilter else "0",
+                **forwarding(self.versions),
+                **bridge_filtering(self.versions, on=self.topo.cluster.br_netfilter),
                 **dict(self.setups[node.name].sysctls),
             },
         )
@@ -222,30 +236,18 @@ class _Builder(NetBuilder):
                 # first. Masquerade through an interface without an address (a pod's veth) takes the first
                 # address in device order (lo first, by design), so put the node's address on lo to keep
                 # the real order's answer (the node's IP) rather than tunl0's.
-                ipr.addr("add", index=self.index(node.name, "lo"), address=node.ip, prefixlen=32)
+                self.address(node.name, self.index(node.name, "lo"), node.ip, 32)
             routes = self.batch(node.name)
             for other in others:
                 routes.route(other.pod_cidr, gateway=other.ip, oif=dev, onlink=True)
             routes.commit()
         else:
             mine = self.topo.nodes.index(node) + 1
-            ipr.link(
-                "add",
-                ifname=VXLAN_DEVICE,
-                kind="vxlan",
-                vxlan_id=VXLAN_ID,
-                vxlan_local=node.ip,
-                vxlan_link=eth0,
-                vxlan_port=VXLAN_PORT,
-                vxlan_learning=0,
-                address=_vtep_mac(mine),
-            )
-            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, 32, **mtu)
+            self.vxlan(node.name, VXLAN_DEVICE, VXLAN_ID, node.ip, eth0, VXLAN_PORT, _vtep_mac(mine))
+            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, **mtu)
             routes = self.batch(node.name)
             for other in others:
-                mac = _vtep_mac(self.topo.nodes.index(other) + 1)
-                ipr.neigh("add", dst=other.tunnel_ip, lladdr=mac, ifindex=dev, state=0x80)  # NUD_PERMANENT
-                ipr.fdb("append", ifindex=dev, lladdr=mac, dst=other.ip)
+                self.vtep(node.name, dev, other.tunnel_ip, _vtep_mac(self.topo.nodes.index(other) + 1), other.ip)
                 routes.route(other.pod_cidr, gateway=other.tunnel_ip, oif=dev, onlink=True)
             routes.commit()
         # Calico's own block: anything in it without a pod route goes nowhere.
@@ -274,7 +276,7 @@ class _Builder(NetBuilder):
                     on_node.veth(port, index, "eth0", POD_ETH0, fd)
                     if routed:
                         on_node.up(index)
-                        on_node.route(f"{pod.ip}/32", oif=index, scope=SCOPE_LINK)
+                        on_node.route(f"{pod.ip}/{host_prefixlen(pod.ip)}", oif=index, scope=SCOPE_LINK)
                     else:
                         on_node.up(index, master=self.index(node.name, "cni0"))
                         if self.topo.cluster.hairpin_mode == "hairpin-veth":
@@ -299,7 +301,7 @@ class _Builder(NetBuilder):
         169.254.1.1 on the link (routed-tunnel, the pod holding its /32)."""
         batch.up(LOOPBACK)
         if self.topo.cluster.cni == "routed-tunnel":
-            batch.address(POD_ETH0, pod.ip, 32)
+            batch.address(POD_ETH0, pod.ip, host_prefixlen(pod.ip))
             batch.up(POD_ETH0)
             batch.route(f"{POD_GATEWAY}/32", oif=POD_ETH0, scope=SCOPE_LINK)
             batch.route("0.0.0.0/0", gateway=POD_GATEWAY, oif=POD_ETH0)
@@ -307,12 +309,12 @@ class _Builder(NetBuilder):
             node = self.topo.node(pod.node)
             batch.address(POD_ETH0, pod.ip, _prefixlen(node.pod_cidr))
             batch.up(POD_ETH0)
-            batch.route("0.0.0.0/0", gateway=node.bridge_ip)
+            batch.route(default_route(node.bridge_ip), gateway=node.bridge_ip)
         batch.commit()
 
     def routes_to_vips(self) -> None:
         for vip, via in self.topo.lb_routes:
-            self.ipr[FABRIC].route("add", dst=f"{vip}/32", gateway=via)
+            self.ipr[FABRIC].route("add", dst=f"{vip}/{host_prefixlen(vip)}", gateway=via)
         if self.topo.cluster.cni == "bridge":
             # The underlay routes each node's pod CIDR to it, as a cloud network's routes for a bridge CNI do (VPC
             # routes, TKE's GlobalRouter): answers a load balancer or the egress gateway un-NATs back to a pod
@@ -331,12 +333,12 @@ class _Builder(NetBuilder):
             self.veth(ext.name, "eth0", router.name, port)
             self.up(router.name, port, master=self.index(router.name, LAN_BRIDGE))
             self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))
-            self.ipr[ext.name].route("add", dst="0.0.0.0/0", gateway=router.lan_ip)
+            self.ipr[ext.name].route("add", dst=default_route(router.lan_ip), gateway=router.lan_ip)
             return
         self.attach_to_underlay(ext.name, ext.ip)
         if not ext.is_router:
             return
-        write_sysctls(self.ns(ext.name), {"net.ipv4.ip_forward": "1", "net.ipv4.fib_multipath_hash_policy": "1"})
+        write_sysctls(self.ns(ext.name), forwarding(self.versions) | multipath_hash_l4(self.versions))
         if ext.network:
             self.bridge(ext.name, LAN_BRIDGE, ext.lan_ip, _prefixlen(ext.network))
             # The underlay's gateway knows the way back to this router's hosts.

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import socket
 from contextlib import ExitStack
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 from pyroute2 import IPRoute
 from pyroute2.ethtool import Ethtool
 
 from lab.realize.enter import create_netns, create_netns_all, in_netns
+from lab.realize.families import address as ip_address
+from lab.realize.families import host_prefixlen, namespace_sysctls
 from lab.realize.kernel_names import netns_part
-from lab.realize.rtnl import Batch
+from lab.realize.rtnl import IFA_F_NODAD, Batch
 from lab.realize.runs import record
 from lab.realize.terminate import deferred
 
 NETLINK_ROUTE = 0
+NUD_PERMANENT = 0x80
 
 
 class Requests:
@@ -42,9 +45,13 @@ class Requests:
 
 
 class NetBuilder:
-    def __init__(self, prefix: str, stack: ExitStack) -> None:
+    """Namespaces of one run and their links; `ipv6` turns IPv6 on in every namespace it makes (without DAD,
+    lab.realize.families), which a topology holding an IPv6 address needs."""
+
+    def __init__(self, prefix: str, stack: ExitStack, ipv6: bool = False) -> None:
         self.prefix = prefix
         self.stack = stack
+        self.ipv6 = ipv6
         self.ipr: dict[str, Requests] = {}
         self.names: dict[str, str] = {}
         self._indexes: dict[tuple[str, str], int] = {}
@@ -56,9 +63,9 @@ class NetBuilder:
     def open(self, actor: str) -> Requests:
         name = f"{self.prefix}-{netns_part(actor)}"
         record(self.prefix, name)  # first, so that a run killed at any moment leaves nothing `lab down` ignores
-        # One thread makes the namespace and, from inside it, turns IPv6 off (router solicitations and MLD would
-        # only add noise to every capture) and opens the netlink socket, so every request acts there.
-        sock = create_netns(name, _no_ipv6_netlink)
+        # One thread makes the namespace and, from inside it, sets IPv6 up as the run needs it (off, or on without
+        # DAD) and opens the netlink socket, so every request acts there.
+        sock = create_netns(name, partial(_new_namespace_netlink, self.ipv6))
         assert sock is not None
         self.names[actor] = name
         with deferred():  # its constructor makes an event loop; one left half-made prints a traceback when collected
@@ -75,7 +82,7 @@ class NetBuilder:
         names = [f"{self.prefix}-{netns_part(actor)}" for actor in actors]
         record(self.prefix, *names)
         self.names.update(zip(actors, names, strict=True))
-        socks = create_netns_all(names, _no_ipv6_netlink)
+        socks = create_netns_all(names, partial(_new_namespace_netlink, self.ipv6))
         for sock in socks:
             self.stack.callback(sock.close)
         return {actor: Batch(sock, name) for actor, name, sock in zip(actors, names, socks, strict=True)}
@@ -94,18 +101,49 @@ class NetBuilder:
             self._indexes[key] = self.ipr[actor].link("get", ifname=ifname)[0]["index"]
         return self._indexes[key]
 
-    def up(self, actor: str, ifname: str, address: str | None = None, prefixlen: int = 32, **extra: object) -> int:
-        ipr = self.ipr[actor]
+    def up(self, actor: str, ifname: str, address: str | None = None, prefixlen: int = 0, **extra: object) -> int:
+        """The link up, with `address` (of either family; a host's own /32 or /128 without `prefixlen`)."""
         idx = self.index(actor, ifname)
         if address:
-            ipr.addr("add", index=idx, address=address, prefixlen=prefixlen)
-        ipr.link("set", index=idx, state="up", **extra)
+            self.address(actor, idx, address, prefixlen or host_prefixlen(address))
+        self.ipr[actor].link("set", index=idx, state="up", **extra)
         return idx
+
+    def address(self, actor: str, index: int, address: str, prefixlen: int) -> None:
+        """An address of either family on link `index`; an IPv6 one usable at once (IFA_F_NODAD)."""
+        ip = ip_address(address)
+        flags = {"flags": IFA_F_NODAD} if ip.version == 6 else {}
+        self.ipr[actor].addr("add", index=index, address=address, prefixlen=prefixlen, **flags)
 
     def veth(self, actor: str, ifname: str, peer_actor: str, peer_ifname: str) -> None:
         self.ipr[actor].link(
             "add", ifname=ifname, kind="veth", peer={"ifname": peer_ifname, "net_ns_fd": self.ns(peer_actor)}
         )
+
+    def vxlan(self, actor: str, ifname: str, vni: int, local: str, link: int, port: int, mac: str) -> None:
+        """A VXLAN device without learning (its peers are static, see vtep), its tunnel's end `local` on link
+        `link` in the underlay's family."""
+        end = "vxlan_local" if ip_address(local).version == 4 else "vxlan_local6"
+        self.ipr[actor].link(
+            "add",
+            ifname=ifname,
+            kind="vxlan",
+            vxlan_id=vni,
+            **{end: local},
+            vxlan_link=link,
+            vxlan_port=port,
+            vxlan_learning=0,
+            address=mac,
+        )
+
+    def vtep(self, actor: str, dev: int, tunnel_ip: str, mac: str, underlay_ip: str) -> None:
+        """A peer of VXLAN device `dev`, as Calico writes one: its tunnel address's neighbour entry (permanent,
+        so neither ARP nor neighbour discovery crosses the tunnel) and the FDB entry sending its MAC to its
+        underlay address. Either address may be of either family."""
+        ipr = self.ipr[actor]
+        family = socket.AF_INET if ip_address(tunnel_ip).version == 4 else socket.AF_INET6
+        ipr.neigh("add", dst=tunnel_ip, lladdr=mac, ifindex=dev, state=NUD_PERMANENT, family=family)
+        ipr.fdb("append", ifindex=dev, lladdr=mac, dst=underlay_ip)
 
     def frames_only(self, actor: str, ifname: str) -> None:
         """Turn off the interface's segmentation offloads: it then sends each packet of a GSO super-packet as a
@@ -137,8 +175,7 @@ def _netlink() -> socket.socket:
     return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_ROUTE)
 
 
-def _no_ipv6_netlink() -> socket.socket:
-    """In a new namespace's own thread: IPv6 off, and a netlink socket of that namespace."""
-    for key in ("all", "default"):
-        Path(f"/proc/sys/net/ipv6/conf/{key}/disable_ipv6").write_text("1")
+def _new_namespace_netlink(ipv6: bool) -> socket.socket:
+    """In a new namespace's own thread: IPv6 off or on (lab.realize.families), and a netlink socket there."""
+    namespace_sysctls(ipv6)
     return _netlink()

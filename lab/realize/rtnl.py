@@ -13,13 +13,14 @@ uapi ones: include/uapi/linux/{netlink,rtnetlink,if_link,if_addr}.h.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
 import socket
 import struct
 from dataclasses import dataclass, field
 
 from lab.realize.enter import NamespaceError
+from lab.realize.families import address as ip_address
+from lab.realize.families import network
 
 # include/uapi/linux/netlink.h
 NLMSG_ERROR = 2
@@ -37,6 +38,7 @@ IFLA_BRPORT_MODE = 4  # the bridge port's hairpin flag
 IFF_UP = 0x1
 # include/uapi/linux/if_addr.h
 IFA_ADDRESS, IFA_LOCAL = 1, 2
+IFA_F_NODAD = 0x02  # an IPv6 address usable at once, not tentative while duplicate address detection runs
 AF_BRIDGE = 7
 
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
@@ -57,8 +59,8 @@ def _name(text: str) -> bytes:
     return text.encode() + b"\0"
 
 
-def _ipv4(address: str) -> bytes:
-    return ipaddress.IPv4Address(address).packed
+def _family(version: int) -> int:
+    return socket.AF_INET if version == 4 else socket.AF_INET6
 
 
 @dataclass
@@ -98,15 +100,22 @@ class Batch:
         self._add(RTM_SETLINK, 0, body, f"hairpin on bridge port {index}")
 
     def address(self, index: int, address: str, prefixlen: int) -> None:
-        body = _IFADDR.pack(socket.AF_INET, prefixlen, 0, 0, index)
-        body += _attr(IFA_LOCAL, _ipv4(address)) + _attr(IFA_ADDRESS, _ipv4(address))
+        """An IPv4 or IPv6 address (its family from the text); an IPv6 one without DAD (IFA_F_NODAD)."""
+        ip = ip_address(address)
+        flags = IFA_F_NODAD if ip.version == 6 else 0
+        body = _IFADDR.pack(_family(ip.version), prefixlen, flags, 0, index)
+        body += _attr(IFA_LOCAL, ip.packed) + _attr(IFA_ADDRESS, ip.packed)
         self._add(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"address {address}/{prefixlen} on link {index}")
 
     def route(self, dst: str, gateway: str = "", oif: int = 0, scope: int = 0, onlink: bool = False) -> None:
-        """A unicast route of the main table, as `ip route add` writes it (protocol static)."""
-        net = ipaddress.IPv4Network(dst)
+        """A unicast route of the main table, as `ip route add` writes it (protocol static), in the family of `dst`
+        (the gateway's must be the same)."""
+        net = network(dst)
+        via = ip_address(gateway) if gateway else None
+        if via is not None and via.version != net.version:
+            raise ValueError(f"route {dst} via {gateway}: the gateway is not of the destination's address family")
         body = _RTMSG.pack(
-            socket.AF_INET,
+            _family(net.version),
             net.prefixlen,
             0,
             0,
@@ -118,8 +127,8 @@ class Batch:
         )
         if net.prefixlen:
             body += _attr(RTA_DST, net.network_address.packed)
-        if gateway:
-            body += _attr(RTA_GATEWAY, _ipv4(gateway))
+        if via is not None:
+            body += _attr(RTA_GATEWAY, via.packed)
         if oif:
             body += _attr(RTA_OIF, struct.pack("=I", oif))
         what = f"route {dst}" + (f" via {gateway}" if gateway else "")

@@ -4,8 +4,9 @@ needs set before (realize is told, it asks no renderer)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from lab.describe.families import Family
 from lab.describe.kernel_when import release_numbers
 from lab.describe.topology import Topology
 from lab.render.kubeproxy import iptables, nftables
@@ -45,6 +46,10 @@ class NodeDataplane:
     # The listeners of 1.37's userspace proxy for localhost NodePorts (nftables mode with its feature gate).
     localhost_proxy: tuple[LocalhostNodePort, ...] = ()
     setup: NodeSetup = NodeSetup()  # what realize sets on the node before any of this is loaded
+    # The family of the proxier that wrote this (iptables then means ip6tables-restore text, nft an ip6 table), and
+    # in a dual-stack cluster the secondary family's proxier's output: kube-proxy runs one proxier per family.
+    family: Family = "IPv4"
+    other_family: NodeDataplane | None = None
 
     def proxied(self) -> list[str]:
         """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
@@ -54,7 +59,14 @@ class NodeDataplane:
         ]
 
     def text(self) -> str:
-        """What `lab render` prints: each part under a heading naming the tool that loads it."""
+        """What `lab render` prints: each part under a heading naming the tool that loads it; each family's
+        proxier under its own heading when the cluster is not IPv4 alone."""
+        if self.family == "IPv4" and self.other_family is None:
+            return self._family_text()
+        planes = (self, self.other_family) if self.other_family else (self,)
+        return "".join(f"# ==== {p.family} proxier ({_LOADER[p.mode, p.family]})\n{p._family_text()}" for p in planes)
+
+    def _family_text(self) -> str:
         if self.mode == "iptables":
             return self.iptables
         if self.mode == "nftables":
@@ -67,6 +79,15 @@ class NodeDataplane:
             ("sysctl", "\n".join(f"{k} = {v}" for k, v in self.sysctls)),
         ]
         return "".join(f"# ---- {tool}\n{body.rstrip()}\n" for tool, body in parts)
+
+
+_LOADER = {
+    ("iptables", "IPv4"): "iptables-restore",
+    ("iptables", "IPv6"): "ip6tables-restore",
+    ("nftables", "IPv4"): "nft -f: table ip kube-proxy",
+    ("nftables", "IPv6"): "nft -f: table ip6 kube-proxy",
+    ("ipvs", "IPv4"): "ipvs",
+}
 
 
 def kernel_version(release: str) -> tuple[int, int]:
@@ -84,8 +105,9 @@ def _setup(topo: Topology, route_localnet: bool) -> NodeSetup:
 
 
 def _local(topo: Topology, node_name: str) -> tuple[str, ...]:
-    """Every address of the node's own interfaces, loopback's too."""
-    return (*topo.node(node_name).addresses, "127.0.0.1")
+    """Every address of the node's own interfaces, loopback's too (each proxier takes its family's)."""
+    loopback = ("127.0.0.1", "::1") if "IPv6" in topo.cluster.families else ("127.0.0.1",)
+    return (*topo.node(node_name).addresses, *loopback)
 
 
 def ipvs_rules(topo: Topology, node_name: str) -> IpvsRules:
@@ -132,25 +154,46 @@ def node_dataplane(
     topo: Topology, node_name: str, previous: Topology | None = None, shared: SharedRules | None = None
 ) -> NodeDataplane:
     """What kube-proxy writes on the node; with `previous`, as its sync after running `previous` (ipvs: the
-    changes to the virtual servers rather than all of them). `shared`: what other nodes of the same topology
+    changes to the virtual servers rather than all of them). A dual-stack node runs a proxier per family: the
+    primary's output, with the secondary's as its other_family. `shared`: what other nodes of the same topology
     wrote, spliced in where this node sees a Service port as they did (iptables mode)."""
+    primary, *others = topo.cluster.families
+    plane = _family_dataplane(topo, node_name, previous, primary, shared)
+    if not others:
+        return plane
+    return replace(plane, other_family=_family_dataplane(topo, node_name, previous, others[0], shared))
+
+
+def _family_dataplane(
+    topo: Topology, node_name: str, previous: Topology | None, family: Family, shared: SharedRules | None
+) -> NodeDataplane:
+    """What the proxier of one family writes on the node (ipvs: IPv4 only, describe refuses it with IPv6)."""
     if topo.cluster.proxy_mode == "ipvs":
         before = ipvs_rules(previous, node_name) if previous is not None else None
         return ipvs_dataplane(topo, node_name, ipvs_rules(topo, node_name), before)
     node = topo.node(node_name)
-    services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+    services, config = service_ports(topo, node_name, family), proxy_config(topo, family)
+    version = topo.cluster.kube_version
     release = Release.of(version)
     if topo.cluster.proxy_mode == "nftables":
-        rules = render_nftables(services, config, [node.ip], version)
+        rules = render_nftables(services, config, [node.ip_of(family)], version)
         return NodeDataplane(
-            "nftables", nft=rules.script(), setup=_setup(topo, False), localhost_proxy=rules.localhost_nodeports
+            "nftables",
+            nft=rules.script(),
+            setup=_setup(topo, False),
+            localhost_proxy=rules.localhost_nodeports,
+            family=family,
         )
     # GetNodeIPs: every address of the node's interfaces, loopback's too, so that nodePortAddresses naming
     # 127.0.0.0/8 serves NodePorts on 127.0.0.1 (with iptables.localhostNodePorts).
     rendered = render_iptables(services, config, _local(topo, node_name), version, shared=shared)
     held = held_ports(services, config, _local(topo, node_name), release)
     return NodeDataplane(
-        "iptables", rendered.restore_text(), setup=_setup(topo, rendered.route_localnet), held_ports=held
+        "iptables",
+        rendered.restore_text(),
+        setup=_setup(topo, rendered.route_localnet),
+        held_ports=held,
+        family=family,
     )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,7 @@ def host_state() -> dict[str, str]:
         "net/ipv4/conf/all/route_localnet",
         "net/ipv4/conf/all/rp_filter",
         "net/bridge/bridge-nf-call-iptables",
+        "net/bridge/bridge-nf-call-ip6tables",
         "net/ipv6/conf/all/disable_ipv6",
     ]
     return {
@@ -33,12 +35,51 @@ def host_state() -> dict[str, str]:
         "nft": _read("nft", "list", "ruleset"),
         "ipset": _read("ipset", "list", "-n"),
         "sysctls": "\n".join(f"{k}={_read('cat', str(Path('/proc/sys', k))).strip()}" for k in sysctls),
+        **ipv6_state(),
     }
 
 
+def ipv6_state() -> dict[str, str]:
+    """The IPv6 half: routes and rules (`ip route` and `ip rule` alone show IPv4 only), ip6tables of both
+    backends, nft tables of the families IPv6 traffic meets, and every IPv6 sysctl (net.ipv6.conf.* of every
+    interface, `all` and `default`, and the namespace-wide ones). Addresses of both families are in
+    host_state's "addresses" already."""
+    return {
+        "routes6": _read("ip", "-6", "route", "show", "table", "all"),
+        "rules6": _read("ip", "-6", "rule", "show"),
+        "ip6tables-nft": _read("ip6tables-nft-save"),
+        "ip6tables-legacy": _read("ip6tables-legacy-save"),
+        "legacy-tables6": _read("cat", "/proc/net/ip6_tables_names"),
+        "nft-ip6": _read("nft", "list", "tables", "ip6"),
+        "nft-inet": _read("nft", "list", "tables", "inet"),
+        "sysctls6": ipv6_sysctls(),
+    }
+
+
+def ipv6_sysctls() -> str:
+    """Every readable file under /proc/sys/net/ipv6 as path=value (stable_secret reads as an error until one is
+    set: skipped)."""
+    lines = []
+    for path in sorted(Path("/proc/sys/net/ipv6").rglob("*")):
+        try:
+            value = path.read_text().strip() if path.is_file() else None
+        except OSError:
+            continue
+        if value is not None:
+            lines.append(f"{path.relative_to('/proc/sys')}={value}")
+    return "\n".join(lines)
+
+
 def strip_volatile(state: dict[str, str]) -> dict[str, str]:
-    # iptables-save prints a generation timestamp; it is not state.
-    return {k: "\n".join(line for line in v.splitlines() if not line.startswith("#")) for k, v in state.items()}
+    # iptables-save prints a generation timestamp, and legacy ip(6)tables-save each chain's packet and byte
+    # counters (`:INPUT ACCEPT [12:3456]`): traffic, not state.
+    return {
+        k: "\n".join(_COUNTERS.sub("[counters]", line) for line in v.splitlines() if not line.startswith("#"))
+        for k, v in state.items()
+    }
+
+
+_COUNTERS = re.compile(r"\[\d+:\d+\]")
 
 
 def lab_namespaces() -> list[str]:

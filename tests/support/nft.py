@@ -37,7 +37,8 @@ def render(services, version: str, config: ProxyConfig = FAKE, node_ips=NODE_IPS
 
 # --- knftables.Fake: apply a transaction, Dump the table ---------------------------------------------
 
-COMMAND = re.compile(r"^(add|flush|delete) (table|chain|rule|set|map|element) ip kube-proxy(?: (\S+))?(?: (.*))?$")
+# Table ip kube-proxy, or the IPv6 proxier's ip6 kube-proxy (knftables' Fake holds one family's table at a time).
+COMMAND = re.compile(r"^(add|flush|delete) (table|chain|rule|set|map|element) ip6? kube-proxy(?: (\S+))?(?: (.*))?$")
 
 
 @dataclass

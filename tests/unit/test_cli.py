@@ -75,7 +75,7 @@ def test_an_ipv6_service_address_is_named():
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert said(done) == (
         "error: tests/unit/fixtures/ipv6-external-ip.yaml:20: workload[1].spec.externalIPs[0]: "
-        "expected an IPv4 address (the lab models IPv4 clusters only), got '2001:db8::1'"
+        "expected an IPv4 address (the cluster is IPv4 only), got '2001:db8::1'"
     )
 
 

@@ -72,7 +72,7 @@ def test_matrix_expands_variants_and_picks_expectations(tmp_path):
             "type: NodePort\n      externalIPs: ['2001:db8::1']",
             23,
             "workload[1].spec.externalIPs[0]",
-            "expected an IPv4 address (the lab models IPv4 clusters only), got '2001:db8::1'",
+            "expected an IPv4 address (the cluster is IPv4 only), got '2001:db8::1'",
         ),
         (
             "type: NodePort",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,9 +76,9 @@ THERE = Endpoint("10.0.2.2", 8080, is_local=False)
 def test_filter_endpoints_keeps_all_when_external_policy_is_local(external, cluster):
     """1.22-1.23 FilterEndpoints (pkg/proxy/topology.go): iTP=Local narrows the Service to local endpoints,
     unless eTP=Local, which returns them all, in iptables and ipvs alike."""
-    svc = ServiceView.build(port("Local", external, HERE, THERE))
-    assert svc is not None
     for version in ("1.22", "1.23"):
+        svc = ServiceView.build(port("Local", external, HERE, THERE), Release.of(version))
+        assert svc is not None
         assert categorize(svc, Release.of(version)).cluster == cluster
         rules = render_iptables([port("Local", external, HERE, THERE)], ProxyConfig(), ["192.168.0.1"], version)
         dnat = {rule.split("--to-destination ")[1] for rule in rules.nat_rules if "--to-destination" in rule}
@@ -91,13 +92,45 @@ def test_filter_endpoints_keeps_all_when_external_policy_is_local(external, clus
 def test_categorize_by_release():
     """Ready only up to 1.21; from 1.26 a serving, terminating endpoint stands in when none is ready."""
     terminating = Endpoint("10.0.2.3", 8080, is_local=False, ready=False, serving=True, terminating=True)
-    svc = ServiceView.build(port("Cluster", "Cluster", terminating))
+    svc = ServiceView.build(port("Cluster", "Cluster", terminating), Release.of("1.25"))
     assert svc is not None
     assert categorize(svc, Release.of("1.25")).cluster == ()
     assert categorize(svc, Release.of("1.26")).cluster == (terminating,)
     unready = Endpoint("10.0.2.4", 8080, is_local=False, ready=False)
-    svc = ServiceView.build(port("Cluster", "Cluster", HERE, unready))
+    svc = ServiceView.build(port("Cluster", "Cluster", HERE, unready), Release.of("1.21"))
     assert svc is not None
     assert categorize(svc, Release.of("1.21")).reachable == (HERE,)
     assert categorize(svc, Release.of("1.22")).reachable == (HERE, unready)  # 1.22 chains unready ones too
     assert categorize(svc, Release.of("1.23")).reachable == (HERE,)
+
+
+# kubernetes#135266: one EndpointSlice lists a pod that is terminating (not ready, not serving) and a new ready pod
+# that was given the same IP, in that order.
+GHOST = Endpoint("10.0.1.5", 8080, is_local=False, ready=False, serving=False, terminating=True)
+REAL = Endpoint("10.0.1.5", 8080, is_local=False)
+
+
+@pytest.mark.parametrize(
+    ("version", "where", "kept"),
+    [
+        ("1.20", "elsewhere", REAL),  # not-ready copies never reach the merge
+        ("1.20", "on the ghost's node", REAL),
+        ("1.35", "elsewhere", GHOST),  # the first met stays
+        ("1.35", "on the ghost's node", replace(GHOST, is_local=True)),  # and is local there
+        ("1.35", "on the real pod's node", replace(REAL, is_local=True)),  # a later local copy replaces it
+        ("1.36", "elsewhere", REAL),
+        ("1.36", "on the ghost's node", REAL),
+        ("1.36", "on the real pod's node", replace(REAL, is_local=True)),
+    ],
+)
+def test_two_endpoints_with_one_ip_kept_by_release(version, where, kept):
+    """EndpointSliceCache keeps one endpoint per IP:port: up to 1.35 the first, or a later one on this node; from
+    1.36 (#135593) the ready one; up to 1.20 only ready ones are there to merge. Where 1.35 keeps the terminating
+    copy, the Service has no usable endpoint."""
+    ghost = replace(GHOST, is_local=where == "on the ghost's node")
+    real = replace(REAL, is_local=where == "on the real pod's node")
+    release = Release.of(version)
+    svc = ServiceView.build(port("Cluster", "Cluster", ghost, real), release)
+    assert svc is not None
+    assert svc.endpoints == (kept,)
+    assert categorize(svc, release).has_endpoints == kept.ready

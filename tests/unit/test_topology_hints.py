@@ -27,7 +27,8 @@ UNREADY_BARE = ep("10.0.5.2", ready=False)
 
 def chosen(version: str, *endpoints, annotation: str = "", node: NodeTopology = NODE):
     view = ServiceView.build(
-        svc("ns", "web", "172.30.0.10", endpoints=endpoints, hints_annotation=annotation, node=node)
+        svc("ns", "web", "172.30.0.10", endpoints=endpoints, hints_annotation=annotation, node=node),
+        Release.of(version),
     )
     assert view is not None
     return categorize(view, Release.of(version)).cluster
@@ -77,7 +78,7 @@ def test_node_hints_win_from_1_34_and_fall_back_to_zone_hints():
 def test_topology_is_skipped_for_the_terminating_fallback():
     """When no endpoint is ready, serving terminating ones stand in without topology."""
     leaving = ep("10.0.3.2", ready=False, serving=True, terminating=True, zone_hints=frozenset({"zone-b"}))
-    view = ServiceView.build(svc("ns", "web", "172.30.0.10", endpoints=(leaving,), node=NODE))
+    view = ServiceView.build(svc("ns", "web", "172.30.0.10", endpoints=(leaving,), node=NODE), Release.of("1.31"))
     assert view is not None
     assert topology_mode(view, Release.of("1.31")) == ""
     assert categorize(view, Release.of("1.31")).cluster == (leaving,)

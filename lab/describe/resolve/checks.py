@@ -5,17 +5,20 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
+from lab.describe.families import overlap
 from lab.describe.refs import ObjectRef
 from lab.describe.topology import ClusterSpec, NodeSpec, PodSpec
 from lab.describe.yamlsrc import FieldPath, Source
 
 
 def hosts(cidr: str) -> Iterator[str]:
-    return (str(ip) for ip in ipaddress.IPv4Network(cidr).hosts())
+    """The network's host addresses in order (IPv6: from ::1, the Subnet-Router anycast address left out)."""
+    return (str(ip) for ip in ipaddress.ip_network(cidr).hosts())
 
 
 def inside(address: str, cidr: str) -> bool:
-    return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(cidr)
+    """Whether the address is in the network (never across families)."""
+    return ipaddress.ip_address(address) in ipaddress.ip_network(cidr)
 
 
 def unique(src: Source, kind: str, items: list[tuple[FieldPath, str]]) -> None:
@@ -40,10 +43,15 @@ def node_names(src: Source, path: FieldPath, names: list[str], nodes: tuple[Node
 
 def disjoint(src: Source, path: FieldPath, cidr: str, cluster: ClusterSpec, what: str) -> None:
     """Refuse a network outside the cluster (a router's LAN, an egress destination) that overlaps its own."""
-    nets = {"underlay": cluster.underlay, "clusterCIDR": cluster.cluster_cidr, "serviceCIDR": cluster.service_cidr}
-    for name, net in nets.items():
-        if ipaddress.IPv4Network(cidr).overlaps(ipaddress.IPv4Network(net)):
-            raise src.error(path, f"{what} {cidr} overlaps {name} {net}")
+    nets = {
+        "underlay": (cluster.underlay, cluster.secondary_underlay),
+        "clusterCIDR": (cluster.cluster_cidr, cluster.secondary_cluster_cidr),
+        "serviceCIDR": (cluster.service_cidr, cluster.secondary_service_cidr),
+    }
+    for name, pair in nets.items():
+        for net in pair:
+            if net and overlap(cidr, net):
+                raise src.error(path, f"{what} {cidr} overlaps {name} {net}")
 
 
 def pod_named(src: Source, path: FieldPath, text: str, pods: tuple[PodSpec, ...]) -> PodSpec | None:

@@ -5,10 +5,10 @@ Which releases exist is describe's to check; what a release does is render's (la
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 
 from lab.describe import schema
+from lab.describe.families import family_of, overlap, split
 from lab.describe.releases import check_node_port_addresses, check_option, check_version
 from lab.describe.resolve.checks import hosts
 from lab.describe.topology import ClusterSpec
@@ -20,10 +20,27 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     first address."""
     if problem := check_version(c.kube_version):
         raise src.error(("cluster", "kubeVersion"), problem)
-    nets = {"clusterCIDR": c.cluster_cidr, "serviceCIDR": c.service_cidr, "underlay": c.underlay}
+    nets = {"clusterCIDR": split(c.cluster_cidr), "serviceCIDR": split(c.service_cidr), "underlay": split(c.underlay)}
+    families = [family_of(n) for n in nets["clusterCIDR"]]
+    wanted = ", ".join(map(str, families))
+    for name, given in nets.items():
+        if [family_of(n) for n in given] != families:
+            raise src.error(
+                ("cluster", name),
+                f"{','.join(given)} does not give the families of clusterCIDR {c.cluster_cidr} ({wanted}) in that"
+                " order: each of clusterCIDR, serviceCIDR and underlay gives one network per family of the cluster,"
+                " the primary family first",
+            )
+    if "IPv6" in families and c.proxy_mode == "ipvs":
+        raise src.error(
+            ("cluster", "proxyMode"),
+            "ipvs mode is modelled for IPv4 clusters only yet (its IPv6 proxier is rendered alone, not beside the"
+            " IPv4 one on a node's IPVS table and kube-ipvs0): use iptables or nftables with IPv6",
+        )
     for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
-        if ipaddress.IPv4Network(na).overlaps(ipaddress.IPv4Network(nb)):
-            raise src.error(("cluster", b), f"{nb} overlaps {a} {na}; the three networks must be disjoint")
+        for x, y in itertools.product(na, nb):
+            if overlap(x, y):
+                raise src.error(("cluster", b), f"{y} overlaps {a} {x}; the three networks must be disjoint")
     if c.tunnel_mtu is not None and c.cni != "routed-tunnel":
         raise src.error(
             ("cluster", "tunnelMTU"), f"tunnelMTU is the tunnel device's: it goes with cni: routed-tunnel, not {c.cni}"
@@ -43,16 +60,17 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     addresses = c.node_port_addresses
     if problem := check_node_port_addresses(c.kube_version, addresses, schema.NODE_PORT_KEYWORDS):
         raise src.error(("cluster", "nodePortAddresses"), problem)
+    (cluster_cidr, *cluster2), (service_cidr, *service2), (underlay, *underlay2) = nets.values()
     return ClusterSpec(
         proxy_mode=c.proxy_mode,
         kube_version=c.kube_version,
         iptables_backend=c.iptables_backend,
-        cluster_cidr=c.cluster_cidr,
+        cluster_cidr=cluster_cidr,
         kube_proxy_cluster_cidr=c.kube_proxy_cluster_cidr,
-        service_cidr=c.service_cidr,
+        service_cidr=service_cidr,
         hairpin_mode=c.hairpin_mode,
-        underlay=c.underlay,
-        gateway_ip=next(hosts(c.underlay)),
+        underlay=underlay,
+        gateway_ip=next(hosts(underlay)),
         br_netfilter=c.br_netfilter,
         cni=c.cni,
         tunnel=c.tunnel,
@@ -67,4 +85,8 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         feature_gates=tuple(sorted(c.feature_gates.items())),
         ipvs_scheduler=c.ipvs.scheduler,
         ipvs_strict_arp=c.ipvs.strict_arp,
+        secondary_cluster_cidr="".join(cluster2),
+        secondary_service_cidr="".join(service2),
+        secondary_underlay="".join(underlay2),
+        secondary_gateway_ip="".join(next(hosts(u)) for u in underlay2),
     )

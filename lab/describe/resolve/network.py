@@ -6,8 +6,9 @@ from __future__ import annotations
 import ipaddress
 
 from lab.describe import schema
+from lab.describe.families import family_of, overlap, split
 from lab.describe.resolve.checks import disjoint, hosts, inside, unique
-from lab.describe.topology import DEFAULT_MTU, ClusterSpec, ExternalSpec, NodeSpec, RouteSpec
+from lab.describe.topology import DEFAULT_MTU, ClusterSpec, ExternalSpec, NodeSpec, RouteSpec, of_family
 from lab.describe.yamlsrc import FieldPath, Source
 
 # Bytes a tunnel adds to each packet: ipip an outer IPv4 header; VXLAN outer IPv4, UDP, VXLAN and Ethernet
@@ -22,16 +23,36 @@ def resolve_nodes(
     is the machine's (the nodes are its namespaces), None for no machine."""
     nodes = []
     for i, n in enumerate(declared):
-        _underlay_address(src, ("nodes", i, "ip"), n.ip, cluster)
-        if not ipaddress.IPv4Network(n.pod_cidr).subnet_of(ipaddress.IPv4Network(cluster.cluster_cidr)):
-            raise src.error(("nodes", i, "podCIDR"), f"{n.pod_cidr} is not inside clusterCIDR {cluster.cluster_cidr}")
-        for other in declared[:i]:
-            if ipaddress.IPv4Network(n.pod_cidr).overlaps(ipaddress.IPv4Network(other.pod_cidr)):
-                raise src.error(("nodes", i, "podCIDR"), f"{n.pod_cidr} overlaps {other.name}'s {other.pod_cidr}")
+        ips = _per_family(src, ("nodes", i, "ip"), n.ip, cluster)
+        for ip in ips:
+            _underlay_address(src, ("nodes", i, "ip"), ip, cluster)
+        blocks = _per_family(src, ("nodes", i, "podCIDR"), n.pod_cidr, cluster)
+        for block in blocks:
+            within = cluster.cluster_cidr_of(family_of(block) or "IPv4")
+            if not ipaddress.ip_network(block).subnet_of(ipaddress.ip_network(within)):  # type: ignore[arg-type]
+                raise src.error(("nodes", i, "podCIDR"), f"{block} is not inside clusterCIDR {within}")
+            for other in declared[:i]:
+                for taken in split(other.pod_cidr):
+                    if overlap(block, taken):
+                        raise src.error(("nodes", i, "podCIDR"), f"{block} overlaps {other.name}'s {taken}")
+        if len(blocks) == 2 and _room(blocks[1]) < _room(blocks[0]):
+            raise src.error(
+                ("nodes", i, "podCIDR"),
+                f"{blocks[1]} holds fewer pods than {blocks[0]}: every pod takes an address of each family, so the"
+                " secondary block must be at least as large",
+            )
+        pod_cidr, second_block = blocks[0], "".join(blocks[1:])
+        second = {
+            "secondary_ip": "".join(ips[1:]),
+            "secondary_pod_cidr": second_block,
+            "secondary_bridge_ip": next(hosts(second_block)) if second_block else "",
+        }
         labels = tuple(sorted((_kubelet_labels(n.name, arch) | n.labels).items()))
         if cluster.cni == "routed-tunnel":
             # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
-            block = ipaddress.IPv4Network(n.pod_cidr)
+            if second_block or family_of(pod_cidr) != "IPv4":
+                raise src.error(("nodes", i, "podCIDR"), "cni: routed-tunnel is modelled for IPv4 pod blocks only")
+            block = ipaddress.ip_network(pod_cidr)
             mtu = n.mtu or DEFAULT_MTU
             if cluster.tunnel_mtu and cluster.tunnel_mtu + TUNNEL_OVERHEAD[cluster.tunnel] > mtu:
                 raise src.error(
@@ -40,12 +61,29 @@ def resolve_nodes(
                     f" + {TUNNEL_OVERHEAD[cluster.tunnel]} bytes of encapsulation on {n.name}'s link, whose MTU is"
                     f" {mtu}: at most {mtu - TUNNEL_OVERHEAD[cluster.tunnel]}",
                 )
-            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, "", labels, str(block.network_address), mtu))
+            nodes.append(NodeSpec(n.name, ips[0], pod_cidr, "", labels, str(block.network_address), mtu))
         else:
-            nodes.append(NodeSpec(n.name, n.ip, n.pod_cidr, next(hosts(n.pod_cidr)), labels, mtu=n.mtu or DEFAULT_MTU))
+            bridge = next(hosts(pod_cidr))
+            nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, mtu=n.mtu or DEFAULT_MTU, **second))
     unique(src, "node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
-    unique(src, "address", [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)])
+    unique(src, "address", [(("nodes", i, "ip"), a) for i, n in enumerate(nodes) for a in (n.ip, n.secondary_ip) if a])
     return tuple(nodes)
+
+
+def _room(block: str) -> int:
+    return ipaddress.ip_network(block).num_addresses
+
+
+def _per_family(src: Source, path: FieldPath, value: str, cluster: ClusterSpec) -> tuple[str, ...]:
+    """One value per family of the cluster, in the cluster's order (the schema checked each value)."""
+    values = split(value)
+    if tuple(family_of(v) for v in values) != cluster.families:
+        wanted = " and ".join(cluster.families)
+        raise src.error(
+            path,
+            f"expected one value per family of the cluster ({wanted}, in that order, comma-separated), got {value!r}",
+        )
+    return values
 
 
 def _kubelet_labels(node: str, arch: str | None) -> dict[str, str]:
@@ -55,14 +93,17 @@ def _kubelet_labels(node: str, arch: str | None) -> dict[str, str]:
 
 
 def _underlay_address(src: Source, path: FieldPath, ip: str, cluster: ClusterSpec) -> None:
-    """An address on the underlay that is neither its network, its broadcast nor the gateway's."""
-    if not inside(ip, cluster.underlay):
-        raise src.error(path, f"{ip} is outside the underlay {cluster.underlay} (cluster.underlay)")
-    net = ipaddress.IPv4Network(cluster.underlay)
-    if ip in (str(net.network_address), str(net.broadcast_address), cluster.gateway_ip):
-        raise src.error(
-            path, f"{ip} is reserved in {cluster.underlay} (network, broadcast or the gateway {cluster.gateway_ip})"
-        )
+    """An address on the underlay of its family that is neither its network, its broadcast nor the gateway's."""
+    family = family_of(ip)
+    underlay = of_family(family or "IPv4", cluster.underlay, cluster.secondary_underlay)
+    gateway = of_family(family or "IPv4", cluster.gateway_ip, cluster.secondary_gateway_ip)
+    if not underlay:
+        raise src.error(path, f"{ip} is an {family} address; the underlay is {cluster.underlay} only")
+    if not inside(ip, underlay):
+        raise src.error(path, f"{ip} is outside the underlay {underlay} (cluster.underlay)")
+    net = ipaddress.ip_network(underlay)
+    if ip in (str(net.network_address), str(net.broadcast_address), gateway):
+        raise src.error(path, f"{ip} is reserved in {underlay} (network, broadcast or the gateway {gateway})")
 
 
 def resolve_externals(
@@ -71,25 +112,39 @@ def resolve_externals(
     """Each external host at its address, a router with its LAN and routes; names and addresses shared with
     nodes are refused."""
     routers = _routers(src, declared, cluster)
-    underlay_names = {n.name: n.ip for n in nodes} | {h.name: h.ip for h in declared if not h.behind}
+    underlay_names = {n.name: n.ip for n in nodes} | {h.name: split(h.ip)[0] for h in declared if not h.behind}
     externals = []
     for i, h in enumerate(declared):
         path: FieldPath = ("externalHosts", i)
+        ips = split(h.ip)
+        if (h.behind or h.network or h.routes) and (len(ips) > 1 or family_of(ips[0]) != "IPv4"):
+            raise src.error((*path, "ip"), "routers and the hosts behind them are modelled with IPv4 addresses only")
         if h.behind:
             _lan_address(src, path, h, routers)
-        else:
-            _underlay_address(src, (*path, "ip"), h.ip, cluster)
+        for ip in ips if not h.behind else ():
+            _underlay_address(src, (*path, "ip"), ip, cluster)
         routes = [_route(src, (*path, "routes", j), h.name, r, underlay_names, cluster) for j, r in enumerate(h.routes)]
         if h.masquerade and not h.network:
             raise src.error((*path, "masquerade"), "only a router with a `network` can masquerade its hosts")
         lan_ip = next(hosts(h.network)) if h.network else ""
         externals.append(
-            ExternalSpec(h.name, h.ip, h.network or "", lan_ip, tuple(routes), h.masquerade, h.behind or "")
+            ExternalSpec(
+                h.name,
+                ips[0],
+                h.network or "",
+                lan_ip,
+                tuple(routes),
+                h.masquerade,
+                h.behind or "",
+                secondary_ip="".join(ips[1:]),
+            )
         )
     named = [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)]
     unique(src, "name", named + [(("externalHosts", i, "name"), h.name) for i, h in enumerate(externals)])
     addressed = [(("nodes", i, "ip"), n.ip) for i, n in enumerate(nodes)]
-    unique(src, "address", addressed + [(("externalHosts", i, "ip"), h.ip) for i, h in enumerate(externals)])
+    addressed += [(("nodes", i, "ip"), n.secondary_ip) for i, n in enumerate(nodes) if n.secondary_ip]
+    addressed += [(("externalHosts", i, "ip"), a) for i, h in enumerate(externals) for a in (h.ip, h.secondary_ip) if a]
+    unique(src, "address", addressed)
     return tuple(externals)
 
 

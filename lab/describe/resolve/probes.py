@@ -10,6 +10,7 @@ from typing import get_args
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
+from lab.describe.families import Family, family_of
 from lab.describe.kernel_when import KERNEL
 from lab.describe.resolve.checks import node_names, pod_named, unique
 from lab.describe.resolve.matrix import Variant
@@ -18,11 +19,13 @@ from lab.describe.topology import (
     ENTRY,
     TUNNEL_NAME,
     Expected,
+    NodeSpec,
     ProbeSpec,
     ServiceSpec,
     StepSpec,
     Topology,
     entry_suffix,
+    of_family,
 )
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -97,7 +100,8 @@ def _resolve_probe(
             (*path, "from"),
             f"unknown pod, node or external host {p.source!r}; expected one of {', '.join(sorted(actors))}",
         )
-    dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo)
+    dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo, p.family)
+    _source_has_family(src, path, p.source, family_of(dst_ip) or "IPv4", topo)
     if p.craft and (p.protocol or protocol) != "TCP":
         raise src.error((*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP")
     if p.craft and p.attempts != 1:
@@ -182,9 +186,24 @@ def _flow_check(
     )
 
 
-def _target(src: Source, path: FieldPath, to: schema.Target, topo: Topology) -> tuple[str, int, str, str]:
-    """Where the probe connects (address, port, the protocol the port says) and how reports describe it."""
+def _source_has_family(src: Source, path: FieldPath, name: str, family: Family, topo: Topology) -> None:
+    """The probe's source has an address of the family it travels in."""
+    pod = next((q for q in topo.built_pods if q.name == name), None)
+    node = next((n for n in topo.nodes if n.name == name), None)
+    ext = next((e for e in topo.externals if e.name == name), None)
+    own = pod.ips if pod else (node.ip, node.secondary_ip) if node else (ext.ip, ext.secondary_ip) if ext else ()
+    if own and not of_family(family, *own):
+        raise src.error((*path, "from"), f"{name} has no {family} address ({', '.join(a for a in own if a)})")
+
+
+def _target(
+    src: Source, path: FieldPath, to: schema.Target, topo: Topology, family: Family | None
+) -> tuple[str, int, str, str]:
+    """Where the probe connects (address, port, the protocol the port says) and how reports describe it, in the
+    probe's family: the one written, the literal address's, or the Service's primary (the cluster's for a node)."""
     if to.address:
+        if family and family_of(to.address) != family:
+            raise src.error((*path, "address"), f"{to.address} is not an {family} address (family: {family})")
         return to.address, int(to.port), "TCP", f"{to.address}:{to.port}"
     node = None
     if to.node:
@@ -193,7 +212,12 @@ def _target(src: Source, path: FieldPath, to: schema.Target, topo: Topology) -> 
             raise src.error((*path, "node"), f"unknown node {to.node!r}")
     if not to.service:
         assert node is not None
-        return node.ip, int(to.port), "TCP", f"{node.name}:{to.port}"
+        return (
+            _node_ip(src, path, node, family or topo.cluster.families[0]),
+            int(to.port),
+            "TCP",
+            f"{node.name}:{to.port}",
+        )
     svc = next((s for s in topo.services if s.name == to.service and s.namespace == to.namespace), None)
     if svc is None:
         raise src.error((*path, "service"), f"no Service {to.namespace}/{to.service} in the workload")
@@ -202,17 +226,34 @@ def _target(src: Source, path: FieldPath, to: schema.Target, topo: Topology) -> 
         known = ", ".join(f"{p.port}" + (f" ({p.name})" if p.name else "") for p in svc.ports)
         raise src.error((*path, "port"), f"Service {svc.name} has no port {to.port!r}; it has {known}")
     label = f"{svc.name}:{port.port} via {to.via}"
+    family = family or svc.ip_families[0]
+    dual = len(topo.cluster.families) > 1
+    label += f" ({family})" if dual else ""
     if to.via == "clusterIP":
-        return svc.cluster_ip, port.port, port.protocol, label
+        if not (cluster_ip := svc.cluster_ip_of(family)):
+            raise src.error(path, f"Service {svc.name} has no {family} clusterIP: its ipFamilies are {_listed(svc)}")
+        return cluster_ip, port.port, port.protocol, label
     if to.via == "nodePort":
         if not port.node_port:
             raise src.error((*path, "via"), f"Service {svc.name} is {svc.type}: it has no NodePort")
         assert node is not None
-        return node.ip, port.node_port, port.protocol, f"{label} on {node.name}"
-    vips = svc.external_ips if to.via == "externalIP" else svc.ingress_ips
+        if family not in svc.ip_families:
+            raise src.error(path, f"Service {svc.name} has no {family} NodePort: its ipFamilies are {_listed(svc)}")
+        return _node_ip(src, path, node, family), port.node_port, port.protocol, f"{label} on {node.name}"
+    vips = [ip for ip in (svc.external_ips if to.via == "externalIP" else svc.ingress_ips) if family_of(ip) == family]
     if not vips:
-        raise src.error((*path, "via"), f"Service {svc.name} has no {to.via} address")
+        raise src.error((*path, "via"), f"Service {svc.name} has no {family + ' ' if dual else ''}{to.via} address")
     return vips[0], port.port, port.protocol, f"{label} {vips[0]}"
+
+
+def _listed(svc: ServiceSpec) -> str:
+    return ", ".join(svc.ip_families)
+
+
+def _node_ip(src: Source, path: FieldPath, node: NodeSpec, family: Family) -> str:
+    if not (ip := node.ip_of(family)):
+        raise src.error(path, f"node {node.name} has no {family} address")
+    return ip
 
 
 def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
@@ -308,7 +349,7 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str
     if (address := topo.address_of(name)) is not None:
         return address
     try:
-        return str(ipaddress.IPv4Address(name))
+        return str(ipaddress.ip_address(name))
     except ValueError:
         tunnel = f", node/{TUNNEL_NAME}" if topo.cluster.cni == "routed-tunnel" else ""
         raise src.error(

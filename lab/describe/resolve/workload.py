@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from lab.describe import k8s
+from lab.describe.families import Family, Problem, ServiceFamilies, family_of, service_families, slice_address_problem
 from lab.describe.refs import replica_name
 from lab.describe.resolve.checks import hosts, inside, unique
 from lab.describe.topology import (
@@ -26,6 +27,7 @@ from lab.describe.topology import (
     PortSpec,
     ServicePortSpec,
     ServiceSpec,
+    of_family,
 )
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -60,16 +62,26 @@ def resolve_pods(
     start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
     wanted = _plans(src, workload, nodes, demand)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
+    secondary = _secondary_addresses(wanted, nodes, cluster)
     unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
     # A name two namespaces use is the pods' NAMESPACE/NAME, in the lab and its reports: each is told apart.
     shared = {name for name, n in Counter(w.name for w in wanted).items() if n > 1}
     pods, pending = [], []
-    for w, address in zip(wanted, addresses, strict=True):
+    for w, address, second in zip(wanted, addresses, secondary, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
         labels = tuple(sorted(w.labels.items()))
         name = f"{w.namespace}/{w.name}" if w.name in shared else w.name
         spec = PodSpec(
-            name, w.namespace, w.node.name, address, labels, ports, w.spec.host_network, w.ready, owner=w.owner
+            name,
+            w.namespace,
+            w.node.name,
+            address,
+            labels,
+            ports,
+            w.spec.host_network,
+            w.ready,
+            owner=w.owner,
+            secondary_ip=second,
         )
         (pending if w.pending else pods).append(spec)
     return tuple(pods), tuple(pending)
@@ -96,7 +108,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
             extra, step = demand.get((m.kind, m.metadata.namespace, m.metadata.name), (0, ()))
             # Checked before a plan per replica is made (placing a billion would not end); the per-node count of
             # what fits is _pod_addresses'.
-            room = sum(ipaddress.IPv4Network(n.pod_cidr).num_addresses - 3 for n in nodes)  # net, broadcast, cni0
+            room = sum(ipaddress.ip_network(n.pod_cidr).num_addresses - 3 for n in nodes)  # net, broadcast, cni0
             if m.spec.replicas > room:
                 raise src.error(
                     (*path, "spec", "replicas"),
@@ -161,9 +173,19 @@ def _pod_addresses(src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, .
     return addresses
 
 
+def _secondary_addresses(wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
+    """Dual-stack: each pod's address of the secondary family (status.podIPs[1]), the next of its node's secondary
+    pod block after cni0's, or its node's with hostNetwork; "" for every pod single-stack. A primary block that
+    fits the pods has the room: describe asks the secondary block to be as large (lab/describe/resolve/network.py)."""
+    if not cluster.secondary_cluster_cidr:
+        return ["" for _ in wanted]
+    free = {n.name: itertools.islice(hosts(n.secondary_pod_cidr), 1, None) for n in nodes}
+    return [w.node.secondary_ip if w.spec.host_network else next(free[w.node.name]) for w in wanted]
+
+
 def _check_pod_ip(src: Source, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
     """A status.podIP: a free address of its node's podCIDR, given to one pod only."""
-    net = ipaddress.IPv4Network(node.pod_cidr)
+    net = ipaddress.ip_network(node.pod_cidr)
     if not inside(ip, node.pod_cidr):
         raise src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
     if ip in given:
@@ -185,9 +207,12 @@ def resolve_services(
     """Every Service; what a manifest leaves out is allocated as the API server would, from what none takes. A
     Service without a selector takes its endpoints from the EndpointSlices written for it."""
     manifests = [(i, m) for i, m in enumerate(workload) if isinstance(m, k8s.Service)]
-    slices = _slices(src, workload, [m for _, m in manifests], pods, externals)
-    taken_ips = {m.spec.cluster_ip for _, m in manifests if m.spec.cluster_ip}
-    free_ips = (ip for ip in itertools.islice(hosts(cluster.service_cidr), 9, None) if ip not in taken_ips)
+    slices = _slices(src, workload, [m for _, m in manifests], pods, externals, cluster.families)
+    taken_ips = {ip for _, m in manifests for ip in (m.spec.cluster_ip, *m.spec.cluster_ips) if ip}
+    free_ips = {
+        family: (ip for ip in itertools.islice(hosts(cluster.service_cidr_of(family)), 9, None) if ip not in taken_ips)
+        for family in cluster.families
+    }
     taken_ports = {p.node_port for _, m in manifests for p in m.spec.ports if p.node_port}
     taken_ports |= {m.spec.health_check_node_port for _, m in manifests if m.spec.health_check_node_port}
     free_ports = (p for p in NODE_PORT_RANGE if p not in taken_ports)
@@ -225,7 +250,7 @@ def _service(
     m: k8s.Service,
     cluster: ClusterSpec,
     pods: tuple[PodSpec, ...],
-    free_ips: Iterator[str],
+    free_ips: Mapping[Family, Iterator[str]],
     free_ports: Iterator[int],
     slices: Mapping[tuple[str, str], list[_SliceEndpoint]],
     zones: Mapping[str, str],
@@ -236,11 +261,17 @@ def _service(
     topology = _topology_annotations(src, (*path, "metadata", "annotations"), m)
     path = (*path, "spec")
     spec = m.spec
-    cluster_ip = spec.cluster_ip or _take(
-        src, (*path, "clusterIP"), free_ips, f"address of serviceCIDR {cluster.service_cidr}"
-    )
-    if not inside(cluster_ip, cluster.service_cidr):
-        raise src.error((*path, "clusterIP"), f"{cluster_ip} is outside serviceCIDR {cluster.service_cidr}")
+    families = _families(src, path, spec, cluster)
+    cluster_ips = []
+    for k, family in enumerate(families.families):
+        where = (*path, "clusterIP") if k == 0 else (*path, "clusterIPs", k)
+        cidr = cluster.service_cidr_of(family)
+        given = spec.cluster_ip if k == 0 else spec.cluster_ips[k] if k < len(spec.cluster_ips) else None
+        ip = given or _take(src, where, free_ips[family], f"address of serviceCIDR {cidr}")
+        if not inside(ip, cidr):
+            raise src.error(where, f"{ip} is outside serviceCIDR {cidr}")
+        cluster_ips.append(ip)
+    cluster_ip = cluster_ips[0]
     selected = [
         p
         for p in pods
@@ -254,7 +285,7 @@ def _service(
             (p.node_port or _take(src, (*path, "ports", j, "nodePort"), free_ports, "NodePort")) if external else 0
         )
         if spec.selector:
-            eps = _endpoints(src, (*path, "ports", j), p, selected, zones)
+            eps = _endpoints(src, (*path, "ports", j), p, selected, zones, families.families)
         else:
             eps = tuple(e.spec for e in slices.get((m.metadata.namespace, m.metadata.name), []) if e.serves(p))
         ports.append(ServicePortSpec(p.name, p.port, p.protocol, node_port, eps))
@@ -283,7 +314,20 @@ def _service(
         proxy_ingress_ips=tuple(proxied),
         traffic_distribution=spec.traffic_distribution or "",
         topology_annotations=topology,
+        ip_family_policy=families.policy,
+        ip_families=families.families,
+        secondary_cluster_ip="".join(cluster_ips[1:]),
     )
+
+
+def _families(src: Source, path: FieldPath, spec: k8s.ServiceSpec, cluster: ClusterSpec) -> ServiceFamilies:
+    """ipFamilyPolicy, ipFamilies and clusterIPs as the API server takes them in a cluster of these families: what
+    it refuses is refused in its words."""
+    given = (spec.cluster_ip, spec.cluster_ips)
+    decided = service_families(spec.ip_family_policy, spec.ip_families, *given, cluster.families)
+    if isinstance(decided, Problem):
+        raise src.error((*path, *decided.field), decided.message)
+    return decided
 
 
 def _topology_annotations(src: Source, path: FieldPath, m: k8s.Service) -> tuple[tuple[str, str], ...]:
@@ -319,7 +363,19 @@ def _load_balancer_ips(
     if ingress and spec.type != "LoadBalancer":
         raise src.error((*path, "type"), "a load balancer IP needs `type: LoadBalancer`")
     for k, ip in enumerate(spec.external_ips + ingress):
-        if inside(ip, cluster.service_cidr) or inside(ip, cluster.cluster_cidr):
+        if family_of(ip) not in cluster.families:
+            only = " and ".join(cluster.families)
+            raise src.error(
+                (*path, "externalIPs", k),
+                f"expected an {' or '.join(cluster.families)} address (the cluster is {only} only), got {ip!r}",
+            )
+        own = (
+            cluster.service_cidr,
+            cluster.cluster_cidr,
+            cluster.secondary_service_cidr,
+            cluster.secondary_cluster_cidr,
+        )
+        if any(inside(ip, net) for net in own if net):
             raise src.error((*path, "externalIPs", k), f"{ip} is inside the cluster's own networks")
     return ingress, proxied
 
@@ -331,24 +387,33 @@ def _check_node_port(src: Source, path: FieldPath, port: int | None) -> None:
 
 
 def _endpoints(
-    src: Source, path: FieldPath, port: k8s.ServicePortSpec, pods: list[PodSpec], zones: Mapping[str, str]
+    src: Source,
+    path: FieldPath,
+    port: k8s.ServicePortSpec,
+    pods: list[PodSpec],
+    zones: Mapping[str, str],
+    families: tuple[Family, ...],
 ) -> tuple[EndpointSpec, ...]:
     """The selected pods that serve the port: every one for a numeric targetPort, those with a container port of
-    that name and protocol for a named one; each with its node's zone (the controller hints from it)."""
+    that name and protocol for a named one; each with its node's zone (the controller hints from it). The
+    controller writes a slice per family of the Service: an endpoint per pod address of each, the primary's first."""
     target = port.target_port if port.target_port is not None else port.port
-    eps = []
+    eps: list[tuple[PodSpec, int]] = []
     for pod in pods:
         if isinstance(target, int):
             number: int | None = target
         else:
             number = next((p.port for p in pod.ports if p.name == target and p.protocol == port.protocol), None)
         if number is not None:
-            eps.append(
-                EndpointSpec(pod.name, pod.node, pod.ip, number, pod.ready, serving=pod.ready, zone=zones[pod.node])
-            )
+            eps.append((pod, number))
     if isinstance(target, str) and pods and not eps:
         raise src.error((*path, "targetPort"), f"no selected pod has a container port named {target!r}")
-    return tuple(eps)
+    return tuple(
+        EndpointSpec(pod.name, pod.node, ip, number, pod.ready, serving=pod.ready, zone=zones[pod.node])
+        for family in families
+        for pod, number in eps
+        if (ip := of_family(family, *pod.ips))
+    )
 
 
 def unselected(src: Source, workload: list[k8s.Manifest], pods: tuple[PodSpec, ...]) -> tuple[str, ...]:
@@ -395,11 +460,13 @@ def _slices(
     services: list[k8s.Service],
     pods: tuple[PodSpec, ...],
     externals: tuple[ExternalSpec, ...],
+    families: tuple[Family, ...],
 ) -> dict[tuple[str, str], list[_SliceEndpoint]]:
     """The endpoints of each selector-less Service's EndpointSlices, by (namespace, name): every address is a pod
     or an external host of the scenario (the lab answers from its own actors only)."""
     selectors = {(m.metadata.namespace, m.metadata.name): m.spec.selector for m in services}
-    owners = {p.ip: (p.name, p.node) for p in pods if not p.host_network} | {e.ip: (e.name, "") for e in externals}
+    owners = {ip: (p.name, p.node) for p in pods if not p.host_network for ip in p.ips}
+    owners |= {ip: (e.name, "") for e in externals for ip in (e.ip, e.secondary_ip) if ip}
     found: dict[tuple[str, str], list[_SliceEndpoint]] = {}
     for i, m in enumerate(workload):
         if not isinstance(m, k8s.EndpointSlice):
@@ -422,8 +489,15 @@ def _slices(
                 f"Service {service} has a selector, so the EndpointSlice controller writes its slices; hand-written "
                 "ones go with a Service without a selector",
             )
+        if m.address_type not in families:
+            raise src.error(
+                (*path, "addressType"),
+                f"{m.address_type} is not a family of this cluster: expected {' or '.join(map(repr, families))}",
+            )
         for j, ep in enumerate(m.endpoints):
             address = ep.addresses[0]
+            if problem := slice_address_problem(m.address_type, address):
+                raise src.error((*path, "endpoints", j, "addresses", 0), problem)
             if address not in owners:
                 raise src.error(
                     (*path, "endpoints", j, "addresses", 0),

@@ -3,6 +3,7 @@ that release's EndpointSlice controller writes them (their topology hints)."""
 
 from __future__ import annotations
 
+from lab.describe.families import Family
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
     TOPOLOGY_MODE,
@@ -37,8 +38,12 @@ def hints_annotation(svc: ServiceSpec, release: Release) -> str:
     return written.get(TOPOLOGY_MODE, "")
 
 
-def service_ports(topo: Topology, node: str) -> list[ServicePort]:
+def service_ports(topo: Topology, node: str, family: Family | None = None) -> list[ServicePort]:
+    """The Service ports as the proxier of `family` (the cluster's primary one by default) gets them: each with
+    the Service's clusterIP of that family (None: the proxier skips it); every family's other addresses, which the
+    proxier filters as kube-proxy's do."""
     release = Release.of(topo.cluster.kube_version)
+    family = family or topo.cluster.families[0]
     here = NodeTopology(node, dict(topo.node(node).labels).get(ZONE_LABEL, ""))
     ports = []
     for svc in topo.services:
@@ -68,7 +73,7 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
                     port_name=port.name,
                     protocol=port.protocol,
                     port=port.port,
-                    cluster_ip=svc.cluster_ip,
+                    cluster_ip=svc.cluster_ip_of(family) or None,
                     node_port=port.node_port,
                     external_ips=svc.external_ips,
                     load_balancer_ips=programmed,
@@ -85,10 +90,13 @@ def service_ports(topo: Topology, node: str) -> list[ServicePort]:
     return ports
 
 
-def proxy_config(topo: Topology) -> ProxyConfig:
+def proxy_config(topo: Topology, family: Family | None = None) -> ProxyConfig:
+    """kube-proxy's flags as the proxier of `family` (the primary one by default) gets them: its clusterCIDR."""
     cluster = topo.cluster
+    family = family or cluster.families[0]
     return ProxyConfig(
-        cluster_cidr=cluster.cluster_cidr if cluster.kube_proxy_cluster_cidr else None,
+        family=family,
+        cluster_cidr=cluster.cluster_cidr_of(family) if cluster.kube_proxy_cluster_cidr else None,
         conntrack_tcp_be_liberal=cluster.tcp_be_liberal,
         masquerade_all=cluster.masquerade_all,
         node_port_addresses=cluster.node_port_addresses,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.render.kubeproxy.addresses import host_port
 from lab.render.kubeproxy.ipvs import IpvsRules, ipvsadm_flag
 from lab.render.kubeproxy.kernel_state import RealServerState
 
@@ -44,7 +45,7 @@ class RealServerDecision:
 def _weights(rules: IpvsRules) -> dict[tuple[str, str], dict[str, int]]:
     """(protocol, "VIP:port") → {real server "IP:port": weight}, as render wrote them."""
     return {
-        (vs.protocol, f"{vs.address}:{vs.port}"): {rs.text: rs.weight for rs in vs.real_servers}
+        (vs.protocol, host_port(vs.address, vs.port)): {rs.text: rs.weight for rs in vs.real_servers}
         for vs in rules.virtual_servers
     }
 

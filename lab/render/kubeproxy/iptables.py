@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from ipaddress import ip_network
 
 from lab.render.kubeproxy import hashing
-from lab.render.kubeproxy.addresses import parse_ipv4
+from lab.render.kubeproxy.addresses import Family, parse_ip
 from lab.render.kubeproxy.affinity import AffinityLookup
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
@@ -76,7 +76,9 @@ NFACCT_LOCALHOST_NODEPORTS = "localhost_nps_accepted_pkts"
 # The rules that send a client its xt_recent list knows to its endpoint (`-m recent --rcheck`, in the service and
 # XLB chains; not the endpoint chain's `--set` that records it), as iptables-save prints them.
 AFFINITY_LOOKUP = AffinityLookup("nat", "--rcheck")
-_LOOPBACK_NET = ip_network("127.0.0.0/8")
+# The loopback network each family's NodePorts jump leaves out when localhost NodePorts are off (the IPv6 proxier
+# always: IPv6 has no route_localnet, kube-proxy's TestDisableLocalhostNodePortsIPv6 writes "! -d ::1/128").
+_LOOPBACK_NET = {"IPv4": ip_network("127.0.0.0/8"), "IPv6": ip_network("::1/128")}
 _NEW = ("-m", "conntrack", "--ctstate", "NEW")
 _LOCAL_SRC = ("-m", "addrtype", "--src-type", "LOCAL")
 _LOCAL_DST = ("-m", "addrtype", "--dst-type", "LOCAL")
@@ -197,7 +199,7 @@ def render_iptables(
         route_localnet=node.route_localnet,
         version=version,
         ensured_chains=(("nat", KUBE_MARK_DROP),) if release.ensures_mark_drop_chain else (),
-        kubelet=kubelet_rules(version, kubelet_iptables_cleanup),
+        kubelet=kubelet_rules(version, kubelet_iptables_cleanup, config.family),
     )
 
 
@@ -214,8 +216,16 @@ class _Node(NodeBase):
     def build(cls, config: ProxyConfig, node_ips: Sequence[str], release: Release) -> _Node:
         base = NodeBase.build(config, node_ips)
         everywhere = base.node_ports_everywhere
-        has_loopback = everywhere or any(cidr.overlaps(_LOOPBACK_NET) for cidr in base.node_port_cidrs)
-        if release.localhost_nodeports_flag:
+        loopback = _LOOPBACK_NET[config.family]
+        has_loopback = everywhere or any(
+            cidr.version == loopback.version and cidr.overlaps(loopback)  # type: ignore[arg-type]
+            for cidr in base.node_port_cidrs
+        )
+        if config.family == "IPv6":
+            # No route_localnet for IPv6: the IPv6 proxier never serves NodePorts on ::1 (its NodePortAddresses
+            # has no IPv4 loopback, so NewProxier turns localhostNodePorts off), in every release the lab models.
+            localhost = route_localnet = False
+        elif release.localhost_nodeports_flag:
             # Localhost NodePorts are switched off unless the NodePort addresses include loopback.
             localhost = config.localhost_nodeports and has_loopback
             route_localnet = localhost
@@ -240,7 +250,8 @@ class _Node(NodeBase):
         return ("!", "-s", self.config.cluster_cidr) if self.config.cluster_cidr else ()
 
     def addr(self, ip: str) -> str:
-        return f"{ip}/32" if self.release.cidr_suffix else ip
+        # utilproxy.ToCIDR: a host route of the address's family (/32, /128 in the IPv6 proxier).
+        return f"{ip}/{32 if self.config.family == 'IPv4' else 128}" if self.release.cidr_suffix else ip
 
 
 class _ServiceView(ServiceView):
@@ -371,10 +382,11 @@ class SharedRules:
         eps = tuple(
             (e.ip, e.port, e.ready, e.serving, e.terminating, e.zone_hints, e.node_hints) for e in port.endpoints
         )
-        shared = (replace(port, endpoints=(), node=NodeTopology()), eps)
+        family = node.config.family
+        shared = (release.version, family, replace(port, endpoints=(), node=NodeTopology()), eps)
         facts = (release.version, node.config, node.mark, node.localhost_nodeports,
                  node.primary_ip if port.load_balancer_source_ranges else None)  # fmt: skip
-        _, collapsed = self._view(port, shared)
+        _, collapsed = self._view(port, shared, release, family)
         unlocalized = (
             release.endpoint_selection == "categorized"
             and port.internal_policy == port.external_policy == "Cluster"
@@ -383,14 +395,17 @@ class SharedRules:
         )
         return _PortKey(facts, shared if unlocalized else port, shared)
 
-    def _view(self, port: ServicePort, shared: Hashable) -> tuple[int, bool]:
+    def _view(self, port: ServicePort, shared: Hashable, release: Release, family: Family) -> tuple[int, bool]:
         """The port's endpoint count as its view has them, and whether two of its endpoints share an address
-        (kube-proxy keeps the local one): the same on every node."""
+        (which copy kube-proxy keeps may be the local one): the same on every node."""
         if shared not in self._views:
-            view = _ServiceView.build(port)
+            view = _ServiceView.build(port, release, family)
             count = len(view.endpoints) if view is not None else 0
-            ipv4 = sum(parse_ipv4(e.ip) is not None for e in port.endpoints)
-            self._views[shared] = (count, view is not None and count < ipv4)
+            known = sum(
+                parse_ip(e.ip, family) is not None and (e.ready or release.knows_unready_endpoints)
+                for e in port.endpoints
+            )
+            self._views[shared] = (count, view is not None and count < known)
         return self._views[shared]
 
     def endpoint_count(self, key: _PortKey) -> int:
@@ -400,7 +415,7 @@ class SharedRules:
         """The port's rules on `node`, written the first time a node sees it so."""
         if (key, large) not in self._written:
             out = _Tables()
-            if (view := _ServiceView.build(port)) is not None:
+            if (view := _ServiceView.build(port, node.release, node.config.family)) is not None:
                 plan = _Plan.build(view, node.release)
                 (_write_xlb_service if node.release.xlb else _write_service)(out, node, plan, large)
             self._written[key, large] = out
@@ -525,8 +540,9 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
             )
             out.nat("-A", KUBE_NODEPORTS, match, "-j", svc_chain)
         else:
-            # Fix localhost martian source error: 127/8 sources must be masqueraded.
-            out.nat("-A", KUBE_NODEPORTS, match, "-s", "127.0.0.0/8", "-j", KUBE_MARK_MASQ)
+            # Fix localhost martian source error: 127/8 sources must be masqueraded (the IPv6 proxier names ::1/128,
+            # INFERRED: no IPv6 golden of the xlb era is in the index).
+            out.nat("-A", KUBE_NODEPORTS, match, "-s", str(_LOOPBACK_NET[node.config.family]), "-j", KUBE_MARK_MASQ)
             out.nat("-A", KUBE_NODEPORTS, match, "-j", xlb_chain)
 
     _write_health_check_rule(out, node, svc)
@@ -805,7 +821,7 @@ def _write_nodeports_jumps(out: _Tables, node: _Node) -> None:
     comment = comment_match("kubernetes service nodeports; NOTE: this must be the last rule in this chain")
     if node.nodeport_ips is None:
         # Without route_localnet a NodePort cannot answer on 127/8, so do not catch it (1.26+).
-        not_localhost = () if node.localhost_nodeports else ("!", "-d", "127.0.0.0/8")
+        not_localhost = () if node.localhost_nodeports else ("!", "-d", str(_LOOPBACK_NET[node.config.family]))
         out.nat("-A", KUBE_SERVICES, comment, _LOCAL_DST, not_localhost, "-j", KUBE_NODEPORTS)
         return
     for ip in node.nodeport_ips:

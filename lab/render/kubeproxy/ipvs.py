@@ -66,6 +66,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from lab.render.kubeproxy import xtables
+from lab.render.kubeproxy.addresses import Family, host_port
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -150,6 +151,7 @@ _NODE_PORT_SETS = {"tcp": NODE_PORT_TCP, "udp": NODE_PORT_UDP, "sctp": NODE_PORT
 _NODE_PORT_LOCAL_SETS = {"tcp": NODE_PORT_LOCAL_TCP, "udp": NODE_PORT_LOCAL_UDP, "sctp": NODE_PORT_LOCAL_SCTP}
 _IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
 _LOOPBACK = "127.0.0.0/8"
+_SET_FAMILY = {"IPv4": "inet", "IPv6": "inet6"}  # ipset's family of the proxier's hash sets
 
 
 def ipvsadm_flag(protocol: str) -> str:
@@ -199,12 +201,13 @@ class IpSet:
     set_type: str
     comment: str
     entries: tuple[str, ...] = ()
+    family: str = "inet"  # the proxier's: inet, or inet6 for the IPv6 proxier's sets
 
     def create_line(self) -> str:
         """createSet(): hash types get family/hashsize/maxelem defaults, bitmap:port the full range."""
         if self.set_type == BITMAP_PORT:
             return f"create {self.name} {self.set_type} range 0-65535"
-        return f"create {self.name} {self.set_type} family inet hashsize 1024 maxelem 65536"
+        return f"create {self.name} {self.set_type} family {self.family} hashsize 1024 maxelem 65536"
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ class RealServer:
 
     @property
     def text(self) -> str:
-        return f"{self.address}:{self.port}"
+        return host_port(self.address, self.port)
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,7 @@ class VirtualServer:
     @property
     def service_address(self) -> str:
         """ipvsadm's service option and address, e.g. "-t 10.96.0.1:443"."""
-        return f"{ipvsadm_flag(self.protocol)} {self.address}:{self.port}"
+        return f"{ipvsadm_flag(self.protocol)} {host_port(self.address, self.port)}"
 
     def ipvsadm_lines(self) -> list[str]:
         persistent = f" -p {self.timeout}" if self.timeout else ""
@@ -324,7 +327,7 @@ def render_ipvs(
         raise ValueError(problem)
     release = Release.of(version)
     node = _Node.build(config, node_ips)
-    views = [view for view in map(_ServiceView.build, services) if view is not None]
+    views = [view for port in services if (view := _ServiceView.build(port, release, config.family)) is not None]
     state = _State(release, node, views)
     for view in views:
         state.add_service(view)
@@ -333,15 +336,18 @@ def render_ipvs(
     tables = _write_iptables_rules(state)
     return IpvsRules(
         version=version,
-        dummy_addresses=tuple(f"{ip}/32" for ip in state.bound),
-        ipsets=tuple(IpSet(name, *IPSET_INFO[name], tuple(state.sets[name])) for name in _set_names(release)),
+        dummy_addresses=tuple(f"{ip}/{32 if config.family == 'IPv4' else 128}" for ip in state.bound),
+        ipsets=tuple(
+            IpSet(name, *IPSET_INFO[name], tuple(state.sets[name]), family=_SET_FAMILY[config.family])
+            for name in _set_names(release)
+        ),
         virtual_servers=tuple(state.virtual_servers.values()),
         nat_chains=_nat_chains(release),
         nat_rules=tuple(tables.nat),
         filter_chains=_filter_chains(release),
         filter_rules=tuple(tables.filter),
         jump_rules=_jump_rules(release),
-        kubelet=xtables.kubelet_rules(version) if release.kubelet_mark_drop else None,
+        kubelet=xtables.kubelet_rules(version, family=config.family) if release.kubelet_mark_drop else None,
         sysctls=_sysctls(release, config, kernel),
         node_port_addresses=tuple(state.node_port_ips),
     )
@@ -440,7 +446,7 @@ def _ipvs_filter_returns(release: Release) -> tuple[tuple[str, str], ...]:
 def _sysctls(release: Release, config: ProxyConfig, kernel: tuple[int, int]) -> dict[str, int]:
     """What NewProxier ensures (EnsureSysctl), in its order."""
     sysctls = {}
-    if release.ipvs_route_localnet:
+    if release.ipvs_route_localnet and config.family == "IPv4":
         sysctls["net/ipv4/conf/all/route_localnet"] = 1
     sysctls["net/ipv4/vs/conntrack"] = 1
     # conn_reuse_mode=0 needs kernel >= 4.1; from 1.22 kernels >= 5.9 keep their default.
@@ -466,8 +472,8 @@ class _ServiceView(ServiceView):
     """The ipvs proxier binds each external and LB IP once, and names set entries "IP,proto:port"."""
 
     @classmethod
-    def build(cls, port: ServicePort) -> _ServiceView | None:
-        view = super().build(port)
+    def build(cls, port: ServicePort, release: Release, family: Family = "IPv4") -> _ServiceView | None:
+        view = super().build(port, release, family)
         if view is None:
             return None
         return replace(view, external_ips=tuple(unique(view.external_ips)), lb_ips=tuple(unique(view.lb_ips)))
@@ -508,8 +514,8 @@ class _State:
     def add_service(self, svc: _ServiceView) -> None:
         release = self.release
         for ep in svc.endpoints:
-            # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones are known).
-            if ep.is_local and (ep.ready or release.knows_unready_endpoints):
+            # Hairpin: every local endpoint kube-proxy knows (<= 1.20 only ready ones: family_endpoints).
+            if ep.is_local:
                 self.add(LOOP_BACK, f"{ep.ip},{svc.proto}:{ep.port},{ep.ip}")
 
         self.add(CLUSTER_IP, svc.entry(svc.cluster_ip))
@@ -615,8 +621,9 @@ def _write_iptables_rules(state: _State) -> _Tables:
         comment = ("-m", "comment", "--comment", xtables.quoted(IPSET_INFO[name][1]))
         return (*comment, "-m", "set", "--match-set", name, match_type)
 
-    if release.ipvs_filter:
-        # Dismiss connections to localhost early.
+    if release.ipvs_filter and state.node.config.family == "IPv4":
+        # Dismiss connections to localhost early (127/8: the IPv6 proxier writes no such rule, INFERRED: IPv6 has
+        # no route_localnet to guard against).
         out.add("nat", "-A", KUBE_SERVICES, "-s", _LOOPBACK, "-j", "RETURN")
 
     for name, table, chain, target, match_type, proto in _set_jumps(release):

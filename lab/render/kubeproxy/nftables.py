@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -75,6 +76,11 @@ NFTABLES_VERSIONS = tuple(f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_M
 DEFAULT_VERSION = "1.33"
 
 FAMILY = "ip"
+# kube-proxy's IPv6 proxier writes the same rules in its own `ip6 kube-proxy` table (not `inet`: KEP-3866): the
+# proxier substitutes ipX ("ip"/"ip6") and ipvX_addr ("ipv4_addr"/"ipv6_addr") into each rule and set type, which
+# the transaction does here for rules written in the IPv4 table's words.
+_TABLE_FAMILY = {"IPv4": "ip", "IPv6": "ip6"}
+_IP_MATCH = re.compile(r"\bip (saddr|daddr)\b")
 TABLE = "kube-proxy"
 
 # Fixed chain, set and map names (const block of proxier.go).
@@ -112,6 +118,7 @@ _NAME_BASE_MAX = 256 - 16
 _IP_PORT_PROTO = "ipv4_addr . inet_proto . inet_service : verdict"
 _PORT_PROTO = "inet_proto . inet_service : verdict"
 _NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
+_NO_LOCALHOST_V6 = "ip6 daddr != ::1"  # the IPv6 proxier's noLocalhost (INFERRED: no IPv6 nftables golden here)
 _LOCALHOST = "ip daddr 127.0.0.0/8"
 
 # 1.37's KubeProxyNFTablesLocalhostNodePorts gate (#138427): the protocols whose localhost NodePorts kube-proxy
@@ -259,12 +266,12 @@ def render_nftables(
         raise ValueError(problem)
     release = Release.of(version)
     node = _Node.build(config, node_ips, release)
-    tx = _Tx()
+    tx = _Tx(family=_TABLE_FAMILY[config.family])
     _write_setup(tx, node, release)
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()
     listeners: list[LocalhostNodePort] = []
-    for view in filter(None, map(_ServiceView.build, services)):
+    for view in filter(None, (_ServiceView.build(port, release, config.family) for port in services)):
         plan = _Plan.build(view, release)
         _write_service(tx, node, release, plan, active)
         listeners += _localhost_listener(node, plan)
@@ -295,7 +302,8 @@ class _Node(NodeBase):
     @classmethod
     def build(cls, config: ProxyConfig, node_ips: Sequence[str], release: Release) -> _Node:
         base = NodeBase.build(config, node_ips)
-        gate = config.nft_localhost_nodeports and release.nft_localhost_nodeports_gate
+        # The gate's localhost NodePorts are IPv4's (127.0.0.0/8): the IPv6 proxier serves none on ::1.
+        gate = config.nft_localhost_nodeports and release.nft_localhost_nodeports_gate and config.family == "IPv4"
         # useLocalhostNodePortProxy: the gate, and a loopback CIDR named in nodePortAddresses itself.
         proxy = gate and base.explicit_loopback
         rejects = (_UNSERVED if proxy else _REJECTABLE) if gate else ()
@@ -450,9 +458,16 @@ class _Tx:
     """A knftables Transaction: operations rendered the way knftables' writeOperation does."""
 
     commands: list[str] = field(default_factory=list)
+    family: str = FAMILY  # the table's: "ip", or "ip6" for the IPv6 proxier
 
     def _emit(self, verb: str, kind: str, rest: str) -> None:
-        self.commands.append(f"{verb} {kind} {FAMILY} {TABLE}{rest}")
+        self.commands.append(f"{verb} {kind} {self.family} {TABLE}{rest}")
+
+    def _words(self, text: str) -> str:
+        """The rule or set type in the table's family's words (ipX, ipvX_addr)."""
+        if self.family == FAMILY:
+            return text
+        return _IP_MATCH.sub(r"ip6 \1", text).replace("ipv4_addr", "ipv6_addr")
 
     def add_table(self, comment: str) -> None:
         self._emit("add", "table", f" {{ comment {_q(comment)} ; }}")
@@ -475,13 +490,13 @@ class _Tx:
         self._emit("delete", kind, f" {name}")
 
     def add_rule(self, chain: str, *parts: str | Iterable[str], comment: str | None = None) -> None:
-        rule = _concat(parts)
+        rule = self._words(_concat(parts))
         self._emit("add", "rule", f" {chain} {rule}" + (f" comment {_q(comment)}" if comment else ""))
 
     def add_set(
         self, kind: str, name: str, type_: str, *, flags: str = "", timeout: int = 0, comment: str = ""
     ) -> None:
-        props = [f"type {type_} ;"]
+        props = [f"type {self._words(type_)} ;"]
         props += [f"flags {flags} ;"] if flags else []
         props += [f"timeout {timeout}s ;"] if timeout else []
         props += [f"comment {_q(comment)} ;"] if comment else []
@@ -567,7 +582,8 @@ def _write_cluster_ips_check(tx: _Tx, node: _Node) -> None:
     tx.add_set("set", CLUSTER_IPS, "ipv4_addr", comment="Active ClusterIPs")
     reject = "Reject traffic to invalid ports of ClusterIPs"
     tx.add_rule(CLUSTER_IPS_CHECK, "ip daddr", "@", CLUSTER_IPS, "reject", comment=reject)
-    cidrs = [str(cidr) for cidr in node.config.service_cidrs if ":" not in cidr]
+    # Each family's proxier drops to its own family's ServiceCIDRs.
+    cidrs = [str(cidr) for cidr in node.config.service_cidrs if (":" in cidr) == (node.config.family == "IPv6")]
     if cidrs:
         drop = ("ip daddr {", ",".join(cidrs), "} drop")
         tx.add_rule(CLUSTER_IPS_CHECK, *drop, comment="Drop traffic to unallocated ClusterIPs")
@@ -619,7 +635,8 @@ def _nodeport_match(node: _Node, *, local: bool = False) -> str:
     local address but 127/8, which nftables kube-proxy never serves."""
     if node.nodeport_ips is not None:
         return f"ip daddr @{NODEPORT_IPS}"
-    return f"fib daddr type local {_NO_LOCALHOST}" if local else _NO_LOCALHOST
+    no_localhost = _NO_LOCALHOST if node.config.family == "IPv4" else _NO_LOCALHOST_V6
+    return f"fib daddr type local {no_localhost}" if local else no_localhost
 
 
 def _write_dispatch(tx: _Tx, node: _Node, release: Release) -> None:

@@ -97,3 +97,6 @@ class ProxyConfig:
     # nftables mode: the ServiceCIDRs kube-proxy learns from ServiceCIDR objects (MultiCIDRServiceAllocator,
     # on by default from 1.33); traffic to unallocated IPs in them is dropped. Empty = no such rule.
     service_cidrs: tuple[str, ...] = ()
+    # The proxier's family: kube-proxy runs one per family (iptables and ip6tables, the `ip` and `ip6` nftables
+    # tables, ipvs with inet and inet6 sets), each given only that family's addresses and cluster_cidr.
+    family: Literal["IPv4", "IPv6"] = "IPv4"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.describe.topology import Topology
-from lab.render.dataplane import IPVS_DEVICE, NodeDataplane, ipvs_dataplane, ipvs_rules, node_dataplane
+from lab.render.dataplane import NodeDataplane, ipvs_dataplane, ipvs_rules, node_dataplane
 from lab.render.kubeproxy.adapter import service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, ConntrackDeletion, cleanup, deletions
 from lab.render.kubeproxy.graceful import RealServerDecision, graceful_terminations
@@ -35,14 +35,6 @@ class SyncPlan:
     real_servers: tuple[RealServerDecision, ...] = ()  # left at weight 0: deleted or kept
     cleanup: Cleanup = Cleanup()  # the conntrack cleanup's decisions (why: kube-proxy's log lines)
     conntrack: tuple[ConntrackDeletion, ...] = ()  # the deletions they come to
-
-    @property
-    def address_commands(self) -> tuple[str, ...]:
-        """The address changes as `ip -batch` lines, bindings first."""
-        return (
-            *(f"addr add {a} dev {IPVS_DEVICE}" for a in self.addresses_added),
-            *(f"addr del {a} dev {IPVS_DEVICE}" for a in self.addresses_deleted),
-        )
 
 
 def reads(topo: Topology) -> Reads:

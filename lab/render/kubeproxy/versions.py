@@ -127,9 +127,22 @@ class Release:
         return self.minor >= 26
 
     @property
+    def ready_duplicate_wins(self) -> bool:
+        """Of two endpoints of a Service port with the same "IP:port" (a pod IP reused while the old pod is still
+        terminating: kubernetes#135266), the ready one is kept (#135593, in CHANGELOG-1.36.md: "Kube-proxy now
+        correctly handles the case where a pod IP gets assigned to a newly-created pod when the pod that
+        previously had that IP has been terminated but is not yet fully deleted"). Before, EndpointSliceCache's
+        addEndpoints kept the first one met and let a later one replace it only when it was on this node
+        (`!exists || isLocal`, pkg/proxy/endpointslicecache.go at danwinship/kubernetes@6c763fd5 and
+        kubernetes/kubernetes@04791b49, READ), so a node kept the terminating copy and wrote no rules for it.
+        That 1.36 still settles a tie between two alike copies as 1.35 did is INFERRED (its code is not stored)."""
+        return self.minor >= 36
+
+    @property
     def knows_unready_endpoints(self) -> bool:
         """Not-ready endpoints reach the proxier's endpoints map (1.21, EndpointSlice conditions kept); before,
-        EndpointSliceCache dropped them (S1.20). They count for ipvs' hairpin set and the health check."""
+        EndpointSliceCache dropped them (S1.20's newEndpointSliceInfo), before it merged copies of one IP. They
+        count for ipvs' hairpin set and the health check."""
         return self.minor >= 21
 
     @property

@@ -1,15 +1,15 @@
-"""A ServicePort as kube-proxy's IPv4 proxiers see it (BaseServicePortInfo and the endpoints map), shared
+"""A ServicePort as one family's kube-proxy proxier sees it (BaseServicePortInfo and the endpoints map), shared
 by the iptables, ipvs and nftables renderers; each adds what only its proxier reads."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 from typing import Self, TypeVar
 
-from lab.render.kubeproxy.addresses import ipv4_endpoints, ipv4_strings, parse_ipv4, parse_ipv4_cidr
+from lab.render.kubeproxy.addresses import Family, Network, family_endpoints, family_strings, parse_cidr, parse_ip
 from lab.render.kubeproxy.service import Endpoint, ServicePort
+from lab.render.kubeproxy.versions import Release
 
 T = TypeVar("T")
 
@@ -25,27 +25,28 @@ class ServiceView:
     cluster_ip: str
     external_ips: tuple[str, ...]
     lb_ips: tuple[str, ...]
-    source_ranges: tuple[tuple[str, IPv4Network], ...]  # (as written, trimmed; parsed): iptables prints either
+    source_ranges: tuple[tuple[str, Network], ...]  # (as written, trimmed; parsed): iptables prints either
     endpoints: tuple[Endpoint, ...]  # one per "IP:port", sorted by that string, as the endpoints map is
 
     @classmethod
-    def build(cls, port: ServicePort) -> Self | None:
-        """None for a Service the IPv4 proxier skips (no IPv4 cluster IP)."""
-        cluster_ip = parse_ipv4(port.cluster_ip) if port.cluster_ip else None
+    def build(cls, port: ServicePort, release: Release, family: Family = "IPv4") -> Self | None:
+        """None for a Service the family's proxier skips (no cluster IP of its family: the ServicePort carries the
+        Service's clusterIP of the proxier's family, as kube-proxy's service change tracker takes it)."""
+        cluster_ip = parse_ip(port.cluster_ip, family) if port.cluster_ip else None
         if cluster_ip is None:
             return None
-        ranges = [(text.strip(), parse_ipv4_cidr(text)) for text in port.load_balancer_source_ranges]
+        ranges = [(text.strip(), parse_cidr(text, family)) for text in port.load_balancer_source_ranges]
         return cls(
             port=port,
             cluster_ip=str(cluster_ip),
-            external_ips=ipv4_strings(port.external_ips),
-            lb_ips=ipv4_strings(port.load_balancer_ips),
+            external_ips=family_strings(port.external_ips, family),
+            lb_ips=family_strings(port.load_balancer_ips, family),
             source_ranges=tuple((text, cidr) for text, cidr in ranges if cidr is not None),
-            endpoints=ipv4_endpoints(port),
+            endpoints=family_endpoints(port, release, family),
         )
 
     @property
-    def source_cidrs(self) -> tuple[IPv4Network, ...]:
+    def source_cidrs(self) -> tuple[Network, ...]:
         return tuple(cidr for _, cidr in self.source_ranges)
 
     @property

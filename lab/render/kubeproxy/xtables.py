@@ -63,9 +63,11 @@ class KubeletRules:
         return {"filter": self.filter_rules, "nat": self.nat_rules}[table]
 
 
-def kubelet_rules(version: str, ownership_cleanup: bool | None = None) -> KubeletRules | None:
+def kubelet_rules(version: str, ownership_cleanup: bool | None = None, family: str = "IPv4") -> KubeletRules | None:
     """kubelet's rules of that version, or None when its IPTablesOwnershipCleanup gate leaves only the hint
-    chain and a copy of kube-proxy's own localnet rule (Release.kubelet_ownership_cleanup)."""
+    chain and a copy of kube-proxy's own localnet rule (Release.kubelet_ownership_cleanup). In ip6tables it
+    writes no localnet rule: "if !iptClient.IsIPv6() { // ipv6 doesn't have this issue" (pkg/kubelet/
+    kubelet_network_linux.go)."""
     release = Release.of(version)
     if release.kubelet_ownership_cleanup(ownership_cleanup):
         return None
@@ -80,6 +82,7 @@ def kubelet_rules(version: str, ownership_cleanup: bool | None = None) -> Kubele
         + ("-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
     )
     firewall = (localnet, mark_drop) if release.kubelet_localnet_rule_first else (mark_drop, localnet)
+    firewall = firewall if family == "IPv4" else (mark_drop,)
     return KubeletRules(
         filter_chains=(KUBE_FIREWALL,),
         filter_rules=firewall,

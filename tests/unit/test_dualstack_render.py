@@ -1,0 +1,94 @@
+"""A dual-stack node's rules: one kube-proxy proxier per family, each with its own family's addresses, per mode.
+
+The goldens under tests/golden/dualstack are the lab's own output for tests/fixtures/dualstack/dual-stack-nodeport.yaml
+(regression texts, not kube-proxy's: kube-proxy's IPv6 agreement is tests/unit/test_iptables_ipv6.py); the
+assertions below say what each must hold whatever the golden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lab.describe.load import load_scenario
+from lab.render.dataplane import node_dataplane
+
+FILE = "tests/fixtures/dualstack/dual-stack-nodeport.yaml"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "dualstack"
+
+
+def plane(mode: str):
+    (topo,) = load_scenario(FILE, {"proxyMode": [mode]}).variants
+    return node_dataplane(topo, "node2")
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_both_proxiers_as_lab_render_prints_them(mode):
+    assert plane(mode).text() == (GOLDEN / f"{mode}-node2.txt").read_text()
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_each_proxier_has_its_family_only(mode):
+    v4 = plane(mode)
+    v6 = v4.other_family
+    assert (v4.family, v6.family if v6 else None) == ("IPv4", "IPv6")
+    text4 = v4.iptables or v4.nft
+    text6 = v6.iptables or v6.nft
+    # The dual-stack Service in both, the IPv6-only one in the IPv6 proxier alone; endpoints of the family.
+    assert "10.96.0.10" in text4 and "fd00:10:96::a" not in text4 and "fd00:10:96::b" not in text4
+    assert "fd00:10:96::a" in text6 and "fd00:10:96::b" in text6 and "10.96.0.10" not in text6
+    assert "10.244.1.2" in text4 and "fd00:10:244:1::2" in text6 and "10.244.1.2" not in text6
+    # The local-traffic detector is the family's clusterCIDR.
+    assert "10.244.0.0/16" in text4 and "fd00:10:244::/56" in text6
+
+
+def test_ip6tables_serves_no_nodeport_on_loopback_and_sets_no_route_localnet():
+    v6 = plane("iptables").other_family
+    assert v6 is not None
+    assert "127.0.0.0/8" not in v6.iptables
+    assert all(key != "net.ipv4.conf.all.route_localnet" for key, _ in v6.setup.sysctls)
+
+
+def test_the_ip6_table_speaks_ipv6():
+    v6 = plane("nftables").other_family
+    assert v6 is not None
+    lines = v6.nft.splitlines()
+    assert all(" ip6 kube-proxy" in line for line in lines if line.startswith(("add ", "flush ", "delete ")))
+    assert "ip daddr" not in v6.nft and "ipv4_addr" not in v6.nft
+    # nftables serves NodePorts on the primary node IP of the family by default.
+    assert "add element ip6 kube-proxy nodeport-ips { fd00:56::12 }" in v6.nft and "type ipv6_addr" in v6.nft
+
+
+def test_ip6_nodeports_on_every_address_leave_loopback_out():
+    from lab.render.kubeproxy.nftables import render_nftables
+    from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
+
+    port = ServicePort("ns1", "svc1", "p80", "TCP", 80, "fd00:ab34::20", node_port=30001,
+                       endpoints=(Endpoint("ff06::c1", 80, False),))  # fmt: skip
+    config = ProxyConfig(family="IPv6", node_port_addresses=("::/0",))
+    script = render_nftables([port], config, ["2001:db8::1"], "1.31").script()
+    assert "fib daddr type local ip6 daddr != ::1" in script and "127.0.0.0/8" not in script
+
+
+@pytest.mark.parametrize("version", ["1.30", "1.31", "1.32", "1.33"])
+def test_ip6_table_agrees_with_kube_proxys_ipv6_node_ports_dump(version):
+    """The IPv6 NodePort dump of kube-proxy's nftables era before 1.34's chain rework (tests/golden/nftables/ipv6):
+    one NodePort Service, two endpoints, nodePortAddresses covering both IPv6 node addresses, ServiceCIDR
+    fd00:10:96::/112. 1.34+ hook their chains otherwise (filter-prerouting-pre-dnat...): that dump predates it."""
+    from support.builders import ep, svc
+    from support.nft import FAKE, assert_nftables_transaction_equal, dump_of
+
+    from lab.render.kubeproxy.nftables import render_nftables
+
+    service = svc(
+        "ns1", "svc1", "fd00:172:30::41", node_port=3001, endpoints=(ep("fd00:10:180::1"), ep("fd00:10:180::2:1"))
+    )
+    config = replace(FAKE, family="IPv6", cluster_cidr="fd00:10::/64", service_cidrs=("fd00:10:96::/112",),
+                     node_port_addresses=("2001:db8::/32",))  # fmt: skip
+    rules = render_nftables([service], config, ["2001:db8::1", "2001:db8:1::2"], version)
+    expected = (
+        Path(__file__).resolve().parents[1] / "golden" / "nftables" / "ipv6" / "node_ports_basic_v6.txt"
+    ).read_text()
+    assert_nftables_transaction_equal(expected, dump_of(rules))
