@@ -43,6 +43,7 @@ from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
 from lab.helptext import DIFF, STOPPED, exit_codes
+from lab.import_command import add_import_command, run_import
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
 from lab.pipeline import run_variant
@@ -220,8 +221,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from lab.describe.kubectl.command import run_import
-
     return run_import(args, lambda line: err.print(Text("note: ", style="yellow") + literal(line), highlight=False))
 
 
@@ -356,8 +355,6 @@ def parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("files", nargs="*", help="scenario files (default: topologies/*.yaml)")
     validate.set_defaults(func=cmd_validate)
-
-    from lab.describe.kubectl.command import add_import_command
 
     add_import_command(sub, cmd_import)
 

@@ -1,5 +1,6 @@
 """`lab import`'s arguments, and the command: read the inputs, write the scenario, check it as `lab validate`
-would, say what was left out."""
+would, say what was left out. A runner beside lab/cli.py: the import itself is describe's front end
+(lab/describe/kubectl/), which knows nothing of command lines."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from lab.describe.kubectl.scenario import Options, import_cluster
 from lab.describe.kubectl.write import scenario_text
 from lab.describe.load import load_scenario
 from lab.describe.names import DNS1123_LABEL, refusal
+from lab.helptext import exit_codes
 
 DESCRIPTION = (
     "Write a scenario file from a cluster's own objects: the nodes (addresses, podCIDRs, topology labels), the "
@@ -34,8 +36,6 @@ DESCRIPTION = (
 
 
 def add_import_command(sub: argparse._SubParsersAction, func: Callable[[argparse.Namespace], int]) -> None:
-    from lab.helptext import exit_codes
-
     p = sub.add_parser(
         "import",
         help="write a scenario from kubectl's objects (kubectl get ... -o yaml, kube-proxy's ConfigMap)",
