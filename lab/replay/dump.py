@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from lab.install.tools import InstallError
+from lab.realize.families import endpoint
 
 
 class DumpError(InstallError):
@@ -19,18 +20,36 @@ class DumpError(InstallError):
         super().__init__(f"{f'line {line} of ' if line else ''}the {dump}: {reason}")
 
 
+def _address(dump: str, address: str, line: int, what: str) -> str:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        raise DumpError(dump, f"{what} {address} is not an IP address", line) from None
+
+
 def _ipv4(dump: str, address: str, line: int, what: str) -> str:
     try:
         return str(ipaddress.IPv4Address(address))
     except ValueError:
         raise DumpError(
-            dump,
-            f"{what} {address} is not an IPv4 address (lab replay replays IPv4: iptables-save, not ip6tables-save)",
-            line,
+            dump, f"{what} {address} is not an IPv4 address (lab replay replays ipvs virtual servers of IPv4)", line
         ) from None
 
 
-_DNAT = re.compile(r"-j DNAT --to-destination (\[?[0-9a-fA-F.:]+?\]?)(?::(\d+))?(?:\s|$)")
+_DNAT = re.compile(r"-j DNAT --to-destination (\S+)")
+
+
+def split_target(target: str) -> tuple[str, int | None]:
+    """A NAT target's address and port, as iptables-save writes one: `10.0.0.1:80`, `10.0.0.1`, `[fd00::1]:80`,
+    `[fd00::1]` or `fd00::1` (an IPv6 address with a port is always in brackets)."""
+    if target.startswith("[") and "]" in target:
+        address, _, rest = target[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif target.count(":") == 1:
+        address, _, port = target.partition(":")
+    else:
+        address, port = target, ""
+    return address, int(port) if port.isdigit() else None
 _PROTO = re.compile(r"-p (tcp|udp|sctp)\b")
 
 
@@ -41,11 +60,16 @@ class Target:
     protocol: str
 
     def __str__(self) -> str:
-        return f"{self.ip}:{self.port}" if self.port else self.ip
+        return endpoint(self.ip, self.port) if self.port else self.ip
+
+    @property
+    def version(self) -> int:
+        return ipaddress.ip_address(self.ip).version
 
 
-def dnat_targets(dump: str) -> list[Target]:
-    """Every `-j DNAT --to-destination` of the nat table, in dump order, without repeats."""
+def dnat_targets(dump: str, dump_name: str = "rules") -> list[Target]:
+    """Every `-j DNAT --to-destination` of the nat table, in dump order, without repeats (`dump_name`: the option
+    that gave the dump, named in an error)."""
     found: dict[Target, None] = {}
     table = ""
     for number, line in enumerate(dump.splitlines(), 1):
@@ -53,36 +77,52 @@ def dnat_targets(dump: str) -> list[Target]:
             table = line[1:].strip()
         elif table == "nat" and line.startswith("-A ") and (match := _DNAT.search(line)):
             proto = _PROTO.search(line)
-            port = int(match.group(2)) if match.group(2) else None
-            ip = _ipv4("rules", match.group(1).strip("[]"), number, "DNAT to")
+            address, port = split_target(match.group(1))
+            ip = _address(dump_name, address, number, "DNAT to")
             found[Target(ip, port, proto.group(1) if proto else "tcp")] = None
     return list(found)
 
 
-# nftables: `dnat to 10.0.0.1:80`, `dnat ip to 10.0.0.1` (inet tables); not ranges, nor maps keyed by address.
-_NFT_DNAT = re.compile(r"\bdnat (?:ip )?to (\d{1,3}(?:\.\d{1,3}){3})(?::(\d+))?(?=[\s;}]|$)")
+# nftables: `dnat to 10.0.0.1:80`, `dnat ip to 10.0.0.1` (inet tables); IPv6: `dnat to [fd00::1]:80`, `dnat ip6 to
+# fd00::1`; not ranges, nor maps keyed by address.
+_IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
+_IPV6 = r"[0-9a-fA-F]*:[0-9a-fA-F:.]*"
+_NFT_DNAT = re.compile(rf"\bdnat (?:ip6? )?to (?:({_IPV4})(?::(\d+))?|\[({_IPV6})\](?::(\d+))?|({_IPV6}))(?=[\s;}}]|$)")
 # kube-proxy 1.36+ picks the endpoint itself: `dnat ip addr . port to numgen random mod 2 map { 0 : IP . PORT ,
-# 1 : IP . PORT }` as written, `dnat ip to numgen random mod 2 map { 0 : IP . PORT, ... }` as listed.
-_NFT_DNAT_NUMGEN = re.compile(r"\bdnat ip (?:addr \. port )?to numgen (?:random|inc) mod \d+ map \{([^}]*)\}")
-_NFT_NUMGEN_ELEMENT = re.compile(r"\d+ : (\d{1,3}(?:\.\d{1,3}){3}) \. (\d+)")
-_NFT_PROTO = re.compile(r"\b(?:meta l4proto|ip protocol) (tcp|udp|sctp)\b|\b(tcp|udp|sctp) dport\b")
+# 1 : IP . PORT }` as written, `dnat ip to numgen random mod 2 map { 0 : IP . PORT, ... }` as listed (ip6 in
+# an IPv6 table).
+_NFT_DNAT_NUMGEN = re.compile(r"\bdnat ip6? (?:addr \. port )?to numgen (?:random|inc) mod \d+ map \{([^}]*)\}")
+_NFT_NUMGEN_ELEMENT = re.compile(rf"\d+ : ({_IPV4}|{_IPV6}) \. (\d+)")
+_NFT_PROTO = re.compile(r"\b(?:meta l4proto|ip protocol|ip6 nexthdr) (tcp|udp|sctp)\b|\b(tcp|udp|sctp) dport\b")
 
 
 def nft_dnat_targets(dump: str) -> list[Target]:
-    """Every literal IPv4 `dnat to` of an `nft list ruleset` dump or an `nft -f` script (kube-proxy's
+    """Every literal `dnat to` (of either family) of an `nft list ruleset` dump or an `nft -f` script (kube-proxy's
     endpoint chains: `meta l4proto tcp dnat to IP:PORT`), and every endpoint of a numgen-map DNAT (kube-proxy
     1.36+'s service chains), in dump order, without repeats."""
     found: dict[Target, None] = {}
     for line in dump.splitlines():
         for statement in line.split(";"):
             for match in _NFT_DNAT.finditer(statement):
-                port = int(match.group(2)) if match.group(2) else None
-                found[Target(match.group(1), port, _nft_proto(statement[: match.start()]))] = None
+                ip4, port4, ip6, port6, bare6 = match.groups()
+                port = port4 or port6
+                if ip := _nft_address(ip4 or ip6 or bare6):
+                    found[Target(ip, int(port) if port else None, _nft_proto(statement[: match.start()]))] = None
             for match in _NFT_DNAT_NUMGEN.finditer(statement):
                 proto = _nft_proto(statement[: match.start()])
-                for ip, port in _NFT_NUMGEN_ELEMENT.findall(match.group(1)):
-                    found[Target(ip, int(port), proto)] = None
+                for text, port in _NFT_NUMGEN_ELEMENT.findall(match.group(1)):
+                    if ip := _nft_address(text):
+                        found[Target(ip, int(port), proto)] = None
     return list(found)
+
+
+def _nft_address(text: str) -> str | None:
+    """The address as Python writes it (nft may abbreviate otherwise); None for what only looks like one, which nft
+    then refuses with its line."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 def _nft_proto(before: str) -> str:
@@ -139,11 +179,27 @@ def nfacct_names(dump: str) -> list[str]:
     return list(dict.fromkeys(re.findall(r"--nfacct-name\s+(\S+)", dump)))
 
 
-def check_nft_hooks(ruleset: str) -> None:
-    """An nftables ruleset with no base chain (`type ... hook ...`) acts on no packet: nothing to replay."""
+# The families an nftables table may have (`table NAME` alone is an ip table), and those whose rules see a packet
+# of each IP version.
+_NFT_TABLE = re.compile(r"\btable (?:(ip6|ip|inet|arp|bridge|netdev) )?[^\s{;]")
+_NFT_FAMILIES_SEEING = {4: ("ip", "inet"), 6: ("ip6", "inet")}
+
+
+def check_nft_hooks(ruleset: str, version: int = 4) -> None:
+    """An nftables ruleset with no base chain (`type ... hook ...`) acts on no packet: nothing to replay; nor does
+    one with no table of the packet's family (an IPv6 packet meets `ip6` and `inet` tables only)."""
     if not re.search(r"\btype \w+ hook \w+", ruleset):
         raise DumpError(
             "nft",
             "no chain of the ruleset is attached to a hook (`type nat hook prerouting ...`), so it acts on no "
             "packet; give the node's whole `nft list ruleset`",
+        )
+    families = {match.group(1) or "ip" for match in _NFT_TABLE.finditer(ruleset)}
+    seeing = _NFT_FAMILIES_SEEING[version]
+    if not families & set(seeing):
+        raise DumpError(
+            "nft",
+            f"it has no table of family {' or '.join(seeing)} (only {', '.join(sorted(families))}), and an "
+            f"IPv{version} packet meets no other: give the node's whole `nft list ruleset` (a dual-stack node's "
+            "kube-proxy writes `table ip kube-proxy` and `table ip6 kube-proxy`)",
         )

@@ -8,18 +8,23 @@
                  and anything the node forwards without NAT), recording what arrived; as the
                  un-NATed destination it answers an outside client back through the node
 
-Links carry no subnets: every address is a /32, routes are on-link, and the router answers
-ARP by proxy, so the node keeps exactly the addresses the user gave.
+Links carry no subnets: every address is a /32 (IPv6: a /128), routes are on-link, and the router
+answers ARP by proxy, so the node keeps exactly the addresses the user gave. IPv6 has no proxy NDP for
+any address (only for addresses listed one by one), so over IPv6 every actor routes to the router's
+link-local fe80::1 instead, and the router to the sink's fe80::2; the node may hold addresses of both
+families (a dual-stack node), and the packet's family is its destination's.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from lab.realize.enter import ensure_br_netfilter, write_sysctls
+from lab.realize.families import bridge_filtering, default_route, forwarding, host_prefixlen
 from lab.realize.links import NetBuilder
 from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.replay.dump import Target
@@ -28,6 +33,9 @@ from lab.replay.dump import Target
 # (an ARP request from 0.0.0.0 is a probe, which proxy ARP does not answer).
 WORLD_ARP_ADDRESS = "169.254.255.1"
 SINK_ARP_ADDRESS = "169.254.255.2"
+# The router's and the sink's link-local addresses, the IPv6 gateways of the links (see the module's docstring).
+WORLD_LINK_LOCAL = "fe80::1"
+SINK_LINK_LOCAL = "fe80::2"
 RTNH_F_ONLINK = 4
 SINK_TABLE = 100
 SOURCE_TABLE = 200
@@ -44,18 +52,33 @@ class Setup:
     protocol: str
     targets: tuple[Target, ...]
 
+    @property
+    def version(self) -> int:
+        """The packet's IP version: its destination's (the source's is checked to match)."""
+        return ipaddress.ip_address(self.dst_ip).version
+
+    @property
+    def ipv6(self) -> bool:
+        """Does any address of the world need IPv6 (on in every namespace)?"""
+        return any(":" in ip for ip in (*self.node_ips, self.source, self.dst_ip))
+
+    @property
+    def node_ip(self) -> str:
+        """The node's first address of the packet's family: where the router sends what the node handles."""
+        return next(ip for ip in self.node_ips if ipaddress.ip_address(ip).version == self.version)
+
     def in_pods(self, ip: str) -> bool:
-        return self.pod_cidr is not None and ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(self.pod_cidr)
+        return self.pod_cidr is not None and ipaddress.ip_address(ip) in ipaddress.ip_network(self.pod_cidr)
 
     @property
     def bridge_ip(self) -> str | None:
         """The node's own address on cni0: the first of the pod CIDR, as the CNI bridge plugin's gateway."""
-        return str(next(ipaddress.IPv4Network(self.pod_cidr).hosts())) if self.pod_cidr else None
+        return str(next(ipaddress.ip_network(self.pod_cidr).hosts())) if self.pod_cidr else None
 
     @property
     def source_role(self) -> str:
         # A loopback source (127.0.0.1 to a localhost NodePort) can only be the node talking to itself.
-        if self.source in self.node_ips or ipaddress.IPv4Address(self.source).is_loopback:
+        if self.source in self.node_ips or ipaddress.ip_address(self.source).is_loopback:
             return "node"
         return "pod" if self.in_pods(self.source) else "outside"
 
@@ -67,7 +90,7 @@ class Setup:
         # instead of dying unanswered on cni0 (which would pass for a DROP).
         if self.in_pods(self.dst_ip) and self.dst_ip not in (self.bridge_ip, *self.node_ips):
             wanted.append(self.dst_ip)
-        return sorted(set(wanted), key=ipaddress.IPv4Address)
+        return sorted(set(wanted), key=ipaddress.ip_address)
 
 
 @dataclass
@@ -82,20 +105,24 @@ class Env:
         return self.namespaces["node" if role == "node" else f"pod-{self.setup.source}" if role == "pod" else "source"]
 
 
-def _onlink_peer(b: NetBuilder, actor: str, world_if: str, addresses: list[str]) -> None:
-    """actor's eth0 ↔ the router's world_if; addresses as /32, default route on-link."""
+def _onlink_peer(b: NetBuilder, actor: str, world_if: str, addresses: list[str], ipv6: bool) -> None:
+    """actor's eth0 ↔ the router's world_if; addresses as /32 or /128, default routes on-link (IPv4) or through
+    the router's link-local address (IPv6, when the world has it on)."""
     b.veth("world", world_if, actor, "eth0")
     b.up("world", world_if)
     b.up(actor, "eth0")
-    idx = b.index(actor, "eth0")
+    idx, world_idx = b.index(actor, "eth0"), b.index("world", world_if)
     for address in addresses:
-        b.ipr[actor].addr("add", index=idx, address=address, prefixlen=32)
-        b.ipr["world"].route("add", dst=f"{address}/32", oif=b.index("world", world_if))
+        b.address(actor, idx, address, host_prefixlen(address))
+        b.ipr["world"].route("add", dst=f"{address}/{host_prefixlen(address)}", oif=world_idx)
     b.ipr[actor].route("add", dst="0.0.0.0/0", oif=idx, scope=253)
     # Proxy ARP answers after a random delay of up to 0.8 s unless told otherwise.
     write_sysctls(
         b.ns("world"), {f"net.ipv4.conf.{world_if}.proxy_arp": "1", f"net.ipv4.neigh.{world_if}.proxy_delay": "0"}
     )
+    if ipv6:
+        b.address("world", world_idx, WORLD_LINK_LOCAL, 64)
+        b.ipr[actor].route("add", dst="::/0", gateway=WORLD_LINK_LOCAL, oif=idx, family=socket.AF_INET6)
 
 
 @contextmanager
@@ -105,7 +132,7 @@ def build(setup: Setup) -> Iterator[Env]:
     env = Env(prefix, setup)
     try:
         with ExitStack() as stack:
-            b = NetBuilder(prefix, stack)
+            b = NetBuilder(prefix, stack, ipv6=setup.ipv6)
             try:
                 _build(b, setup)
             finally:
@@ -120,14 +147,15 @@ def _build(b: NetBuilder, setup: Setup) -> None:
     for actor in ("world", "node", "sink"):
         b.open(actor)
     b.up("world", "lo", WORLD_ARP_ADDRESS)
-    write_sysctls(b.ns("world"), {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.send_redirects": "0"})
-    _onlink_peer(b, "node", "node", list(setup.node_ips))
+    all_versions = {4, 6} if setup.ipv6 else {4}
+    write_sysctls(b.ns("world"), {**forwarding(all_versions), "net.ipv4.conf.all.send_redirects": "0"})
+    _onlink_peer(b, "node", "node", list(setup.node_ips), setup.ipv6)
     write_sysctls(
         b.ns("node"),
         {
-            "net.ipv4.ip_forward": "1",
+            **forwarding(all_versions),
             "net.ipv4.conf.all.route_localnet": "1",
-            "net.bridge.bridge-nf-call-iptables": "1",
+            **bridge_filtering(all_versions, on=True),
             # Every address is on-link here; ICMP redirects would only eat the ICMP rate limit that the
             # REJECT rules' port-unreachable answers need.
             "net.ipv4.conf.all.send_redirects": "0",
@@ -135,27 +163,42 @@ def _build(b: NetBuilder, setup: Setup) -> None:
     )
     # The sink accepts any destination arriving from outside (AnyIP in a table of its own), while
     # its own answers still route normally back out.
-    _onlink_peer(b, "sink", "sink", [])
+    _onlink_peer(b, "sink", "sink", [], setup.ipv6)
     b.up("sink", "lo", SINK_ARP_ADDRESS)
-    b.ipr["world"].route("add", dst="0.0.0.0/0", oif=b.index("world", "sink"))
-    b.ipr["sink"].route("add", dst="0.0.0.0/0", type="local", oif=b.index("sink", "lo"), table=SINK_TABLE, scope=254)
-    b.ipr["sink"].rule("add", iifname="eth0", table=SINK_TABLE, priority=100)
+    sink_if, lo = b.index("world", "sink"), b.index("sink", "lo")
+    b.ipr["world"].route("add", dst="0.0.0.0/0", oif=sink_if)
+    if setup.ipv6:
+        b.address("sink", b.index("sink", "eth0"), SINK_LINK_LOCAL, 64)
+        b.ipr["world"].route("add", dst="::/0", gateway=SINK_LINK_LOCAL, oif=sink_if, family=socket.AF_INET6)
+    for family in _families(setup):
+        default = "0.0.0.0/0" if family == socket.AF_INET else "::/0"
+        b.ipr["sink"].route("add", dst=default, type="local", oif=lo, table=SINK_TABLE, scope=254, family=family)
+        b.ipr["sink"].rule("add", iifname="eth0", table=SINK_TABLE, priority=100, family=family)
     if setup.source_role == "outside":
         b.open("source")
-        _onlink_peer(b, "source", "source", [setup.source])
+        _onlink_peer(b, "source", "source", [setup.source], setup.ipv6)
         # Whatever the source sends is for the node to handle, wherever it is addressed.
         b.ipr["world"].route(
             "add",
-            dst="0.0.0.0/0",
-            gateway=setup.node_ips[0],
+            dst=default_route(setup.node_ip),
+            gateway=setup.node_ip,
             oif=b.index("world", "node"),
             flags=RTNH_F_ONLINK,
             table=SOURCE_TABLE,
         )
-        b.ipr["world"].rule("add", iifname="source", table=SOURCE_TABLE, priority=100)
+        b.ipr["world"].rule("add", iifname="source", table=SOURCE_TABLE, priority=100, family=_family(setup))
         _return_through_node(b, setup)
     if setup.pod_cidr:
         _pods(b, setup)
+
+
+def _family(setup: Setup) -> int:
+    """The packet's socket family (AF_INET, AF_INET6)."""
+    return socket.AF_INET6 if setup.version == 6 else socket.AF_INET
+
+
+def _families(setup: Setup) -> tuple[int, ...]:
+    return (socket.AF_INET, socket.AF_INET6) if setup.ipv6 else (socket.AF_INET,)
 
 
 def _return_through_node(b: NetBuilder, setup: Setup) -> None:
@@ -163,25 +206,28 @@ def _return_through_node(b: NetBuilder, setup: Setup) -> None:
     the node, the way the client's packets went. Straight back, the node would see the client's ACK without
     the SYN-ACK, and conntrack (kube-proxy's INVALID drop) would kill a connection no rule refused; where a
     real network routes the answer is not in the dump. Endpoints in the sink still answer directly."""
+    host = host_prefixlen(setup.source)
     b.ipr["world"].route(
         "add",
-        dst=f"{setup.source}/32",
-        gateway=setup.node_ips[0],
+        dst=f"{setup.source}/{host}",
+        gateway=setup.node_ip,
         oif=b.index("world", "node"),
         flags=RTNH_F_ONLINK,
         table=RETURN_TABLE,
     )
-    b.ipr["world"].rule("add", iifname="sink", src=setup.dst_ip, src_len=32, table=RETURN_TABLE, priority=101)
+    b.ipr["world"].rule(
+        "add", iifname="sink", src=setup.dst_ip, src_len=host, table=RETURN_TABLE, priority=101, family=_family(setup)
+    )
 
 
 def _pods(b: NetBuilder, setup: Setup) -> None:
     assert setup.pod_cidr is not None and setup.bridge_ip is not None
-    net = ipaddress.IPv4Network(setup.pod_cidr)
+    net = ipaddress.ip_network(setup.pod_cidr)
     gateway = setup.bridge_ip
     b.bridge("node", "cni0", gateway, net.prefixlen)
     # Pods sit behind the node: the router forwards their CIDR to the node's own address.
     b.ipr["world"].route(
-        "add", dst=setup.pod_cidr, gateway=setup.node_ips[0], oif=b.index("world", "node"), flags=RTNH_F_ONLINK
+        "add", dst=setup.pod_cidr, gateway=setup.node_ip, oif=b.index("world", "node"), flags=RTNH_F_ONLINK
     )
     for i, ip in enumerate(setup.pod_ips()):
         actor = f"pod-{ip}"
@@ -192,4 +238,4 @@ def _pods(b: NetBuilder, setup: Setup) -> None:
         # As the CNI bridge plugin does with hairpinMode: a pod may reach itself through a Service.
         b.ipr["node"].brport("set", index=b.index("node", port), mode=1)
         b.up(actor, "eth0", ip, net.prefixlen)
-        b.ipr[actor].route("add", dst="0.0.0.0/0", gateway=gateway)
+        b.ipr[actor].route("add", dst=default_route(gateway), gateway=gateway)

@@ -62,23 +62,23 @@ def reached(tables: dict[str, Table]) -> set[tuple[str, str]]:
     return found
 
 
-def check_reaches_kube_proxy(dump: str) -> None:
+def check_reaches_kube_proxy(dump: str, option: str = "rules") -> None:
     """Refuse a dump whose rules cannot say what kube-proxy does to a packet: empty, without kube-proxy's
     chains, or with them but no built-in chain leading there (kube-proxy's own payload)."""
     tables = parse_tables(dump)
     if not any(table.rules or table.chains for table in tables.values()):
-        raise DumpError("rules", "it holds no iptables rules (empty, or only comments)")
+        raise DumpError(option, "it holds no iptables rules (empty, or only comments)")
     entries = {(name, chain) for name, table in tables.items() for chain in table.chains if chain in ENTRY_CHAINS}
     if not entries:
         raise DumpError(
-            "rules",
+            option,
             f"it defines none of kube-proxy's chains ({', '.join(ENTRY_CHAINS)}): not a kube-proxy node's rules",
         )
     if entries & reached(tables):
         return
     missing = [f"{jump.table}: -A {jump.chain} {jump.args}" for jump in _wanted(tables, jump_rules(DEFAULT_VERSION))]
     raise DumpError(
-        "rules",
+        option,
         "no built-in chain (PREROUTING, INPUT, FORWARD, OUTPUT, POSTROUTING) reaches kube-proxy's chains, so no packet "
         "would meet them. kube-proxy adds those jumps itself (iptables -I), apart from the payload its unit tests "
         "compare, which is what this looks like. Missing, as kube-proxy "
@@ -105,7 +105,7 @@ def _table(tables: dict[str, Table], name: str) -> Table:
     return tables.get(name) or Table()
 
 
-def _kubelet(tables: dict[str, Table], version: str) -> KubeletRules | None:
+def _kubelet(tables: dict[str, Table], version: str, family: str, option: str) -> KubeletRules | None:
     """kubelet's chains, when the dump jumps to one of them without defining it (kube-proxy up to 1.24 relied
     on kubelet's KUBE-MARK-DROP, which is nothing without kubelet's KUBE-FIREWALL); only those it lacks."""
     needed = [
@@ -115,10 +115,10 @@ def _kubelet(tables: dict[str, Table], version: str) -> KubeletRules | None:
     ]
     if not needed:
         return None
-    kubelet = kubelet_rules(version)
+    kubelet = kubelet_rules(version, family=family)
     if kubelet is None:
         raise DumpError(
-            "rules",
+            option,
             f"it jumps to {', '.join(needed)} without defining it: kubelet up to 1.26 writes those chains, kubelet "
             f"{version} does not. Name the version that wrote the dump, e.g. --add-kube-jumps 1.24",
         )
@@ -149,9 +149,11 @@ class Completion:
         return [f"{table}: {line}" for table in TABLES for line in self.table_lines(table)]
 
 
-def plan_kube_jumps(dump: str, version: str) -> Completion:
+def plan_kube_jumps(dump: str, version: str, family: str = "IPv4", option: str = "rules") -> Completion:
+    """What to add; `family`: the proxier's (kubelet writes no localnet rule in ip6tables), `option`: the one that
+    gave the dump, for errors."""
     tables = parse_tables(dump)
-    kubelet = _kubelet(tables, version)
+    kubelet = _kubelet(tables, version, family, option)
     declare = {"filter": kubelet.filter_chains if kubelet else (), "nat": kubelet.nat_chains if kubelet else ()}
     if kubelet:
         kubelet = replace(kubelet, jump_rules=_wanted(tables, kubelet.jump_rules, declare))
@@ -163,11 +165,13 @@ def plan_kube_jumps(dump: str, version: str) -> Completion:
     return Completion(declare, top, tail)
 
 
-def add_kube_jumps(dump: str, version: str = DEFAULT_VERSION) -> tuple[str, list[str]]:
+def add_kube_jumps(
+    dump: str, version: str = DEFAULT_VERSION, family: str = "IPv4", option: str = "rules"
+) -> tuple[str, list[str]]:
     """The dump as a node running kube-proxy `version` holds it: kube-proxy's jumps from the built-in chains to
     the chains the dump defines, kubelet's chains where the dump uses them undefined. Returns the completed
     dump and what was added."""
-    plan = plan_kube_jumps(dump, version)
+    plan = plan_kube_jumps(dump, version, family, option)
     return _insert(dump, plan), plan.lines()
 
 

@@ -115,26 +115,27 @@ _CGROUP_PATH = "--path"
 _IPTABLES_LINES = re.compile(r"\*\S+|:\S+ \S+( \[\d+:\d+\])?|COMMIT|-[AIDRNXPFZ] .*|-[NXFZ]")
 
 
-def review_iptables(text: str) -> None:
-    """An iptables-save dump. -j LOG and NFLOG stay: outside the host's namespace the kernel logs nothing
-    (nf_log_all_netns is 0 unless set) and NFLOG's netlink group has no listener in the lab."""
+def review_iptables(text: str, option: str = "rules") -> None:
+    """An iptables-save or ip6tables-save dump (given by `option`). -j LOG and NFLOG stay: outside the host's
+    namespace the kernel logs nothing (nf_log_all_netns is 0 unless set) and NFLOG's netlink group has no
+    listener in the lab."""
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
         if not _IPTABLES_LINES.fullmatch(stripped):
             raise DumpError(
-                "rules",
+                option,
                 "not a line of iptables-save (a *table, a :CHAIN policy, a -A rule or COMMIT)",
                 number,
             )
-        words = split_words("rules", stripped, number)
+        words = split_words(option, stripped, number)
         for at, word in enumerate(words):
             previous = words[at - 1] if at else ""
             if word in _IPTABLES_NEVER and (word.startswith("-") or previous in ("-j", "-g", "-m", "--jump")):
-                raise DumpError("rules", _IPTABLES_NEVER[word], number)
+                raise DumpError(option, _IPTABLES_NEVER[word], number)
             if word == _CGROUP_PATH and "cgroup" in words:
-                raise DumpError("rules", "-m cgroup --path resolves a path in this machine's cgroup tree", number)
+                raise DumpError(option, "-m cgroup --path resolves a path in this machine's cgroup tree", number)
 
 
 def review_ipsets(text: str) -> None:

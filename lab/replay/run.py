@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import ipaddress
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
-from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.install.tools import InstallError, ip_batch, ipset_restore_all, ipvsadm_restore, nft_apply
 from lab.probe.client import send
+from lab.realize.families import endpoint
 from lab.replay.affinity import Affinity, RecentLists
 from lab.replay.dump import (
     DumpError,
@@ -31,11 +32,13 @@ from lab.replay.dump import (
     nft_dnat_targets,
     recent_lists,
 )
-from lab.replay.env import SINK_ARP_ADDRESS, WORLD_ARP_ADDRESS, Env, Setup, build
+from lab.replay.env import SINK_ARP_ADDRESS, SINK_LINK_LOCAL, WORLD_ARP_ADDRESS, WORLD_LINK_LOCAL, Env, Setup, build
+from lab.replay.families import FAMILIES, OPTION, SAVE_TOOL, XtablesDump, version_of, xtables_dumps
 from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
 from lab.replay.nfacct import create_nfacct_objects
 from lab.replay.review import review_ipsets, review_iptables, review_ipvs, review_nft
 from lab.replay.watch import Seen, Watcher, counter_watcher, nft_trace_watcher
+from lab.replay.xtables import xtables_restore
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,14 @@ def _listeners(env: Env) -> list[Listener]:
     if s.dst_ip in s.pod_ips():
         ports[f"pod-{s.dst_ip}"] = {s.dst_port}
     for t in s.targets:
+        if t.version != s.version:
+            continue  # the other family's proxier: no packet of this replay goes there
         port = t.port or s.dst_port
         where = "node" if t.ip in s.node_ips else f"pod-{t.ip}" if s.in_pods(t.ip) else "sink"
         ports.setdefault(where, set()).add(port)
+    families = (FAMILIES[s.version],)
     return [
-        Listener(where, "node", env.namespaces[where], port, s.protocol, transparent=where == "sink")
+        Listener(where, "node", env.namespaces[where], port, s.protocol, transparent=where == "sink", families=families)
         for where, numbers in ports.items()
         for port in sorted(numbers)
     ]
@@ -107,8 +113,8 @@ def _accepted(trace: tuple[str, ...]) -> bool:
 def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, seen: Seen) -> Attempt:
     s = env.setup
     if reply:
-        local, source = reply["local"], reply["peer"].rsplit(":", 1)[0]
-        if local != f"{s.dst_ip}:{s.dst_port}":
+        local, source = reply["local"], reply["peer"].rsplit(":", 1)[0].strip("[]")
+        if local != endpoint(s.dst_ip, s.dst_port):
             return Attempt("dnat", local, source, seen.trace, seen.spread)
         delivered = "forwarded" if reply["backend"] != "node" else "accepted" if _accepted(seen.trace) else "local"
         return Attempt(delivered, None, source, seen.trace)
@@ -137,46 +143,78 @@ def _install_ipvs(
 
 
 def replay(
-    rules: str,
+    rules: str | None,
     setup_without_targets: Setup,
     ipsets: str | None = None,
     backend: str = "nft",
     timeout: float = 0.5,
     ipvs: str | None = None,
     kube_jumps: str | None = None,
+    rules6: str | None = None,
 ) -> ReplayResult:
-    """An `iptables-save` dump (with the node's ipsets and ipvs virtual servers, if any). `kube_jumps`: a
-    kube-proxy version whose jumps from the built-in chains to add (lab.replay.jumps). Every dump is reviewed
-    (lab.replay.review) before anything is built."""
-    review_iptables(rules)
+    """An `iptables-save` dump and/or an `ip6tables-save` one (`rules` may hold both, lab.replay.families), with
+    the node's ipsets and ipvs virtual servers, if any. Every family's dump is installed; the packet walks its
+    own family's. `kube_jumps`: a kube-proxy version whose jumps from the built-in chains to add
+    (lab.replay.jumps). Every dump is reviewed (lab.replay.review) before anything is built."""
+    for text, option in ((rules, "rules"), (rules6, "rules6")):
+        if text is not None:
+            review_iptables(text, option)
     if ipsets:
         review_ipsets(ipsets)
     if ipvs:
         review_ipvs(ipvs)
-    rules, added = add_kube_jumps(rules, kube_jumps) if kube_jumps else (rules, [])
-    check_reaches_kube_proxy(rules)
+    dumps, added = _complete(xtables_dumps(rules, rules6), kube_jumps)
+    walked = dumps.get(setup_without_targets.version)
+    if walked is None:
+        raise _no_dump_of_the_family(setup_without_targets, dumps)
+    check_reaches_kube_proxy(walked.text, walked.dump)
     table = ipvs_table(ipvs) if ipvs else {}
     real_servers = [t for servers in table.values() for t in servers]
-    setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dnat_targets(rules) + real_servers)})
+    targets = [t for dump in dumps.values() for t in dnat_targets(dump.text, dump.dump)]
+    setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(dict.fromkeys(targets + real_servers))})
 
     def install(node_ns: str) -> None:
         if ipsets:
             ipset_restore_all(node_ns, ipsets)
-        create_nfacct_objects(node_ns, nfacct_names(rules))
-        iptables_restore(node_ns, rules, backend)
+        create_nfacct_objects(node_ns, list(dict.fromkeys(n for d in dumps.values() for n in nfacct_names(d.text))))
+        for dump in dumps.values():
+            xtables_restore(node_ns, dump.text, dump.version, backend)
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
 
     virtual = table.get((setup.protocol.lower(), setup.dst_ip, setup.dst_port))
-    watcher = partial(counter_watcher, backend=backend, rules=rules)
-    return _replay(setup, install, watcher, len(virtual or ()), timeout, recent_lists(rules), tuple(added))
+    watcher = partial(counter_watcher, backend=backend, rules=walked.text, version=walked.version)
+    return _replay(setup, install, watcher, len(virtual or ()), timeout, recent_lists(walked.text), tuple(added))
+
+
+def _complete(dumps: dict[int, XtablesDump], kube_jumps: str | None) -> tuple[dict[int, XtablesDump], list[str]]:
+    """Each family's dump with kube-proxy's jumps added (--add-kube-jumps), and what was added ("ip6tables" before
+    the IPv6 dump's lines)."""
+    if not kube_jumps:
+        return dumps, []
+    completed, added = {}, []
+    for version, dump in dumps.items():
+        text, lines = add_kube_jumps(dump.text, kube_jumps, FAMILIES[version], dump.dump)
+        completed[version] = replace(dump, text=text)
+        added += [f"ip6tables {line}" if version == 6 else line for line in lines]
+    return completed, added
+
+
+def _no_dump_of_the_family(setup: Setup, dumps: dict[int, XtablesDump]) -> InstallError:
+    family, tool = FAMILIES[setup.version], SAVE_TOOL[setup.version]
+    given = ", ".join(f"{SAVE_TOOL[v]} (--{d.dump})" for v, d in dumps.items()) or "none"
+    return InstallError(
+        f"--to {setup.dst_ip} is an {family} address, so the packet walks the node's {family} proxier's rules, and "
+        f"no {tool} dump was given (given: {given}); give it with --{OPTION[setup.version]} FILE, or after the "
+        f"other family's dump in the same file, after its `# Generated by {tool}` line"
+    )
 
 
 def replay_nft(ruleset: str, setup_without_targets: Setup, timeout: float = 0.5) -> ReplayResult:
     """An `nft list ruleset` dump, or an `nft -f` script such as kube-proxy's nftables transaction (reviewed first:
     lab.replay.review)."""
     review_nft(ruleset)
-    check_nft_hooks(ruleset)
+    check_nft_hooks(ruleset, setup_without_targets.version)
     setup = Setup(**{**setup_without_targets.__dict__, "targets": tuple(nft_dnat_targets(ruleset))})
     return _replay(
         setup, partial(nft_apply, text=ruleset, what="ruleset"), partial(nft_trace_watcher, setup=setup), 0, timeout
@@ -273,9 +311,13 @@ def read(option: str, path: str | None) -> str | None:
 
 
 def replay_from_args(args: argparse.Namespace) -> ReplayResult:
-    """`lab replay`: --rules (iptables-save, with --ipsets, --ipvs) or --nft (nft list ruleset)."""
+    """`lab replay`: --rules and/or --rules6 (iptables-save, ip6tables-save, with --ipsets, --ipvs) or --nft (nft list
+    ruleset)."""
+    dumps = {"rules": args.rules, "rules6": args.rules6, "nft": args.nft}
+    if not args.nft and not args.rules and not args.rules6:
+        raise InstallError("give the node's rules: --rules (iptables-save), --rules6 (ip6tables-save) or --nft")
     setup = setup_from_args(args)
-    given = {"rules": args.rules, "nft": args.nft, "ipvs": args.ipvs, "ipsets": args.ipsets}
+    given = {**dumps, "ipvs": args.ipvs, "ipsets": args.ipsets}
     try:
         return _replay_dumps(args, setup)
     except DumpError as exc:
@@ -285,30 +327,51 @@ def replay_from_args(args: argparse.Namespace) -> ReplayResult:
 
 def _replay_dumps(args: argparse.Namespace, setup: Setup) -> ReplayResult:
     if args.nft:
-        for option, value in (("--ipsets", args.ipsets), ("--ipvs", args.ipvs), ("--add-kube-jumps", args.kube_jumps)):
+        if args.rules or args.rules6:
+            raise InstallError(
+                "give an iptables node's dumps (--rules, --rules6) or an nftables node's --nft, not both"
+            )
+        for option, value in (
+            ("--ipsets", args.ipsets),
+            ("--ipvs", args.ipvs),
+            ("--add-kube-jumps", args.kube_jumps),
+        ):
             if value:
                 raise InstallError(f"{option} goes with --rules (an iptables or ipvs node), not with --nft")
         return replay_nft(read("--nft", args.nft) or "", setup, timeout=args.timeout)
     if args.kube_jumps and (problem := check_version(args.kube_jumps)):
         raise InstallError(f"--add-kube-jumps {args.kube_jumps}: {problem}")
-    rules, ipsets, ipvs = read("--rules", args.rules) or "", read("--ipsets", args.ipsets), read("--ipvs", args.ipvs)
+    rules, rules6 = read("--rules", args.rules), read("--rules6", args.rules6)
+    ipsets, ipvs = read("--ipsets", args.ipsets), read("--ipvs", args.ipvs)
     return replay(
-        rules, setup, ipsets=ipsets, backend=args.backend, timeout=args.timeout, ipvs=ipvs, kube_jumps=args.kube_jumps
+        rules,
+        setup,
+        ipsets=ipsets,
+        backend=args.backend,
+        timeout=args.timeout,
+        ipvs=ipvs,
+        kube_jumps=args.kube_jumps,
+        rules6=rules6,
     )
 
 
-def _ipv4(option: str, text: str) -> ipaddress.IPv4Address:
+def _address(option: str, text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
-        address = ipaddress.IPv4Address(text)
+        address = ipaddress.ip_address(text)
     except ValueError as exc:
-        raise InstallError(f"{option} {text}: expected an IPv4 address ({exc})") from None
+        raise InstallError(f"{option} {text}: expected an IPv4 or IPv6 address ({exc})") from None
     if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
         raise InstallError(f"{option} {text}: not an address of one host (unspecified, multicast or broadcast)")
+    if address.version == 6 and address.is_link_local:
+        raise InstallError(
+            f"{option} {text}: an IPv6 link-local address, which no route leads to off its link (and the lab's "
+            f"router and sink use {WORLD_LINK_LOCAL} and {SINK_LINK_LOCAL}); give a global or unique local address"
+        )
     return address
 
 
 def _node_ip(text: str) -> str:
-    address = _ipv4("--node-ip", text)
+    address = _address("--node-ip", text)
     if address.is_loopback:
         raise InstallError(
             f"--node-ip {text}: a loopback address, which the node namespace has on lo already; give the node's "
@@ -319,29 +382,56 @@ def _node_ip(text: str) -> str:
     return str(address)
 
 
-def _pod_cidr(text: str | None) -> str | None:
-    if not text:
-        return None
-    try:
-        network = ipaddress.IPv4Network(text)
-    except ValueError as exc:
-        raise InstallError(f"--pod-cidr {text}: expected an IPv4 CIDR ({exc})") from None
-    if network.prefixlen > 30:
-        raise InstallError(f"--pod-cidr {text}: too small to hold the node's cni0 address and a pod (at most /30)")
-    return str(network)
+def _pod_cidr(texts: list[str] | None, version: int) -> str | None:
+    """The pod CIDR of the packet's family among those given (one per family)."""
+    networks = []
+    for text in texts or ():
+        try:
+            networks.append(ipaddress.ip_network(text))
+        except ValueError as exc:
+            raise InstallError(f"--pod-cidr {text}: expected an IPv4 or IPv6 CIDR ({exc})") from None
+        if networks[-1].num_addresses < 4:
+            raise InstallError(f"--pod-cidr {text}: too small to hold the node's cni0 address and a pod")
+    for family in (4, 6):
+        if len(same := [str(n) for n in networks if n.version == family]) > 1:
+            raise InstallError(f"--pod-cidr {', '.join(same)}: one pod CIDR per family")
+    return next((str(n) for n in networks if n.version == version), None)
+
+
+def _destination(dest: str) -> tuple[str, int]:
+    """--to DST_IP:PORT, an IPv6 address in brackets ([fd00::1]:80), as kube-proxy and its tests write one."""
+    host, _, port = dest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InstallError(f"--to {dest}: expected DST_IP:PORT with a port in 1-65535 ([IPv6 address]:PORT)")
+    if host.startswith("[") and host.endswith("]"):
+        return host[1:-1], int(port)
+    if ":" in host:
+        raise InstallError(f"--to {dest}: write an IPv6 destination in brackets, [ADDRESS]:PORT")
+    return host, int(port)
 
 
 def setup_from_args(args: argparse.Namespace) -> Setup:
-    """Check the addresses the user gave; every mistake names the option."""
-    host, _, port = args.dest.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InstallError(f"--to {args.dest}: expected DST_IP:PORT with a port in 1-65535")
+    """Check the addresses the user gave; every mistake names the option. The packet's family is its
+    destination's; its source must be of that family, and the node must have an address of it."""
+    host, port = _destination(args.dest)
     node_ips = tuple(_node_ip(ip) for ip in args.node_ip)
     if repeated := sorted({ip for ip in node_ips if node_ips.count(ip) > 1}):
         raise InstallError(f"--node-ip {', '.join(repeated)}: given more than once")
-    source, dest = str(_ipv4("--from", args.source)), str(_ipv4("--to", host))
-    setup = Setup(node_ips, _pod_cidr(args.pod_cidr), source, dest, int(port), args.proto.upper(), ())
-    if source == setup.bridge_ip and source not in node_ips:
+    source, dest = _address("--from", args.source), _address("--to", host)
+    family = FAMILIES[dest.version]
+    if source.version != dest.version:
+        raise InstallError(
+            f"--from {source} and --to {args.dest}: a packet has one family, and these are "
+            f"{FAMILIES[source.version]} and {family}"
+        )
+    if not any(version_of(ip) == dest.version for ip in node_ips):
+        raise InstallError(
+            f"--node-ip {', '.join(node_ips)}: none is {family}, and the packet to {dest} is; give the node's "
+            f"{family} address too (a dual-stack node has one of each)"
+        )
+    pod_cidr = _pod_cidr(args.pod_cidr, dest.version)
+    setup = Setup(node_ips, pod_cidr, str(source), str(dest), port, args.proto.upper(), ())
+    if str(source) == setup.bridge_ip and str(source) not in node_ips:
         raise InstallError(
             f"--from {source}: the node's own cni0 address (the first of --pod-cidr), which no pod can have; to "
             "send from the node, give one of its --node-ip addresses"

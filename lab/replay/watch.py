@@ -14,10 +14,10 @@ from functools import partial
 
 from lab.probe.client import ClientResult
 from lab.probe.evidence.base import Evidence, RuleHit
-from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.replay.dump import chain_candidates
 from lab.replay.env import Setup
+from lab.replay.xtables import FamilyCounters
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,10 @@ class Watcher:
         return Seen(tuple(map(str, hits)), frozenset(h.verdict for h in hits), self.spread(hits))
 
 
-def counter_watcher(netns: str, backend: str, rules: str) -> Watcher:
-    """iptables: the rules whose packet counters moved (`iptables-save -c` before and after)."""
-    return Watcher(CounterEvidence(netns, backend), partial(_statistic_spread, rules=rules), _any_packet)
+def counter_watcher(netns: str, backend: str, rules: str, version: int = 4) -> Watcher:
+    """iptables: the rules of the packet's family whose packet counters moved (`iptables-save -c` or
+    `ip6tables-save -c` before and after)."""
+    return Watcher(FamilyCounters(netns, backend, version), partial(_statistic_spread, rules=rules), _any_packet)
 
 
 def nft_trace_watcher(netns: str, setup: Setup) -> Watcher:
@@ -77,7 +78,7 @@ def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:
     a pod reaching itself, from the Service port. A TCP SYN is told from the rest of its
     connection by its flags; a datagram by the client's port.
     """
-    if f" ip saddr {setup.source} " not in packet:
+    if f" {'ip6' if setup.version == 6 else 'ip'} saddr {setup.source} " not in packet:
         return False
     if setup.protocol.upper() == "TCP":
         return bool(TCP_SYN.search(packet))

@@ -186,12 +186,20 @@ def test_a_missing_table_is_appended():
 # --- what the dump names --------------------------------------------------------------------------
 
 
-def test_an_ipv6_dnat_target_names_its_line():
-    dump = "*nat\n:KUBE-SEP-A - [0:0]\n-A KUBE-SEP-A -p tcp -j DNAT --to-destination [2001:db8::1]:80\nCOMMIT\n"
+def test_dnat_targets_of_either_family():
+    dump = "*nat\n:KUBE-SEP-A - [0:0]\n-A KUBE-SEP-A -p tcp -j DNAT --to-destination [2001:db8::1]:80\n"
+    dump += "-A KUBE-SEP-A -p udp -j DNAT --to-destination [2001:db8::2]\n"
+    dump += "-A KUBE-SEP-A -j DNAT --to-destination 1.2.3:80\nCOMMIT\n"
     with pytest.raises(DumpError) as caught:
-        dnat_targets(dump)
-    assert (caught.value.dump, caught.value.line) == ("rules", 3)
-    assert caught.value.reason.startswith("DNAT to 2001:db8::1 is not an IPv4 address")
+        dnat_targets(dump, "rules6")
+    assert (caught.value.dump, caught.value.line, caught.value.reason) == (
+        "rules6",
+        5,
+        "DNAT to 1.2.3 is not an IP address",
+    )
+    targets = dnat_targets(dump.replace(" 1.2.3:80", " 2001:db8::3"))
+    assert [str(t) for t in targets] == ["[2001:db8::1]:80", "2001:db8::2", "2001:db8::3"]
+    assert [t.protocol for t in targets] == ["tcp", "udp", "tcp"]
 
 
 def test_an_ipv6_ipvs_real_server_names_its_line():
@@ -244,11 +252,13 @@ def test_cli_names_file_and_line_of_a_non_utf8_dump(tmp_path):
     assert said.startswith(f"--rules {tmp_path / 'dump'} line 3: not UTF-8 text (byte 0xff)")
 
 
-def test_cli_names_file_and_line_of_an_ipv6_dnat(tmp_path):
+def test_cli_names_file_and_line_of_an_ipv6_dnat_in_an_iptables_dump(tmp_path):
     dump = "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j KUBE-SERVICES\n"
     dump += "-A KUBE-SERVICES -p tcp -j DNAT --to-destination [2001:db8::1]:80\nCOMMIT\n"
     said = refused(replay_args(tmp_path, dump, "--from", "10.0.0.2", "--to", "1.1.1.1:80"))
-    assert said.startswith(f"--rules {tmp_path / 'dump'} line 5: DNAT to 2001:db8::1 is not an IPv4 address")
+    assert said.startswith(
+        f"--rules {tmp_path / 'dump'} line 5: 2001:db8::1 is an IPv6 address in what reads as iptables-save output"
+    )
 
 
 def test_cli_checks_the_kube_proxy_version(tmp_path):
