@@ -50,6 +50,8 @@ def split_target(target: str) -> tuple[str, int | None]:
     else:
         address, port = target, ""
     return address, int(port) if port.isdigit() else None
+
+
 _PROTO = re.compile(r"-p (tcp|udp|sctp)\b")
 
 

@@ -12,7 +12,10 @@ Links carry no subnets: every address is a /32 (IPv6: a /128), routes are on-lin
 answers ARP by proxy, so the node keeps exactly the addresses the user gave. IPv6 has no proxy NDP for
 any address (only for addresses listed one by one), so over IPv6 every actor routes to the router's
 link-local fe80::1 instead, and the router to the sink's fe80::2; the node may hold addresses of both
-families (a dual-stack node), and the packet's family is its destination's.
+families (a dual-stack node), and the packet's family is its destination's. Every link-local address an
+actor sends neighbour solicitations from is the lab's own, given with the link: the kernel's own one
+comes only once the link's carrier is seen (up to a second later), and a solicitation due before that
+waits a second for its retry, which a probe's first packet would wait out.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from lab.replay.dump import Target
 # (an ARP request from 0.0.0.0 is a probe, which proxy ARP does not answer).
 WORLD_ARP_ADDRESS = "169.254.255.1"
 SINK_ARP_ADDRESS = "169.254.255.2"
-# The router's and the sink's link-local addresses, the IPv6 gateways of the links (see the module's docstring).
+# IPv6 link-local addresses (see the module's docstring): the router's end of every link and the node's cni0
+# (the gateways), the other end of a link to the router (the sink's is the router's default gateway); pods on
+# cni0 take the next ones.
 WORLD_LINK_LOCAL = "fe80::1"
 SINK_LINK_LOCAL = "fe80::2"
 RTNH_F_ONLINK = 4
@@ -122,6 +127,7 @@ def _onlink_peer(b: NetBuilder, actor: str, world_if: str, addresses: list[str],
     )
     if ipv6:
         b.address("world", world_idx, WORLD_LINK_LOCAL, 64)
+        b.address(actor, idx, SINK_LINK_LOCAL, 64)
         b.ipr[actor].route("add", dst="::/0", gateway=WORLD_LINK_LOCAL, oif=idx, family=socket.AF_INET6)
 
 
@@ -168,7 +174,6 @@ def _build(b: NetBuilder, setup: Setup) -> None:
     sink_if, lo = b.index("world", "sink"), b.index("sink", "lo")
     b.ipr["world"].route("add", dst="0.0.0.0/0", oif=sink_if)
     if setup.ipv6:
-        b.address("sink", b.index("sink", "eth0"), SINK_LINK_LOCAL, 64)
         b.ipr["world"].route("add", dst="::/0", gateway=SINK_LINK_LOCAL, oif=sink_if, family=socket.AF_INET6)
     for family in _families(setup):
         default = "0.0.0.0/0" if family == socket.AF_INET else "::/0"
@@ -224,7 +229,9 @@ def _pods(b: NetBuilder, setup: Setup) -> None:
     assert setup.pod_cidr is not None and setup.bridge_ip is not None
     net = ipaddress.ip_network(setup.pod_cidr)
     gateway = setup.bridge_ip
-    b.bridge("node", "cni0", gateway, net.prefixlen)
+    bridge = b.bridge("node", "cni0", gateway, net.prefixlen)
+    if setup.ipv6:
+        b.address("node", bridge, WORLD_LINK_LOCAL, 64)
     # Pods sit behind the node: the router forwards their CIDR to the node's own address.
     b.ipr["world"].route(
         "add", dst=setup.pod_cidr, gateway=setup.node_ip, oif=b.index("world", "node"), flags=RTNH_F_ONLINK
@@ -237,5 +244,7 @@ def _pods(b: NetBuilder, setup: Setup) -> None:
         b.up("node", port, master=b.index("node", "cni0"))
         # As the CNI bridge plugin does with hairpinMode: a pod may reach itself through a Service.
         b.ipr["node"].brport("set", index=b.index("node", port), mode=1)
-        b.up(actor, "eth0", ip, net.prefixlen)
+        pod_if = b.up(actor, "eth0", ip, net.prefixlen)
+        if setup.ipv6:
+            b.address(actor, pod_if, f"fe80::{i + 2:x}", 64)
         b.ipr[actor].route("add", dst=default_route(gateway), gateway=gateway)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from lab.realize.families import endpoint
 from lab.replay.run import ReplayResult
 from lab.report.literal import literal
 
@@ -24,7 +25,7 @@ def print_replay(result: ReplayResult, console: Console) -> None:
     says = _SAYS.get(result.outcome, result.outcome).format(endpoints=", ".join(result.endpoints))
     console.print(
         Text.assemble(
-            literal(f"{s.protocol.lower()} {s.source} → {s.dst_ip}:{s.dst_port}", "bold"),
+            literal(f"{s.protocol.lower()} {s.source} → {endpoint(s.dst_ip, s.dst_port)}", "bold"),
             literal(f" (from the {s.source_role}): {says}"),
         )
     )

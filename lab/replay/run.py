@@ -72,7 +72,7 @@ class ReplayResult:
     def as_json(self) -> dict[str, object]:
         return {
             "from": self.setup.source,
-            "to": f"{self.setup.dst_ip}:{self.setup.dst_port}",
+            "to": endpoint(self.setup.dst_ip, self.setup.dst_port),
             "protocol": self.setup.protocol.lower(),
             "output": self.output,
             "masq": self.masq,
