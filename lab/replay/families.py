@@ -62,7 +62,9 @@ def split_xtables(text: str, dump: str, version: int) -> list[XtablesDump]:
     parts: list[tuple[int, int, list[str]]] = []  # (version, first line, lines)
     for number, line in enumerate(text.splitlines(), 1):
         found = _header_version(line)
-        if found is not None and (not parts or any(_is_rule(seen) for seen in parts[-1][2])):
+        if found is not None and parts and found == parts[-1][0]:
+            parts[-1][2].append(line)  # the save tools head every table: the same dump goes on
+        elif found is not None and (not parts or any(_is_rule(seen) for seen in parts[-1][2])):
             parts.append((found, number, [line]))
         elif found is not None:
             parts[-1] = (found, parts[-1][1], [*parts[-1][2], line])  # a header after nothing but comments

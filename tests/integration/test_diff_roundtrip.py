@@ -53,3 +53,31 @@ def test_rules_read_back_from_the_kernel_diff_as_identical(path, host_unchanged)
         assert result.identical, (topo.variant_label, [d.as_json() for d in result.differences])
         compared += 1
     assert compared
+
+
+DUAL_STACK = REPO / "tests" / "fixtures" / "replay" / "dual-stack.yaml"
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_a_dual_stack_nodes_rules_read_back_diff_as_identical(mode, host_unchanged):
+    """Both proxiers loaded (iptables-restore and ip6tables-restore; both nft tables) and saved back with
+    iptables-save and ip6tables-save (nft list ruleset): the IPv6 forms (`/128`, ICMPv6's REJECT default) too."""
+    (topo,) = load_scenario(DUAL_STACK, {"proxyMode": [mode]}).variants
+    plane = node_dataplane(topo, "node2")
+    assert plane.other_family is not None
+    with FreshNetns() as netns:
+
+        def run(script: str, text: str = "") -> str:
+            done = netns.run(script, input=text)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        if mode == "nftables":
+            run("nft -f -", plane.nft + plane.other_family.nft)
+            dumps = Dumps(nft=run("nft list ruleset"))
+        else:
+            run("iptables-restore", plane.iptables)
+            run("ip6tables-restore", plane.other_family.iptables)
+            dumps = Dumps(rules=run("iptables-save"), rules6=run("ip6tables-save"))
+    result = diff_node(topo, "node2", dumps)
+    assert result.identical and not result.families_not_compared, [d.as_json() for d in result.differences]

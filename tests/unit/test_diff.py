@@ -204,7 +204,7 @@ def test_nftables_another_release_is_named() -> None:
 
 
 def _args(tmp_path: Path, **dumps: str) -> argparse.Namespace:
-    given = {kind: None for kind in ("rules", "nft", "ipsets", "ipvs")}
+    given = {kind: None for kind in ("rules", "rules6", "nft", "ipsets", "ipvs")}
     for kind, text in dumps.items():
         (tmp_path / kind).write_text(text)
         given[kind] = str(tmp_path / kind)

@@ -14,29 +14,34 @@ from lab.replay.review import review_ipsets, review_iptables, review_nft
 from lab.replay.run import read
 from lab.selection import load_all, no_variant, select
 
-_OPTION = {"rules": "--rules", "nft": "--nft", "ipsets": "--ipsets", "ipvs": "--ipvs"}
+_OPTION = {"rules": "--rules", "rules6": "--rules6", "nft": "--nft", "ipsets": "--ipsets", "ipvs": "--ipvs"}
 
 
 def _dumps(args: argparse.Namespace) -> Dumps:
     dumps = Dumps(
         rules=read("--rules", args.rules),
+        rules6=read("--rules6", args.rules6),
         nft=read("--nft", args.nft),
         ipsets=read("--ipsets", args.ipsets),
         ipvs=read("--ipvs", args.ipvs),
     )
-    if dumps.nft is not None and (args.rules or args.ipsets or args.ipvs):
+    if dumps.nft is not None and (args.rules or args.rules6 or args.ipsets or args.ipvs):
         raise InstallError(
-            "--nft is a node in nftables mode: give it alone (--rules, --ipsets and --ipvs are iptables "
+            "--nft is a node in nftables mode: give it alone (--rules, --rules6, --ipsets and --ipvs are iptables "
             "and ipvs mode's dumps)"
         )
-    if dumps.nft is None and dumps.rules is None and dumps.ipsets is None and dumps.ipvs is None:
+    if all(text is None for text in (dumps.nft, dumps.rules, dumps.rules6, dumps.ipsets, dumps.ipvs)):
         raise InstallError(
-            "no dump: give --rules (iptables-save), --nft (nft list ruleset), or ipvs mode's --rules, "
-            "--ipsets (ipset save) and --ipvs (ipvsadm -Sn or -Ln)"
+            "no dump: give --rules (iptables-save) and/or --rules6 (ip6tables-save), --nft (nft list ruleset), or "
+            "ipvs mode's --rules, --ipsets (ipset save) and --ipvs (ipvsadm -Sn or -Ln)"
         )
-    for review, text in ((review_iptables, dumps.rules), (review_nft, dumps.nft), (review_ipsets, dumps.ipsets)):
+    for option, text in (("rules", dumps.rules), ("rules6", dumps.rules6)):
+        if text is not None:
+            review_iptables(text, option)
+    for review, text in ((review_nft, dumps.nft), (review_ipsets, dumps.ipsets)):
         if text is not None:
             review(text)
+    dumps.xtables()  # each family's dump checked for addresses of the other family, before anything is rendered
     return dumps
 
 
@@ -61,10 +66,12 @@ def _variant(args: argparse.Namespace, scenario: Scenario, dumps: Dumps) -> tupl
 
 
 def replay_hint(args: argparse.Namespace, topo: Topology) -> str:
+    """The `lab replay` command for the same dumps: the node's addresses and pod CIDRs of every family."""
     node = topo.node(args.node)
     dumps = [f"{_OPTION[kind]} {shlex.quote(getattr(args, kind))}" for kind in _OPTION if getattr(args, kind)]
-    pod_cidr = f" --pod-cidr {node.pod_cidr}" if node.pod_cidr else ""
-    return f"lab replay {' '.join(dumps)} --node-ip {node.ip}{pod_cidr} --from SRC_IP --to DST_IP:PORT"
+    ips = "".join(f" --node-ip {ip}" for ip in (node.ip, node.secondary_ip) if ip)
+    cidrs = "".join(f" --pod-cidr {cidr}" for cidr in (node.pod_cidr, node.secondary_pod_cidr) if cidr)
+    return f"lab replay {' '.join(dumps)}{ips}{cidrs} --from SRC_IP --to DST_IP:PORT"
 
 
 def diff_from_args(args: argparse.Namespace) -> tuple[NodeDiff, str, str]:

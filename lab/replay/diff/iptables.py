@@ -119,8 +119,14 @@ def _option(option: str, values: list[str]) -> str:
     return f"{option} {value}".strip()
 
 
-def _module(name: str, options: list[tuple[str, list[str]]]) -> str:
-    """`-m NAME` and its options in a fixed order, with what the kernel adds by default."""
+# What the kernel adds by default, per IP version: -m recent's --mask, REJECT's --reject-with.
+_RECENT_MASK = {4: "--mask 255.255.255.255", 6: "--mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}
+_REJECT_WITH = {4: "--reject-with icmp-port-unreachable", 6: "--reject-with icmp6-port-unreachable"}
+
+
+def _module(name: str, options: list[tuple[str, list[str]]], version: int) -> str:
+    """`-m NAME` and its options in a fixed order, with what the kernel adds by default (`version`: the IP version
+    of the rules, 4 for iptables, 6 for ip6tables)."""
     texts = []
     for option, values in options:
         if name == "MARK" and option in ("--or-mark", "--xor-mark", "--and-mark", "--set-mark", "--set-xmark"):
@@ -129,9 +135,9 @@ def _module(name: str, options: list[tuple[str, list[str]]]) -> str:
         else:
             texts.append(_option(option, values))
     if name == "recent":
-        texts += [d for d in ("--mask 255.255.255.255", "--rsource") if not any(t.startswith(d[:6]) for t in texts)]
+        texts += [d for d in (_RECENT_MASK[version], "--rsource") if not any(t.startswith(d[:6]) for t in texts)]
     if name == "REJECT" and not any(t.startswith("--reject-with") for t in texts):
-        texts.append("--reject-with icmp-port-unreachable")
+        texts.append(_REJECT_WITH[version])
     return " ".join(sorted(texts))
 
 
@@ -139,8 +145,9 @@ def _is_option(word: str) -> bool:
     return word == "!" or (word.startswith("-") and len(word) > 1 and not word[1].isdigit())
 
 
-def canonical(rule: Rule, dump: str = "rules") -> str:
-    """The rule in one form: basic matches in iptables-save's order, then the -m modules sorted, then the target."""
+def canonical(rule: Rule, dump: str = "rules", version: int = 4) -> str:
+    """The rule in one form: basic matches in iptables-save's order, then the -m modules sorted, then the target
+    (`version`: 6 for an ip6tables rule)."""
     words = rule.words
     basic: dict[str, str] = {}
     modules: list[tuple[str, list[tuple[str, list[str]]]]] = []
@@ -185,8 +192,8 @@ def canonical(rule: Rule, dump: str = "rules") -> str:
             )
         at += 1
     parts = [basic[key] for key in _BASIC_ORDER if key in basic] + (["-f"] if "-f" in basic else [])
-    parts += sorted(f"-m {name} {_module(name, options)}".strip() for name, options in modules)
+    parts += sorted(f"-m {name} {_module(name, options, version)}".strip() for name, options in modules)
     if target:
         name = target[0].split()[1]
-        parts.append(f"{target[0]} {_module(name, target[1])}".strip())
+        parts.append(f"{target[0]} {_module(name, target[1], version)}".strip())
     return " ".join(parts)

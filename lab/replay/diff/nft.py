@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from lab.replay.dump import DumpError
 
-KUBE_PROXY_TABLE = "ip kube-proxy"
+# kube-proxy's tables: one per proxier, never `inet` (KEP-3866).
+KUBE_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
 _PRIORITY_NAMES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100}
 _OBJECTS = ("chain", "set", "map", "rule", "element", "table", "counter")
 

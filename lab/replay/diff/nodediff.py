@@ -12,16 +12,22 @@ from lab.render.dataplane import NodeDataplane, node_dataplane
 from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS
 from lab.replay.diff.compare import PartDiff, compare
 from lab.replay.diff.parts import Side, iptables_side, ipvs_side, merge, nft_side
+from lab.replay.families import SAVE_TOOL, XtablesDump, xtables_dumps
 
 
 @dataclass(frozen=True)
 class Dumps:
     """A node's dumps, as given (None: not given). ipvs mode compares the parts given."""
 
-    rules: str | None = None  # iptables-save
-    nft: str | None = None  # nft list ruleset
+    rules: str | None = None  # iptables-save (a dual-stack node's ip6tables-save may follow, after its header)
+    nft: str | None = None  # nft list ruleset (a dual-stack node's: both kube-proxy tables)
     ipsets: str | None = None  # ipset save
     ipvs: str | None = None  # ipvsadm -Sn or -Ln
+    rules6: str | None = None  # ip6tables-save
+
+    def xtables(self) -> dict[int, XtablesDump]:
+        """Each family's xtables dump given ({4: iptables-save's, 6: ip6tables-save's})."""
+        return xtables_dumps(self.rules, self.rules6)
 
     def mode(self, scenario_mode: str) -> str:
         """The proxy mode that wrote these dumps: nft → nftables; ipsets or ipvs servers → ipvs; an iptables-save
@@ -31,7 +37,7 @@ class Dumps:
             return "nftables"
         if self.ipsets is not None or self.ipvs is not None:
             return "ipvs"
-        rules = self.rules or ""
+        rules = (self.rules or "") + (self.rules6 or "")
         if "--match-set KUBE-CLUSTER-IP " in rules:
             return "ipvs"
         if ":KUBE-SVC-" in rules or (":KUBE-SERVICES" in rules and scenario_mode != "ipvs"):
@@ -41,20 +47,37 @@ class Dumps:
     def side(self, mode: str) -> Side:
         if mode == "nftables":
             return nft_side(self.nft or "")
-        rules = iptables_side(self.rules or "", mode) if self.rules is not None else Side({}, ())
+        rules = merge(iptables_side(d.text, mode, d.dump, version) for version, d in self.xtables().items())
         if mode == "ipvs":
             return merge([rules, ipvs_side(self.ipsets, self.ipvs)])
         return rules
 
 
 def rendered(plane: NodeDataplane, given: Dumps) -> Dumps:
-    """Render's output as the dumps a node of that mode would give, only of the kinds the user gave."""
+    """Render's output as the dumps a node of that mode would give, only of the kinds (and, in iptables and ipvs
+    modes, of the families) the user gave. Each family's proxier is its own plane (kube-proxy runs one each)."""
+    planes = {int(p.family[-1]): p for p in (plane, plane.other_family) if p is not None}
     if plane.mode == "nftables":
-        return Dumps(nft=plane.nft)
+        return Dumps(nft="".join(p.nft for p in planes.values()))
+    families = given.xtables()
+    v4, v6 = planes.get(4), planes.get(6)
     return Dumps(
-        rules=plane.iptables if given.rules is not None else None,
+        rules=v4.iptables if v4 and 4 in families else None,
+        rules6=v6.iptables if v6 and 6 in families else None,
         ipsets=plane.ipsets if given.ipsets is not None else None,
         ipvs=plane.ipvs if given.ipvs is not None else None,
+    )
+
+
+def _not_given(plane: NodeDataplane, dumps: Dumps) -> tuple[str, ...]:
+    """A proxier of the node whose xtables dump was not given, said so (in nftables mode one ruleset holds both)."""
+    if plane.mode == "nftables" or (dumps.rules is None and dumps.rules6 is None):
+        return ()
+    given = dumps.xtables()
+    return tuple(
+        f"{p.family} (no {SAVE_TOOL[int(p.family[-1])]} dump given)"
+        for p in (plane, plane.other_family)
+        if p is not None and int(p.family[-1]) not in given
     )
 
 
@@ -75,6 +98,8 @@ class NodeDiff:
     # scenario's release scored alike (entries missing or extra; a changed one counts as both).
     best: tuple[Match, ...] = ()
     own: Match | None = None
+    # A proxier of the node (one per family) not compared, for want of its dump: "IPv6 (no ip6tables-save dump given)".
+    families_not_compared: tuple[str, ...] = ()
 
     @property
     def identical(self) -> bool:
@@ -93,6 +118,7 @@ class NodeDiff:
             "differences": self.count,
             "parts": [d.as_json() for d in self.differences],
             "not_compared": list(self.others),
+            "families_not_compared": list(self.families_not_compared),
             # Entries missing or extra (a changed one counts as both), against the best releases and the scenario's.
             "best_match": [{"kubeVersion": m.version, "differing_entries": m.differences} for m in self.best],
             "scenario_release": {"kubeVersion": self.own.version, "differing_entries": self.own.differences}
@@ -134,4 +160,5 @@ def diff_node(topo: Topology, node: str, dumps: Dumps) -> NodeDiff:
     found = dumps.side(mode)
     differences = _against(topo, node, dumps, found, mode, topo.cluster.kube_version)
     best, own = _best(topo, node, dumps, found, mode) if differences else ((), None)
-    return NodeDiff(node, mode, topo.cluster.kube_version, tuple(differences), found.others, best, own)
+    not_given = _not_given(node_dataplane(topo, node), dumps)
+    return NodeDiff(node, mode, topo.cluster.kube_version, tuple(differences), found.others, best, own, not_given)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lab.replay.diff import iptables, ipvs, nft
 
@@ -98,10 +98,26 @@ def _rename(text: str, names: dict[str, str]) -> str:
     return re.sub(r"KUBE-[A-Z]+-[A-Z2-7]{16}\b", lambda m: names.get(m.group(0), m.group(0)), text)
 
 
-def iptables_side(text: str, mode: str, dump: str = "rules") -> Side:
+# How an ip6tables table is named in parts and reports, beside iptables' `nat` and `filter`.
+IP6_TABLE = "ip6 {table}"
+
+
+def iptables_side(text: str, mode: str, dump: str = "rules", version: int = 4) -> Side:
     """kube-proxy's chains of an iptables-save dump (or restore input): every KUBE- chain of nat and filter, and
-    kube-proxy's jumps to them from the built-in chains. Other tables, chains and rules are counted as others'."""
+    kube-proxy's jumps to them from the built-in chains. Other tables, chains and rules are counted as others'.
+    `version` 6: an ip6tables-save dump, the IPv6 proxier's, whose tables are named `ip6 nat`, `ip6 filter`."""
     tables = iptables.parse(text, dump)
+    side = _iptables_side(tables, mode, dump, version)
+    if version == 4:
+        return side
+    named = {
+        (IP6_TABLE.format(table=part.table), part.name): replace(part, table=IP6_TABLE.format(table=part.table))
+        for part in side.parts.values()
+    }
+    return Side(named, tuple(f"ip6 {other}" for other in side.others))
+
+
+def _iptables_side(tables: iptables.Tables, mode: str, dump: str, version: int) -> Side:
     names = _iptables_names(tables)
     rules: dict[tuple[str, str], list[tuple[int, str]]] = {}
     others: dict[str, int] = {}
@@ -110,7 +126,7 @@ def iptables_side(text: str, mode: str, dump: str = "rules") -> Side:
             if chain.startswith("KUBE-") and chain not in CANARIES and table in ("nat", "filter"):
                 rules.setdefault((table, chain), [])
     for rule in tables.rules:
-        canonical = _rename(iptables.canonical(rule, dump), names)
+        canonical = _rename(iptables.canonical(rule, dump, version), names)
         target = f" {canonical}".rsplit(" -j ", 1)[1].split()[0] if " -j " in f" {canonical}" else ""
         ours = rule.table in ("nat", "filter") and (
             (rule.chain.startswith("KUBE-") and rule.chain not in CANARIES)
@@ -141,12 +157,12 @@ def _others(counts: dict[str, int]) -> tuple[str, ...]:
 
 
 def nft_side(text: str, dump: str = "nft") -> Side:
-    """kube-proxy's IPv4 table (ip kube-proxy) of a ruleset or a transaction: its chains in order, its sets and maps
-    as sets; other tables (its IPv6 one too, which render does not write) are others'."""
+    """kube-proxy's tables (ip kube-proxy, ip6 kube-proxy: one per proxier) of a ruleset or a transaction: their
+    chains in order, their sets and maps as sets; other tables are others'."""
     tables = nft.listing(text, dump)
     parts = {}
     for key, table in tables.items():
-        if key != nft.KUBE_PROXY_TABLE:
+        if key not in nft.KUBE_PROXY_TABLES:
             continue
         for name, chain in table.chains.items():
             part = Part(
@@ -174,16 +190,14 @@ def nft_side(text: str, dump: str = "nft") -> Side:
         for name in table.counters:  # named counters: that they exist; their counts are dropped
             part = Part("counter", key, name, False, (), ())
             parts[part.key] = part
-    others = tuple(_other_table(key, table) for key, table in tables.items() if key != nft.KUBE_PROXY_TABLE)
+    others = tuple(_other_table(key, table) for key, table in tables.items() if key not in nft.KUBE_PROXY_TABLES)
     return Side(parts, others)
 
 
 def _other_table(key: str, table: nft.Table) -> str:
-    """A table not compared, with what in it may still be kube-proxy's: its IPv6 table (render writes IPv4), the
-    KUBE- chains of iptables-nft (kube-proxy's iptables or ipvs mode, which nftables mode does not write)."""
+    """A table not compared, with what in it may still be kube-proxy's: the KUBE- chains of iptables-nft
+    (kube-proxy's iptables or ipvs mode, which nftables mode does not write)."""
     kube = sum(name.startswith("KUBE-") for name in table.chains)
-    if key == "ip6 kube-proxy":
-        return f"table {key} (IPv6: the lab renders IPv4 only)"
     return f"table {key}" + (f" (holds {kube} KUBE- chain{'s' if kube != 1 else ''})" if kube else "")
 
 

@@ -59,4 +59,7 @@ def print_diff(result: NodeDiff, console: Console, replay: str) -> None:
         )
     if result.others:
         console.print(literal(f"not kube-proxy's, not compared: {', '.join(result.others)}"), soft_wrap=True)
+    if result.families_not_compared:
+        proxiers = ", ".join(result.families_not_compared)
+        console.print(literal(f"the node's proxier not compared: {proxiers}"), soft_wrap=True)
     console.print(literal(f"to see what a packet does: {replay}"), soft_wrap=True)
