@@ -120,8 +120,14 @@ class PodSpec(Loose):
     containers: list[Container] = []
 
 
+class PodIP(Loose):
+    ip: str
+
+
 class PodStatus(Loose):
     pod_ip: str | None = Field(None, alias="podIP")
+    # Dual-stack: the pod's address of each family, the primary first (podIPs[0] is podIP), as the kubelet reports.
+    pod_ips: list[PodIP] = Field([], alias="podIPs")
     ready: bool = True
 
 

@@ -47,6 +47,7 @@ class _PodPlan(NamedTuple):
     ready: bool = True
     owner: str = ""  # "Deployment/NAME" or "ReplicaSet/NAME" for a replica
     pending: bool = False  # a replica a later scale step creates
+    ips: tuple[str, ...] = ()  # status.podIPs, the primary family's first
 
 
 # (kind, namespace, name) of a Deployment or ReplicaSet → replicas its scale steps create beyond those declared
@@ -62,7 +63,7 @@ def resolve_pods(
     start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
     wanted = _plans(src, workload, nodes, demand)
     addresses = _pod_addresses(src, wanted, nodes, cluster)
-    secondary = _secondary_addresses(wanted, nodes, cluster)
+    secondary = _secondary_addresses(src, wanted, nodes, cluster)
     unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
     # A name two namespaces use is the pods' NAMESPACE/NAME, in the lab and its reports: each is told apart.
     shared = {name for name, n in Counter(w.name for w in wanted).items() if n > 1}
@@ -97,9 +98,10 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
         if isinstance(m, k8s.Pod):
             node = _place(src, (*path, "spec"), m.spec, nodes)[0]
             meta, status = m.metadata, m.status
-            wanted.append(
-                _PodPlan(path, meta.name, meta.namespace, node, meta.labels, m.spec, status.pod_ip, status.ready)
-            )
+            ips = tuple(p.ip for p in status.pod_ips)
+            ip = status.pod_ip or (ips[0] if ips else None)
+            plan = _PodPlan(path, meta.name, meta.namespace, node, meta.labels, m.spec, ip, status.ready, ips=ips)
+            wanted.append(plan)
         elif isinstance(m, k8s.Deployment):
             tpl = m.spec.template
             if not set(m.spec.selector.match_labels.items()) <= set(tpl.metadata.labels.items()):
@@ -152,6 +154,8 @@ def _pod_addresses(src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, .
     podCIDR."""
     given: dict[str, FieldPath] = {}
     for w in wanted:
+        if w.ips and w.ip != w.ips[0]:
+            raise src.error((*w.path, "status", "podIPs", 0, "ip"), f"must match status.podIP {w.ip}")
         if w.ip and not w.spec.host_network:
             _check_pod_ip(src, (*w.path, "status", "podIP"), w.ip, w.node, given)
             given[w.ip] = (*w.path, "status", "podIP")
@@ -173,27 +177,48 @@ def _pod_addresses(src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, .
     return addresses
 
 
-def _secondary_addresses(wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec) -> list[str]:
-    """Dual-stack: each pod's address of the secondary family (status.podIPs[1]), the next of its node's secondary
-    pod block after cni0's, or its node's with hostNetwork; "" for every pod single-stack. A primary block that
-    fits the pods has the room: describe asks the secondary block to be as large (lab/describe/resolve/network.py)."""
+def _secondary_addresses(
+    src: Source, wanted: list[_PodPlan], nodes: tuple[NodeSpec, ...], cluster: ClusterSpec
+) -> list[str]:
+    """Dual-stack: each pod's address of the secondary family: status.podIPs[1] when given (a free address of its
+    node's secondary pod block), else the next free one of that block after cni0's, or its node's with hostNetwork;
+    "" for every pod single-stack. A primary block that fits the pods has the room: describe asks the secondary
+    block to be as large (lab/describe/resolve/network.py)."""
+    given: dict[str, FieldPath] = {}
+    for w in wanted:
+        path = (*w.path, "status", "podIPs")
+        if len(w.ips) > 2 or (len(w.ips) == 2 and not cluster.secondary_cluster_cidr):
+            raise src.error(path, f"expected one address per family of the cluster ({', '.join(cluster.families)})")
+        if len(w.ips) == 2 and not w.spec.host_network:
+            _check_pod_ip(src, (*path, 1, "ip"), w.ips[1], w.node, given, secondary=True)
+            given[w.ips[1]] = (*path, 1, "ip")
     if not cluster.secondary_cluster_cidr:
         return ["" for _ in wanted]
-    free = {n.name: itertools.islice(hosts(n.secondary_pod_cidr), 1, None) for n in nodes}
-    return [w.node.secondary_ip if w.spec.host_network else next(free[w.node.name]) for w in wanted]
+    free = {
+        n.name: (a for a in itertools.islice(hosts(n.secondary_pod_cidr), 1, None) if a not in given) for n in nodes
+    }
+    return [
+        w.node.secondary_ip if w.spec.host_network else w.ips[1] if len(w.ips) == 2 else next(free[w.node.name])
+        for w in wanted
+    ]
 
 
-def _check_pod_ip(src: Source, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath]) -> None:
-    """A status.podIP: a free address of its node's podCIDR, given to one pod only."""
-    net = ipaddress.ip_network(node.pod_cidr)
-    if not inside(ip, node.pod_cidr):
-        raise src.error(path, f"{ip} is outside {node.name}'s podCIDR {node.pod_cidr}")
+def _check_pod_ip(
+    src: Source, path: FieldPath, ip: str, node: NodeSpec, given: dict[str, FieldPath], secondary: bool = False
+) -> None:
+    """A status.podIP (`secondary`: status.podIPs[1]): a free address of its node's podCIDR of that family, given to
+    one pod only."""
+    cidr = node.secondary_pod_cidr if secondary else node.pod_cidr
+    net = ipaddress.ip_network(cidr)
+    if family_of(ip) is None:
+        raise src.error(path, f"expected an IP address, got {ip!r}")
+    if not inside(ip, cidr):
+        raise src.error(path, f"{ip} is outside {node.name}'s podCIDR {cidr}")
     if ip in given:
         raise src.error(path, f"{ip} is already a pod's podIP at line {src.line_of(given[ip])}")
-    if ip in (str(net.network_address), str(net.broadcast_address), node.bridge_ip, node.tunnel_ip):
-        raise src.error(
-            path, f"{ip} is reserved in {node.pod_cidr}: network, broadcast or {node.name}'s own (cni0, tunnel)"
-        )
+    own = (node.secondary_bridge_ip,) if secondary else (node.bridge_ip, node.tunnel_ip)
+    if ip in (str(net.network_address), str(net.broadcast_address), *own):
+        raise src.error(path, f"{ip} is reserved in {cidr}: network, broadcast or {node.name}'s own (cni0, tunnel)")
 
 
 def resolve_services(
