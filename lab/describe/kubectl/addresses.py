@@ -16,16 +16,17 @@ from typing import Any
 IPv4Network = ipaddress.IPv4Network
 
 
-def covering(values: Iterable[str], longest: int) -> IPv4Network | None:
-    """The smallest network holding every address or network given, at most `longest` bits long."""
-    nets = [ipaddress.IPv4Network(v, strict=False) for v in values]
+def covering(values: Iterable[str], longest: int) -> IPv4Network | ipaddress.IPv6Network | None:
+    """The smallest network holding every address or network given (all of one family), at most `longest` bits
+    long."""
+    nets = [ipaddress.ip_network(v, strict=False) for v in values]
     if not nets:
         return None
     for prefix in range(longest, -1, -1):
-        candidate = ipaddress.IPv4Network((nets[0].network_address, prefix), strict=False)
-        if all(n.subnet_of(candidate) for n in nets):
+        candidate = ipaddress.ip_network((nets[0].network_address, prefix), strict=False)
+        if all(n.subnet_of(candidate) for n in nets):  # type: ignore[arg-type]  # one family throughout
             return candidate
-    raise AssertionError("0.0.0.0/0 holds every IPv4 network")
+    raise AssertionError("the family's /0 holds every network of it")
 
 
 def _like(base: str, prefix: int) -> IPv4Network:

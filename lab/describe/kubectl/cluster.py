@@ -7,9 +7,11 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.describe.families import Family, family_of
 from lab.describe.kubectl.objects import Obj
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+FAMILIES: tuple[Family, Family] = ("IPv4", "IPv6")
 _TOPOLOGY_LABELS = (ZONE_LABEL, "topology.kubernetes.io/region")
 
 # CNIs by the label or name prefix of their node agent's pods in kube-system, and how the lab builds them.
@@ -30,13 +32,19 @@ _CNIS = (
 class Node:
     obj: Obj
     name: str
-    ip: str
-    pod_cidr: str | None
+    addresses: dict[Family, str]  # its InternalIP of each family (else its first address of it)
+    pod_cidrs: dict[Family, str]  # spec.podCIDRs by family, in the node's order (the cluster's primary first)
     labels: dict[str, str]
 
     @property
     def zone(self) -> str:
         return self.labels.get(ZONE_LABEL, "")
+
+    def ip_of(self, family: Family) -> str:
+        return self.addresses[family]
+
+    def pod_cidr_of(self, family: Family) -> str | None:
+        return self.pod_cidrs.get(family)
 
 
 @dataclass(frozen=True)
@@ -45,10 +53,13 @@ class Pod:
     namespace: str
     name: str
     node: str
-    ip: str | None
+    ips: dict[Family, str]  # status.podIPs by family
     host_network: bool
     running: bool
     ports: tuple[dict[str, Any], ...]  # container ports: (container, name, containerPort, protocol)
+
+    def ip_of(self, family: Family) -> str | None:
+        return self.ips.get(family)
 
 
 @dataclass
@@ -58,36 +69,39 @@ class Cni:
 
 
 def read_node(obj: Obj, notes: list[str]) -> Node | None:
-    """A node, or None (said in `notes`) when it has no IPv4 address."""
+    """A node with its address and podCIDR of each family, or None (said in `notes`) when it has no address."""
     addresses = [(a.get("type"), a.get("address")) for _, a in obj.each(("status", "addresses")) if isinstance(a, dict)]
-    ipv4 = [(kind, a) for kind, a in addresses if isinstance(a, str) and is_ipv4(a)]
-    ip = next((a for kind, a in ipv4 if kind == "InternalIP"), None) or next((a for _, a in ipv4), None)
-    if ip is None:
-        notes.append(obj.note(("status", "addresses"), "no IPv4 address: the node is left out"))
+    ips: dict[Family, str] = {}
+    for family in FAMILIES:
+        of_family = [(kind, a) for kind, a in addresses if isinstance(a, str) and family_of(a) == family]
+        ip = next((a for kind, a in of_family if kind == "InternalIP"), None) or next((a for _, a in of_family), None)
+        if ip is not None:
+            ips[family] = ip
+    if not ips:
+        notes.append(obj.note(("status", "addresses"), "no IP address: the node is left out"))
         return None
-    for kind, a in addresses:
-        if isinstance(a, str) and ":" in a:
-            notes.append(obj.note(("status", "addresses"), f"{kind} {a}: IPv6 is not modelled yet (IPv4 only)"))
     cidrs = [c for _, c in obj.each(("spec", "podCIDRs"))] or [obj.get(("spec", "podCIDR"), str)]
-    pod_cidr = next((c for c in cidrs if isinstance(c, str) and "." in c), None)
-    for c in cidrs:
-        if isinstance(c, str) and ":" in c:
-            notes.append(obj.note(("spec", "podCIDRs"), f"{c}: IPv6 is not modelled yet (IPv4 only)"))
-    if pod_cidr is not None:
+    pod_cidrs: dict[Family, str] = {}
+    for cidr in cidrs:
+        if cidr is None:
+            continue
         try:
-            pod_cidr = str(ipaddress.IPv4Network(pod_cidr))
+            net = ipaddress.ip_network(cidr) if isinstance(cidr, str) else None
         except ValueError:
-            raise obj.error(
-                ("spec", "podCIDR"), f"expected a network such as 10.244.1.0/24, got {pod_cidr!r}"
-            ) from None
+            net = None
+        if net is None:
+            raise obj.error(("spec", "podCIDRs"), f"expected a network such as 10.244.1.0/24, got {cidr!r}")
+        pod_cidrs.setdefault(FAMILIES[net.version == 6], str(net))
     labels = {k: v for k, v in obj.get(("metadata", "labels"), dict, {}).items() if isinstance(v, str)}
-    return Node(obj, obj.name, ip, pod_cidr, labels)
+    return Node(obj, obj.name, ips, pod_cidrs, labels)
 
 
 def read_pod(obj: Obj) -> Pod:
-    ips = [p.get("ip") for _, p in obj.each(("status", "podIPs")) if isinstance(p, dict)]
-    ips = ips or [obj.get(("status", "podIP"), str)]
-    ip = next((a for a in ips if isinstance(a, str) and is_ipv4(a)), None)
+    listed = [p.get("ip") for _, p in obj.each(("status", "podIPs")) if isinstance(p, dict)]
+    ips: dict[Family, str] = {}
+    for ip in listed or [obj.get(("status", "podIP"), str)]:
+        if isinstance(ip, str) and (family := family_of(ip)) is not None:
+            ips.setdefault(family, ip)
     ports = []
     for cpath, container in obj.each(("spec", "containers")):
         if not isinstance(container, dict):
@@ -109,7 +123,7 @@ def read_pod(obj: Obj) -> Pod:
         obj.namespace or "default",
         obj.name,
         obj.get(("spec", "nodeName"), str, ""),
-        ip,
+        ips,
         obj.get(("spec", "hostNetwork"), bool, False),
         obj.get(("status", "phase"), str, "") == "Running",
         tuple(ports),
@@ -143,9 +157,10 @@ def topology_labels(node: Node) -> dict[str, str]:
 
 
 def pod_ip_problem(ip: str, pod_cidr: str, cni: str) -> str | None:
-    """Why the lab cannot give a pod this address on a node of this podCIDR (None when it can)."""
-    net = ipaddress.IPv4Network(pod_cidr)
-    address = ipaddress.IPv4Address(ip)
+    """Why the lab cannot give a pod this address on a node of this podCIDR, of the same family (None when it
+    can)."""
+    net = ipaddress.ip_network(pod_cidr)
+    address = ipaddress.ip_address(ip)
     if address not in net:
         return f"{ip} is outside its node's podCIDR {pod_cidr} (a CNI with its own address blocks?)"
     reserved = {net.network_address, net.broadcast_address}
@@ -157,8 +172,4 @@ def pod_ip_problem(ip: str, pod_cidr: str, cni: str) -> str | None:
 
 
 def is_ipv4(text: str) -> bool:
-    try:
-        ipaddress.IPv4Address(text)
-    except ValueError:
-        return False
-    return True
+    return family_of(text) == "IPv4"

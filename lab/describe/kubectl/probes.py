@@ -1,7 +1,9 @@
 """The probes an imported scenario starts with: one per frontend of each Service port and node (its cluster IP
 from a pod on each node, its NodePort from outside through each node, each external IP and load balancer IP from
 outside, and from inside and outside a loadBalancerSourceRange), each with `expect: observe`: the run records
-what the kernel did; the user writes what it should have done."""
+what the kernel did; the user writes what it should have done. A dual-stack Service is probed in its primary
+family (a probe's default) and again in its secondary one (`family: IPv6`), the source range's spoofed probe
+aside (its ranges are IPv4)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,12 @@ def probes_for(
                 inside = str(next(ipaddress.IPv4Network(ranges[0], strict=False).hosts(), ranges[0].split("/")[0]))
                 spoofed = _probe(f"{label}-load-balancer-from-source-range", outside, via)
                 probes.append(spoofed | {"sourceAddress": inside})
+    families = spec.get("ipFamilies", [])
+    if len(families) == 2:
+        second = families[1]
+        probes += [
+            p | {"name": f"{p['name']}-{second.lower()}", "family": second} for p in probes if "sourceAddress" not in p
+        ]
     return probes
 
 

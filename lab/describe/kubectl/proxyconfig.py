@@ -57,8 +57,13 @@ class ProxyConfig:
     """What the configuration sets in the scenario's `cluster`, and what it sets that the lab leaves out."""
 
     cluster: dict[str, Any] = field(default_factory=dict)
-    cluster_cidr: str | None = None  # the IPv4 clusterCIDR kube-proxy was given
+    cluster_cidrs: dict[str, str] = field(default_factory=dict)  # the clusterCIDR kube-proxy was given, per family
     notes: list[str] = field(default_factory=list)
+    conf: Obj | None = None  # the KubeProxyConfiguration read, for notes about it made later
+
+    def note(self, path: tuple[str, ...], text: str) -> str:
+        """A note about a field of the configuration (file, line, object); a bare one without a configuration."""
+        return self.conf.note(path, text) if self.conf is not None else f"lab import: {text}"
 
 
 def config_key(obj: Obj) -> str | None:
@@ -71,7 +76,7 @@ def config_key(obj: Obj) -> str | None:
 def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     """The ConfigMap's (or a bare KubeProxyConfiguration's) settings for kube-proxy `version`."""
     conf = embedded(obj, ("data", config_key(obj) or "config.conf")) if obj.kind == "ConfigMap" else obj
-    out = ProxyConfig()
+    out = ProxyConfig(conf=conf)
     _mode(conf, out)
     _cluster_cidr(conf, out)
     _detect_local(conf, out)
@@ -135,14 +140,12 @@ def _mode(conf: Obj, out: ProxyConfig) -> None:
 
 
 def _cluster_cidr(conf: Obj, out: ProxyConfig) -> None:
+    """kube-proxy's --cluster-cidr: one network per family, the primary first (dual-stack: "v4,v6" or "v6,v4")."""
     text = conf.get(("clusterCIDR",), str, "")
     for cidr in filter(None, (c.strip() for c in text.split(","))):
         net = _network(conf, ("clusterCIDR",), cidr)
-        if net.version == 6:
-            out.notes.append(conf.note(("clusterCIDR",), f"{cidr}: IPv6 is not modelled yet (IPv4 only)"))
-        elif out.cluster_cidr is None:
-            out.cluster_cidr = str(net)
-    out.cluster["kubeProxyClusterCIDR"] = out.cluster_cidr is not None
+        out.cluster_cidrs.setdefault(f"IPv{net.version}", str(net))
+    out.cluster["kubeProxyClusterCIDR"] = bool(out.cluster_cidrs)
 
 
 def _detect_local(conf: Obj, out: ProxyConfig) -> None:

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lab.describe.errors import ScenarioError
+from lab.describe.families import Family, family_of
 from lab.describe.kubectl.addresses import Anonymizer, covering
-from lab.describe.kubectl.cluster import ZONE_LABEL, Node, Pod, detect_cni, pod_ip_problem, read_node, read_pod
+from lab.describe.kubectl.cluster import (
+    FAMILIES,
+    ZONE_LABEL,
+    Node,
+    Pod,
+    detect_cni,
+    pod_ip_problem,
+    read_node,
+    read_pod,
+)
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.probes import probes_for
@@ -25,6 +35,16 @@ from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
 
 OUTSIDE = "client"  # the external host every frontend from outside is probed from
+# Per family: the networks an import takes where the objects name none (the lab's own examples'), and how long a
+# covering network may be (podCIDR blocks, the cluster's pod network, its Service network, the nodes' network).
+_DEFAULT_NETWORKS = {
+    "IPv4": {"cluster": "10.244.0.0/16", "service": "10.96.0.0/16", "underlay": "192.168.56.0/24"},
+    "IPv6": {"cluster": "fd00:10:244::/56", "service": "fd00:10:96::/112", "underlay": "fd00:56::/64"},
+}
+_LONGEST = {
+    "IPv4": {"block": 24, "cluster": 16, "service": 16, "underlay": 24},
+    "IPv6": {"block": 64, "cluster": 56, "service": 112, "underlay": 64},
+}
 
 
 @dataclass
@@ -53,13 +73,22 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if not nodes:
         said = "".join(f"; {n}" for n in inputs.notes())
         raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
+    families = _families(config, list(nodes.values()), notes)
+    if options.anonymize and families != ("IPv4",):
+        raise ScenarioError(
+            "lab import",
+            None,
+            "--anonymize",
+            f"this cluster is imported {' and '.join(families)}, and --anonymize renames IPv4 addresses only: its "
+            "IPv6 addresses would be written as they are. Import without --anonymize",
+        )
     pods = [read_pod(obj) for obj in _unique(inputs, "Pod")]
-    placed = _placeable(pods, nodes, cni.value, notes)
-    services = _services(inputs, options, notes)
-    by_ip = {p.ip: p for p in placed if p.ip}
+    placed = _placeable(pods, nodes, cni.value, families, notes)
+    services = _services(inputs, options, families, notes)
+    by_ip = {ip: p for p in placed for ip in p.ips.values()}
     for obj in inputs.objects["EndpointSlice"]:
         key = f"{obj.namespace or 'default'}/{obj.get(('metadata', 'labels', SERVICE_NAME_LABEL), str, '')}"
-        if key in services and (s := read_slice(obj, by_ip, nodes, notes)) is not None:
+        if key in services and (s := read_slice(obj, by_ip, nodes, notes, families)) is not None:
             services[key].slices.append(s)
     for key, svc in list(services.items()):
         if not svc.slices:
@@ -78,23 +107,20 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     wanted = _nodes_involved(services, nodes, bool(options.services))
     clients = _clients(wanted, backends, placed)
     written_pods = list(backends.values()) + [p for p in clients.values() if p is not None and id(p) not in backends]
-    cluster_cidr = _cluster_cidr(config, [nodes[n] for n in wanted], notes)
-    pod_cidrs = _pod_cidrs([nodes[n] for n in wanted], cluster_cidr, notes)
-    service_cidr = str(covering([s.cluster_ip for s in services.values()] or ["10.96.0.0"], 16))
-    underlay = covering([nodes[n].ip for n in wanted], 24) or ipaddress.IPv4Network("192.168.56.0/24")
-    outside = _outside_address(underlay, {nodes[n].ip for n in wanted})
+    networks = {f: _networks(f, config, [nodes[n] for n in wanted], services, notes) for f in families}
+    outside = ",".join(_outside_address(networks[f].underlay, {nodes[n].ip_of(f) for n in wanted}) for f in families)
 
     cluster = {
         **config.cluster,
         "kubeVersion": version,
-        "clusterCIDR": cluster_cidr,
-        "serviceCIDR": service_cidr,
-        "underlay": str(underlay),
+        "clusterCIDR": ",".join(networks[f].cluster for f in families),
+        "serviceCIDR": ",".join(networks[f].service for f in families),
+        "underlay": ",".join(networks[f].underlay for f in families),
     }
     if cni.value != "bridge":
         cluster["cni"] = cni.value
-    lab_nodes = [_node(nodes[n], pod_cidrs[n], names) for n in wanted]
-    workload: list[dict[str, Any]] = [_pod(p, names) for p in written_pods]
+    lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
+    workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
     probes = []
     client_of = {
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
@@ -133,7 +159,8 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if proxied:  # kube-proxy writes nothing for a Proxy address: a load balancer must take it to a NodePort
         scenario["loadBalancers"] = [{"name": "lb", "services": proxied}]
     if options.anonymize:
-        scenario = Anonymizer(cluster_cidr, service_cidr, str(underlay)).walk(scenario)
+        v4 = networks["IPv4"]
+        scenario = Anonymizer(v4.cluster, v4.service, v4.underlay).walk(scenario)
     return Imported(scenario, notes)
 
 
@@ -190,24 +217,65 @@ def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig
     return config
 
 
-def _placeable(pods: list[Pod], nodes: dict[str, Node], cni: str, notes: list[str]) -> list[Pod]:
-    """The pods the lab can build where the cluster runs them: on a node of the input, at their own address."""
+def _families(config: ProxyConfig, nodes: list[Node], notes: list[str]) -> tuple[Family, ...]:
+    """The families the cluster is imported in: those every node has an address of, the primary first. The primary
+    is the first of a node's podCIDRs (kube-controller-manager allocates them in its --cluster-cidr order), else of
+    kube-proxy's clusterCIDR, else IPv4."""
+    order = next((list(n.pod_cidrs) for n in nodes if len(n.pod_cidrs) == 2), None) or list(config.cluster_cidrs)
+    order = [f for f in order if f in FAMILIES] + [f for f in FAMILIES if f not in order]
+    families = tuple(f for f in order if all(f in n.addresses for n in nodes))
+    if not families:
+        raise ScenarioError(
+            "lab import", None, "", "the nodes share no address family: some have only IPv4 addresses, some only IPv6"
+        )
+    why = {f: f"{n.name} has no {f} address" for f in FAMILIES for n in nodes if f not in n.addresses}
+    if config.cluster.get("proxyMode") == "ipvs" and "IPv6" in families:
+        if families == ("IPv6",):
+            raise ScenarioError(
+                "lab import", None, "", "an IPv6 cluster in ipvs mode: the lab models ipvs mode for IPv4 only yet"
+            )
+        families, why["IPv6"] = ("IPv4",), "the lab models ipvs mode for IPv4 only yet"
+    imported = f"the cluster is imported {' and '.join(families)}; left out"
+    for node in nodes:
+        for family, ip in node.addresses.items():
+            if family not in families:
+                notes.append(node.obj.note(("status", "addresses"), f"{ip}: {why[family]}, so {imported}"))
+    for family, cidr in config.cluster_cidrs.items():
+        if family not in families:
+            notes.append(config.note(("clusterCIDR",), f"{cidr}: {imported}"))
+    return families
+
+
+def _placeable(
+    pods: list[Pod], nodes: dict[str, Node], cni: str, families: tuple[Family, ...], notes: list[str]
+) -> list[Pod]:
+    """The pods the lab can build where the cluster runs them: on a node of the input, at their own addresses (of
+    the imported families; one of the primary at least)."""
     kept = []
     for pod in pods:
         node = nodes.get(pod.node)
-        if pod.host_network or pod.ip is None or node is None or not pod.running:
+        if pod.host_network or pod.ip_of(families[0]) is None or node is None or not pod.running:
             continue  # never an endpoint the lab builds; an endpoint at its address is told as such
-        if node.pod_cidr is None:
+        if node.pod_cidr_of(families[0]) is None:
             notes.append(pod.obj.note(("spec", "nodeName"), f"left out: its node {node.name} has no podCIDR"))
             continue
-        if problem := pod_ip_problem(pod.ip, node.pod_cidr, cni):
-            notes.append(pod.obj.note(("status", "podIP"), f"left out: {problem}"))
-            continue
-        kept.append(pod)
+        ips = {}
+        for family in families:
+            ip, cidr = pod.ip_of(family), node.pod_cidr_of(family)
+            problem = pod_ip_problem(ip, cidr, cni) if ip and cidr else None
+            if problem and family == families[0]:
+                notes.append(pod.obj.note(("status", "podIP"), f"left out: {problem}"))
+                break
+            if problem or (ip and not cidr):
+                notes.append(pod.obj.note(("status", "podIPs"), f"{ip}: {problem or 'its node has no podCIDR of it'}"))
+            elif ip:
+                ips[family] = ip
+        else:
+            kept.append(replace(pod, ips=ips))
     return kept
 
 
-def _services(inputs: Inputs, options: Options, notes: list[str]) -> dict[str, Service]:
+def _services(inputs: Inputs, options: Options, families: tuple[Family, ...], notes: list[str]) -> dict[str, Service]:
     objs = {f"{o.namespace or 'default'}/{o.name}": o for o in _unique(inputs, "Service")}
     for asked in options.services:
         if asked not in objs:
@@ -215,7 +283,7 @@ def _services(inputs: Inputs, options: Options, notes: list[str]) -> dict[str, S
     chosen = [objs[k] for k in options.services] if options.services else list(objs.values())
     found = {}
     for obj in chosen:
-        if (svc := read_service(obj, notes)) is not None:
+        if (svc := read_service(obj, notes, families)) is not None:
             found[svc.key] = svc
     return found
 
@@ -240,56 +308,84 @@ def _clients(wanted: list[str], backends: dict[int, Pod], pods: list[Pod]) -> di
     return chosen
 
 
-def _cluster_cidr(config: ProxyConfig, nodes: list[Node], notes: list[str]) -> str:
-    """kube-proxy's clusterCIDR when every podCIDR is inside it, else the smallest network holding them."""
-    cidrs = [ipaddress.IPv4Network(n.pod_cidr) for n in nodes if n.pod_cidr]
-    if config.cluster_cidr and all(c.subnet_of(ipaddress.IPv4Network(config.cluster_cidr)) for c in cidrs):
-        return config.cluster_cidr
-    found = covering([str(c) for c in cidrs], 16) or ipaddress.IPv4Network("10.244.0.0/16")
-    if config.cluster_cidr:
+@dataclass(frozen=True)
+class Networks:
+    """One family's networks of the imported cluster, and each node's podCIDR block of it."""
+
+    cluster: str
+    service: str
+    underlay: str
+    blocks: dict[str, str]
+
+
+def _networks(
+    family: Family, config: ProxyConfig, nodes: list[Node], services: dict[str, Service], notes: list[str]
+) -> Networks:
+    longest, default = _LONGEST[family], _DEFAULT_NETWORKS[family]
+    cluster = _cluster_cidr(family, config, nodes, notes)
+    ips = [ip for svc in services.values() for ip in svc.cluster_ips if family_of(ip) == family]
+    service = str(covering(ips, longest["service"]) or default["service"])
+    underlay = str(covering([n.ip_of(family) for n in nodes], longest["underlay"]) or default["underlay"])
+    return Networks(cluster, service, underlay, _pod_cidrs(family, nodes, cluster, notes))
+
+
+def _cluster_cidr(family: Family, config: ProxyConfig, nodes: list[Node], notes: list[str]) -> str:
+    """kube-proxy's clusterCIDR of the family when every podCIDR of it is inside, else the smallest network holding
+    them."""
+    cidrs = [ipaddress.ip_network(c) for n in nodes if (c := n.pod_cidr_of(family))]
+    given = config.cluster_cidrs.get(family)
+    if given and all(c.subnet_of(ipaddress.ip_network(given)) for c in cidrs):  # type: ignore[arg-type]
+        return given
+    found = covering([str(c) for c in cidrs], _LONGEST[family]["cluster"]) or _DEFAULT_NETWORKS[family]["cluster"]
+    if given:
         notes.append(
-            f"lab import: kube-proxy's clusterCIDR {config.cluster_cidr} does not hold every node's "
+            f"lab import: kube-proxy's clusterCIDR {given} does not hold every node's "
             f"podCIDR: the scenario's clusterCIDR is {found}"
         )
     return str(found)
 
 
-def _pod_cidrs(nodes: list[Node], cluster_cidr: str, notes: list[str]) -> dict[str, str]:
-    """Each node's podCIDR; a node without one gets a free /24 of the cluster's pod network."""
-    taken = [ipaddress.IPv4Network(n.pod_cidr) for n in nodes if n.pod_cidr]
+def _pod_cidrs(family: Family, nodes: list[Node], cluster_cidr: str, notes: list[str]) -> dict[str, str]:
+    """Each node's podCIDR of the family; a node without one gets a free block of the cluster's pod network."""
+    taken = [ipaddress.ip_network(c) for n in nodes if (c := n.pod_cidr_of(family))]
+    block = _LONGEST[family]["block"]
     free = (
-        b for b in ipaddress.IPv4Network(cluster_cidr).subnets(new_prefix=24) if not any(b.overlaps(t) for t in taken)
+        b for b in ipaddress.ip_network(cluster_cidr).subnets(new_prefix=block) if not any(b.overlaps(t) for t in taken)
     )
     cidrs = {}
     for node in nodes:
-        if node.pod_cidr is None:
+        if (cidr := node.pod_cidr_of(family)) is None:
             cidrs[node.name] = str(next(free))
-            notes.append(node.obj.note(("spec", "podCIDR"), f"none: the lab gives it {cidrs[node.name]}"))
+            notes.append(node.obj.note(("spec", "podCIDR"), f"no {family} one: the lab gives it {cidrs[node.name]}"))
         else:
-            cidrs[node.name] = node.pod_cidr
+            cidrs[node.name] = cidr
     return cidrs
 
 
-def _outside_address(underlay: ipaddress.IPv4Network, taken: set[str]) -> str:
+def _outside_address(underlay: str, taken: set[str]) -> str:
     """The client's address: the highest free one of the nodes' network (the lowest is the lab's gateway)."""
-    hosts = list(underlay.hosts())
-    return str(next(ip for ip in reversed(hosts[1:]) if str(ip) not in taken))
+    net = ipaddress.ip_network(underlay)
+    candidate = net.broadcast_address - 1
+    while str(candidate) in taken:
+        candidate -= 1
+    return str(candidate)
 
 
-def _node(node: Node, pod_cidr: str, names: Names) -> dict[str, Any]:
+def _node(node: Node, pod_cidrs: list[str], families: tuple[Family, ...], names: Names) -> dict[str, Any]:
     labels = dict(node.labels)
     if names.anonymize:  # the zone only: other labels (instance types, pools, hostnames) tell who runs it
         labels = {ZONE_LABEL: names.zone(node.zone)} if node.zone else {}
     else:
         labels.pop("kubernetes.io/hostname", None)  # the lab's own: the node's name
         labels.pop("kubernetes.io/arch", None)  # the lab's own: this machine's
-    out: dict[str, Any] = {"name": names.node(node.name), "ip": node.ip, "podCIDR": pod_cidr}
+    ip = ",".join(node.ip_of(f) for f in families)
+    out: dict[str, Any] = {"name": names.node(node.name), "ip": ip, "podCIDR": ",".join(pod_cidrs)}
     if labels:
         out["labels"] = labels
     return out
 
 
-def _pod(pod: Pod, names: Names) -> dict[str, Any]:
+def _pod(pod: Pod, families: tuple[Family, ...], names: Names) -> dict[str, Any]:
     containers: dict[str, list[dict[str, Any]]] = {}
     for port in pod.ports:
         if port["protocol"] not in ("TCP", "UDP"):
@@ -308,8 +404,14 @@ def _pod(pod: Pod, names: Names) -> dict[str, Any]:
             "nodeName": names.node(pod.node),
             "containers": [{"name": c, "ports": ports} for c, ports in containers.items()] or [{"name": "main"}],
         },
-        "status": {"podIP": pod.ip},
+        "status": _pod_status(pod, families),
     }
+
+
+def _pod_status(pod: Pod, families: tuple[Family, ...]) -> dict[str, Any]:
+    """status.podIP, and a dual-stack pod's podIPs (both families, the primary first)."""
+    ips = [ip for f in families if (ip := pod.ip_of(f))]
+    return {"podIP": ips[0], "podIPs": [{"ip": ip} for ip in ips]} if len(ips) > 1 else {"podIP": ips[0]}
 
 
 def _service(svc: Service, names: Names, notes: list[str]) -> dict[str, Any]:
@@ -345,7 +447,7 @@ def _service(svc: Service, names: Names, notes: list[str]) -> dict[str, Any]:
 def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
     endpoints = []
     for ep in s.endpoints:
-        out: dict[str, Any] = {"addresses": [ep.pod.ip], "conditions": ep.conditions, "nodeName": names.node(ep.node)}
+        out: dict[str, Any] = {"addresses": [ep.address], "conditions": ep.conditions, "nodeName": names.node(ep.node)}
         if ep.zone:
             out["zone"] = names.zone(ep.zone)
         hints = {}
@@ -364,7 +466,7 @@ def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
             "namespace": names.namespace(svc.namespace),
             "labels": {SERVICE_NAME_LABEL: names.service(svc.namespace, svc.name)},
         },
-        "addressType": "IPv4",
+        "addressType": s.family,
         "endpoints": endpoints,
         "ports": s.ports,
     }

@@ -7,7 +7,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.describe.kubectl.cluster import Pod, is_ipv4
+from lab.describe.families import Family, family_of
+from lab.describe.kubectl.cluster import Pod
 from lab.describe.kubectl.objects import Obj
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -39,6 +40,8 @@ _MODELLED = [
     "type",
     "clusterIP",
     "clusterIPs",
+    "ipFamilies",
+    "ipFamilyPolicy",
     "ports",
     "externalIPs",
     "loadBalancerIP",
@@ -46,8 +49,6 @@ _MODELLED = [
 ] + _PASSED
 _NO_EFFECT = [
     "selector",
-    "ipFamilies",
-    "ipFamilyPolicy",
     "allocateLoadBalancerNodePorts",
     "publishNotReadyAddresses",
     "loadBalancerClass",
@@ -58,6 +59,7 @@ _TRAFFIC_DISTRIBUTIONS = ("PreferClose", "PreferSameZone", "PreferSameNode")
 @dataclass
 class Endpoint:
     pod: Pod
+    address: str  # the pod's address of the slice's family
     conditions: dict[str, bool]
     node: str
     zone: str | None
@@ -68,6 +70,7 @@ class Endpoint:
 @dataclass
 class Slice:
     obj: Obj
+    family: Family  # its addressType
     endpoints: list[Endpoint]
     ports: list[dict[str, Any]]
     had_endpoints: bool
@@ -79,7 +82,7 @@ class Service:
     namespace: str
     name: str
     type: str
-    cluster_ip: str
+    cluster_ips: list[str]  # of the imported cluster's families, the Service's primary first
     ports: list[dict[str, Any]]  # name, port, protocol, nodePort
     spec: dict[str, Any]  # the other fields the lab reads, as written
     external_ips: list[str]
@@ -92,9 +95,14 @@ class Service:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def cluster_ip(self) -> str:
+        return self.cluster_ips[0]
 
-def read_service(obj: Obj, notes: list[str]) -> Service | None:
-    """The Service, or None (said in `notes`) when kube-proxy ignores it or the lab cannot build any of it."""
+
+def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Service | None:
+    """The Service, or None (said in `notes`) when kube-proxy ignores it or the lab cannot build any of it.
+    `families`: the imported cluster's; an address of another family is said and left out."""
     kind = obj.get(("spec", "type"), str, "ClusterIP")
     labels = obj.get(("metadata", "labels"), dict, {})
     cluster_ip = obj.get(("spec", "clusterIP"), str, "")
@@ -111,12 +119,11 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
         notes.append(obj.note((), f"skipped: {skip}"))
         return None
     ips = [ip for _, ip in obj.each(("spec", "clusterIPs"))] or [cluster_ip]
-    ipv4 = [ip for ip in ips if isinstance(ip, str) and is_ipv4(ip)]
-    for ip in ips:
-        if isinstance(ip, str) and ":" in ip:
-            notes.append(obj.note(("spec", "clusterIPs"), f"{ip}: IPv6 is not modelled yet (IPv4 only)"))
-    if not ipv4:
-        notes.append(obj.note(("spec", "clusterIP"), "skipped: no IPv4 cluster IP (IPv6 is not modelled yet)"))
+    kept = _of_families(obj, ("spec", "clusterIPs"), ips, families, notes)
+    if not kept:
+        notes.append(
+            obj.note(("spec", "clusterIP"), f"skipped: no cluster IP of the imported families ({_and(families)})")
+        )
         return None
     ports = []
     for path, _ in obj.each(("spec", "ports")):
@@ -135,6 +142,8 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
         notes.append(obj.note(("spec", "ports"), "skipped: no TCP or UDP port"))
         return None
     spec = {k: v for k, v in obj.get(("spec",), dict, {}).items() if k in _PASSED and v is not None}
+    if tuple(families) != ("IPv4",):  # an IPv4 cluster's Services need none (and were always written without)
+        spec |= _family_fields(obj, kept, notes)
     if spec.get("trafficDistribution") not in (None, *_TRAFFIC_DISTRIBUTIONS):
         notes.append(obj.note(("spec", "trafficDistribution"), f"{spec.pop('trafficDistribution')!r}: not modelled"))
     for key in obj.get(("spec",), dict, {}):
@@ -143,9 +152,11 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
     ingress = []
     for path, _item in obj.each(("status", "loadBalancer", "ingress")):
         ip = obj.get((*path, "ip"), str)
-        if ip is None or not is_ipv4(ip):
+        if ip is None or family_of(ip) not in families:
             said = ip or obj.get((*path, "hostname"), str, "")
-            notes.append(obj.note(path, f"{said}: only IPv4 load balancer addresses are modelled; left out"))
+            notes.append(
+                obj.note(path, f"{said}: only {_and(families)} load balancer addresses are modelled; left out")
+            )
             continue
         ingress.append({"ip": ip, "ipMode": obj.get((*path, "ipMode"), str, "VIP")})
     for key in obj.get(("metadata", "annotations"), dict, {}):
@@ -162,28 +173,32 @@ def read_service(obj: Obj, notes: list[str]) -> Service | None:
     elif ingress:
         notes.append(obj.note(("status", "loadBalancer"), ROUTED))
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
-    if lb_ip and is_ipv4(lb_ip) and not ingress and kind == "LoadBalancer":
+    if lb_ip and family_of(lb_ip) in families and not ingress and kind == "LoadBalancer":
         spec["loadBalancerIP"] = lb_ip
     return Service(
         obj,
         obj.namespace or "default",
         obj.name,
         kind,
-        ipv4[0],
+        kept,
         ports,
         spec,
-        _ipv4_only(obj, ("spec", "externalIPs"), notes),
+        _of_families(obj, ("spec", "externalIPs"), [v for _, v in obj.each(("spec", "externalIPs"))], families, notes),
         ingress,
         _ipv4_only(obj, ("spec", "loadBalancerSourceRanges"), notes),
         {k: v for k, v in obj.get(("metadata", "annotations"), dict, {}).items() if k in TOPOLOGY_ANNOTATIONS},
     )
 
 
-def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], notes: list[str]) -> Slice | None:
-    """The slice with the endpoints the lab can answer from (a pod of the dump at the endpoint's address)."""
+def read_slice(
+    obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], notes: list[str], families: Collection[Family]
+) -> Slice | None:
+    """The slice with the endpoints the lab can answer from (a pod of the dump at the endpoint's address), when its
+    addressType is a family of the imported cluster (`families`)."""
     family = obj.get(("addressType",), str)
-    if family != "IPv4":
-        notes.append(obj.note(("addressType",), f"{family}: skipped, the lab models IPv4 endpoints only"))
+    if family not in families:
+        kind = "an FQDN slice (kube-proxy ignores those)" if family == "FQDN" else "not a family of the import"
+        notes.append(obj.note(("addressType",), f"{family}: skipped, {kind} ({_and(families)})"))
         return None
     ports = []
     for path, _ in obj.each(("ports",)):
@@ -222,6 +237,7 @@ def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], not
         endpoints.append(
             Endpoint(
                 pod,
+                address,
                 {k: v for k, v in conditions.items() if v is not None},
                 node,
                 obj.get((*path, "zone"), str),
@@ -229,7 +245,7 @@ def read_slice(obj: Obj, pods_by_ip: dict[str, Pod], nodes: Collection[str], not
                 [name for _, name in hinted if name in nodes],
             )
         )
-    return Slice(obj, endpoints, ports, bool(listed))
+    return Slice(obj, family, endpoints, ports, bool(listed))
 
 
 def _networking(annotation: str) -> bool:
@@ -242,12 +258,45 @@ def _networking(annotation: str) -> bool:
 
 
 def _ipv4_only(obj: Obj, path: tuple[str, ...], notes: list[str]) -> list[str]:
+    """loadBalancerSourceRanges: the lab models IPv4 ones (docs/scenarios.md)."""
     kept = []
     for item_path, value in obj.each(path):
         if not isinstance(value, str):
             raise obj.error(item_path, f"expected an address, got {value!r}")
         if ":" in value:
-            notes.append(obj.note(item_path, f"{value}: IPv6 is not modelled yet (IPv4 only); left out"))
+            notes.append(obj.note(item_path, f"{value}: IPv6 source ranges are not modelled yet (IPv4 only); left out"))
         else:
             kept.append(value)
     return kept
+
+
+def _of_families(
+    obj: Obj, path: tuple[str, ...], values: list[Any], families: Collection[Family], notes: list[str]
+) -> list[str]:
+    """The addresses of the imported cluster's families, in order; others said and left out."""
+    kept = []
+    for value in values:
+        if not isinstance(value, str) or family_of(value) is None:
+            raise obj.error(path, f"expected an IP address, got {value!r}")
+        if family_of(value) in families:
+            kept.append(value)
+        else:
+            notes.append(
+                obj.note(path, f"{value}: not of the imported cluster's families ({_and(families)}); left out")
+            )
+    return kept
+
+
+def _family_fields(obj: Obj, kept: list[str], notes: list[str]) -> dict[str, Any]:
+    """clusterIPs, ipFamilies and ipFamilyPolicy as the API server left them, for the cluster IPs kept: a
+    RequireDualStack Service that keeps one family (its cluster imported single-stack) is written SingleStack."""
+    families = [family_of(ip) for ip in kept]
+    policy = obj.get(("spec", "ipFamilyPolicy"), str, "SingleStack")
+    if policy == "RequireDualStack" and len(kept) < 2:
+        notes.append(obj.note(("spec", "ipFamilyPolicy"), "RequireDualStack in a single-stack import: SingleStack"))
+        policy = "SingleStack"
+    return {"clusterIPs": kept, "ipFamilies": families, "ipFamilyPolicy": policy}
+
+
+def _and(families: Collection[Family]) -> str:
+    return " and ".join(families)
