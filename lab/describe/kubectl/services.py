@@ -142,8 +142,9 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
         notes.append(obj.note(("spec", "ports"), "skipped: no TCP or UDP port"))
         return None
     spec = {k: v for k, v in obj.get(("spec",), dict, {}).items() if k in _PASSED and v is not None}
+    family_fields = _family_fields(obj, kept, notes)
     if tuple(families) != ("IPv4",):  # an IPv4 cluster's Services need none (and were always written without)
-        spec |= _family_fields(obj, kept, notes)
+        spec |= family_fields
     if spec.get("trafficDistribution") not in (None, *_TRAFFIC_DISTRIBUTIONS):
         notes.append(obj.note(("spec", "trafficDistribution"), f"{spec.pop('trafficDistribution')!r}: not modelled"))
     for key in obj.get(("spec",), dict, {}):
@@ -293,7 +294,8 @@ def _family_fields(obj: Obj, kept: list[str], notes: list[str]) -> dict[str, Any
     families = [family_of(ip) for ip in kept]
     policy = obj.get(("spec", "ipFamilyPolicy"), str, "SingleStack")
     if policy == "RequireDualStack" and len(kept) < 2:
-        notes.append(obj.note(("spec", "ipFamilyPolicy"), "RequireDualStack in a single-stack import: SingleStack"))
+        said = "RequireDualStack in a single-stack import: written SingleStack"
+        notes.append(obj.note(("spec", "ipFamilyPolicy"), said))
         policy = "SingleStack"
     return {"clusterIPs": kept, "ipFamilies": families, "ipFamilyPolicy": policy}
 
