@@ -8,6 +8,7 @@ lab render FILE --node N     print what kube-proxy would leave on node N (iptabl
 lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
 lab import FILE... > s.yaml  a scenario from a cluster's kubectl get -o yaml|json, kube-proxy's ConfigMap, version
 lab replay --rules F ...     install a real node's iptables-save (ipset, ipvsadm) dump, follow one packet
+                             (--rules6 F: its ip6tables-save; the packet's addresses pick the family it walks)
 lab replay --nft F ...       the same with a node's nft list ruleset (or kube-proxy's nftables transaction)
 lab diff FILE --node N --rules F|--nft F   where a node's kube-proxy rules differ from what its release writes
 lab up FILE [--variant K=V]  build one variant and keep it running; lab ls lists the live labs
@@ -371,7 +372,10 @@ def parser() -> argparse.ArgumentParser:
         "what its tool never writes and what would act outside the lab (nft include, define and variables; "
         "iptables -m bpf --object-pinned, -j LED; ipset -file; ipvsadm lines other than -A and -a); each file "
         "must be a regular file of at most 4 MiB. nfacct objects the rules name are created first, as "
-        "kube-proxy creates them on the node.",
+        "kube-proxy creates them on the node. IPv6 and dual-stack: the packet's addresses pick its family, and it "
+        "walks that family's rules (ip6tables-save given with --rules6 or after iptables-save in one file; an "
+        "nft ruleset's ip6 table); every family's dump is installed, the node takes --node-ip and --pod-cidr of "
+        "each family, an IPv6 destination is written [ADDRESS]:PORT.",
     )
     replay.add_argument(
         "--rules",
