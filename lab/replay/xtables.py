@@ -8,13 +8,10 @@ namespace only, as every tool: lab.install.tools.netns_argv).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from plumbum import ProcessExecutionError, local
 
 from lab.install.tools import RESTORE_WAIT, InstallError, iptables_restore, netns_argv, run_command
-from lab.probe.evidence.base import RuleHit
-from lab.probe.evidence.counters import Counters, counter_hits, parse_counters
+from lab.probe.evidence.counters import CounterEvidence, Counters, parse_counters
 
 _PREFIX = {4: "iptables", 6: "ip6tables"}
 
@@ -31,28 +28,13 @@ def xtables_restore(netns: str, text: str, version: int, backend: str) -> None:
         raise InstallError(f"ip6tables-{backend}-restore rejected the IPv6 rules: {exc.stderr.strip()}") from None
 
 
-class FamilyCounters:
-    """The rules of one family whose packet counters moved since the previous probe (evidence, as
-    lab.probe.evidence.counters.CounterEvidence is for IPv4)."""
+class FamilyCounters(CounterEvidence):
+    """The counters of the packet's family: CounterEvidence's reading (lab.probe.evidence.counters) of
+    `ip6tables-save -c` for an IPv6 packet, `iptables-save -c` for an IPv4 one."""
 
     def __init__(self, netns: str, backend: str, version: int) -> None:
-        self.netns, self.save = netns, f"{_PREFIX[version]}-{backend}-save"
-        self._last = self._snapshot()
+        self.save = f"{_PREFIX[version]}-{backend}-save"  # before CounterEvidence takes its first snapshot
+        super().__init__(netns, backend)
 
     def _snapshot(self) -> Counters:
         return parse_counters(run_command(self.netns, (self.save, "-c")))
-
-    def mark(self) -> object:
-        return self._last
-
-    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
-        after = self._snapshot()
-        hits = counter_hits(mark, after)  # type: ignore[arg-type]
-        self._last = after
-        return hits
-
-    def restart(self) -> None:
-        self._last = self._snapshot()
-
-    def close(self) -> None:
-        """Nothing runs between two snapshots."""
