@@ -69,16 +69,14 @@ def rendered(plane: NodeDataplane, given: Dumps) -> Dumps:
     )
 
 
-def _not_given(plane: NodeDataplane, dumps: Dumps) -> tuple[str, ...]:
-    """A proxier of the node whose xtables dump was not given, said so (in nftables mode one ruleset holds both)."""
-    if plane.mode == "nftables" or (dumps.rules is None and dumps.rules6 is None):
+def _not_given(topo: Topology, dumps: Dumps, mode: str) -> tuple[str, ...]:
+    """A proxier of the node (one per family of the cluster) whose xtables dump was not given, said so (in nftables
+    mode one ruleset holds both)."""
+    if mode == "nftables" or (dumps.rules is None and dumps.rules6 is None):
         return ()
     given = dumps.xtables()
-    return tuple(
-        f"{p.family} (no {SAVE_TOOL[int(p.family[-1])]} dump given)"
-        for p in (plane, plane.other_family)
-        if p is not None and int(p.family[-1]) not in given
-    )
+    versions = {family: int(family[-1]) for family in topo.cluster.families}
+    return tuple(f"{f} (no {SAVE_TOOL[v]} dump given)" for f, v in versions.items() if v not in given)
 
 
 @dataclass(frozen=True)
@@ -160,5 +158,5 @@ def diff_node(topo: Topology, node: str, dumps: Dumps) -> NodeDiff:
     found = dumps.side(mode)
     differences = _against(topo, node, dumps, found, mode, topo.cluster.kube_version)
     best, own = _best(topo, node, dumps, found, mode) if differences else ((), None)
-    not_given = _not_given(node_dataplane(topo, node), dumps)
+    not_given = _not_given(topo, dumps, mode)
     return NodeDiff(node, mode, topo.cluster.kube_version, tuple(differences), found.others, best, own, not_given)
