@@ -58,11 +58,12 @@ def test_rules_read_back_from_the_kernel_diff_as_identical(path, host_unchanged)
 DUAL_STACK = REPO / "tests" / "fixtures" / "replay" / "dual-stack.yaml"
 
 
-@pytest.mark.parametrize("mode", ["iptables", "nftables"])
-def test_a_dual_stack_nodes_rules_read_back_diff_as_identical(mode, host_unchanged):
+@pytest.mark.parametrize(("mode", "version"), [("iptables", "1.31"), ("nftables", "1.31"), ("nftables", "1.36")])
+def test_a_dual_stack_nodes_rules_read_back_diff_as_identical(mode, version, host_unchanged):
     """Both proxiers loaded (iptables-restore and ip6tables-restore; both nft tables) and saved back with
-    iptables-save and ip6tables-save (nft list ruleset): the IPv6 forms (`/128`, ICMPv6's REJECT default) too."""
-    (topo,) = load_scenario(DUAL_STACK, {"proxyMode": [mode]}).variants
+    iptables-save and ip6tables-save (nft list ruleset): the IPv6 forms (`/128`, ICMPv6's REJECT default, 1.36's
+    `dnat ip6 addr . port to numgen` listed as `dnat ip6 to`) too."""
+    (topo,) = load_scenario(DUAL_STACK, {"proxyMode": [mode], "kubeVersion": [version]}).variants
     plane = node_dataplane(topo, "node2")
     assert plane.other_family is not None
     with FreshNetns() as netns:

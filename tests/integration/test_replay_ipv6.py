@@ -38,8 +38,8 @@ CASES = [
 ]
 
 
-def rendered(mode: str) -> str:
-    (topo,) = load_scenario(SCENARIO, {"proxyMode": [mode]}).variants
+def rendered(mode: str, version: str = "1.31") -> str:
+    (topo,) = load_scenario(SCENARIO, {"proxyMode": [mode], "kubeVersion": [version]}).variants
     return node_dataplane(topo, "node2").text()
 
 
@@ -61,9 +61,10 @@ def test_iptables_dual_stack_dump(source, dst, port, output, masq, outcome):
         assert any(line.endswith(reject) for line in result.trace), result.trace
 
 
+@pytest.mark.parametrize("version", ["1.31", "1.36"])  # 1.36: the endpoint picked by a numgen map's DNAT
 @pytest.mark.parametrize(("source", "dst", "port", "output", "masq", "outcome"), CASES)
-def test_nftables_dual_stack_ruleset(source, dst, port, output, masq, outcome):
-    result = replay_nft(rendered("nftables"), setup(source, dst, port))
+def test_nftables_dual_stack_ruleset(source, dst, port, output, masq, outcome, version):
+    result = replay_nft(rendered("nftables", version), setup(source, dst, port))
     assert (result.output, result.masq, result.outcome) == (output, masq, outcome), result.as_json()
     if ":" in dst:
         assert any(" ip6 daddr " in line for line in result.trace), result.trace

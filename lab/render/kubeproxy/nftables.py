@@ -78,9 +78,11 @@ DEFAULT_VERSION = "1.33"
 FAMILY = "ip"
 # kube-proxy's IPv6 proxier writes the same rules in its own `ip6 kube-proxy` table (not `inet`: KEP-3866): the
 # proxier substitutes ipX ("ip"/"ip6") and ipvX_addr ("ipv4_addr"/"ipv6_addr") into each rule and set type, which
-# the transaction does here for rules written in the IPv4 table's words.
+# the transaction does here for rules written in the IPv4 table's words: the address matches, and 1.36+'s
+# `dnat ip addr . port to numgen ...` (nft refuses `dnat ip` in an ip6 table: "conflicting protocols specified: ip6
+# vs. ip"; INFERRED that kube-proxy writes ipX there too, as in every rule, no IPv6 golden of 1.36 here).
 _TABLE_FAMILY = {"IPv4": "ip", "IPv6": "ip6"}
-_IP_MATCH = re.compile(r"\bip (saddr|daddr)\b")
+_IP_MATCH = re.compile(r"\bip (saddr|daddr|addr)\b")
 TABLE = "kube-proxy"
 
 # Fixed chain, set and map names (const block of proxier.go).

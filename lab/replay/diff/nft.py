@@ -245,13 +245,13 @@ def _add_elements(table: Table | None, block: tuple[str, str] | None, text: str,
 def rule(text: str) -> str:
     """A rule (or a set's element) in one form: nft's own words for marks (`mark or X` is listed as
     `meta mark | X`), numbers in decimal (`0x00004000` and `16384`, `== 0` and `== 0x00000000`), counters without
-    their counts, kube-proxy 1.36's `dnat ip addr . port to` as listed (`dnat ip to`), an anonymous set's elements
-    sorted (nft lists them sorted), spaces as nft prints them."""
+    their counts, kube-proxy 1.36's `dnat ip addr . port to` as listed (`dnat ip to`; `ip6` likewise), an anonymous
+    set's elements sorted (nft lists them sorted), spaces as nft prints them."""
     text = re.sub(r"\bcounter packets \d+ bytes \d+", "counter", text)
     text = re.sub(r"(?<!meta )(?<!ct )\bmark\b", "meta mark", text)
     text = re.sub(r"\b(or|xor|and)\b", lambda m: {"or": "|", "xor": "^", "and": "&"}[m.group(1)], text)
     text = re.sub(r"\b0x[0-9a-fA-F]+\b", lambda m: str(int(m.group(0), 16)), text)
-    text = text.replace("dnat ip addr . port to", "dnat ip to")
+    text = re.sub(r"\bdnat (ip6?) addr \. port to\b", r"dnat \1 to", text)
     text = re.sub(r"\s*,\s*", ", ", text)
     text = re.sub(r"\{\s*", "{ ", re.sub(r"\s*\}", " }", text))
     # An anonymous set's elements in one order: nft lists `{ 192.168.0.0/25, 10.0.0.0/8 }` sorted.
