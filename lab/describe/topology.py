@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lab.describe.families import Family, family_of
+from lab.describe.families import Family, endpoint, family_of
 from lab.describe.refs import ObjectRef
 from lab.describe.schema import Outcome
 
@@ -327,6 +327,11 @@ class ProbeSpec:
     size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
 
     @property
+    def destination(self) -> str:
+        """Where the probe goes, as a socket's address is written ("[fd00::a]:80" for IPv6)."""
+        return endpoint(self.dst_ip, self.dst_port)
+
+    @property
     def family(self) -> Family:
         """The family the probe travels in: its destination's (a probe's `family:` chose that address)."""
         return family_of(self.dst_ip) or "IPv4"
@@ -471,14 +476,16 @@ class Topology:
 
     @property
     def not_yet_built(self) -> str:
-        """Why the kernel stages cannot run this variant yet ("" when they can): IPv6 is described and rendered, and
-        realize, install and probe are IPv4 only until their IPv6 part lands."""
-        if self.cluster.families == ("IPv4",):
-            return ""
-        return (
-            f"{self.file}: the cluster is {' and '.join(self.cluster.families)}: IPv6 is described and rendered"
-            " (lab validate, lab render) but not yet built on the kernel"
-        )
+        """Why the kernel stages cannot run this variant yet ("" when they can). IPv6 and dual-stack clusters run
+        in iptables and nftables modes (describe refuses ipvs and cni routed-tunnel with IPv6 at their fields);
+        kubelet's promiscuous-bridge dedup chain is written for IPv4 frames only (`ebtables -p IPv4`)."""
+        if "IPv6" in self.cluster.families and self.cluster.hairpin_mode == "promiscuous-bridge":
+            return (
+                f"{self.file}: hairpinMode promiscuous-bridge with IPv6 is not built on the kernel yet: kubelet's"
+                " dedup chain against the bridge's duplicate frames is modelled for IPv4 frames only; use"
+                " hairpin-veth with an IPv6 or dual-stack cluster"
+            )
+        return ""
 
     @property
     def variant_label(self) -> str:

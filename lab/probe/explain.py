@@ -46,7 +46,7 @@ class Explainer:
             crafted = self._crafted(seen.sent.crafted, seen.hits)
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
         if probe.size and result.local:
-            target = f"{probe.dst_ip}:{probe.dst_port}"
+            target = probe.destination
             mtu = path_mtu(seen.frames, result.local, target, self.names, self.running.cluster.proxy_mode)
             # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
             explanation = mtu if result.connected or not explanation else f"{explanation}; {mtu}"
@@ -72,7 +72,7 @@ class Explainer:
         if outcome == "accepted":
             explanation = self._accepted(frames)
         else:
-            explanation = stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or explain(
+            explanation = stray_answer(outcome, frames, probe.destination) or explain(
                 outcome,
                 seen.hits,
                 seen.shown,

@@ -26,6 +26,7 @@ from lab.probe.observation import Hop, Observation
 from lab.probe.send import Sent
 from lab.probe.why import SentIcmp, path_lines
 from lab.realize.build import Realized
+from lab.realize.families import host_port
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
@@ -207,7 +208,8 @@ def _answered(result: ClientResult, arrivals: list[Arrival]) -> tuple[str | None
     """The backend that answered, its node and the source address it saw: from its reply, else from its first
     arrival (a datagram or a spoofed packet no client socket hears the answer to)."""
     if result.reply:
-        return result.reply.get("backend"), result.reply.get("node"), result.reply.get("peer", "").rsplit(":", 1)[0]
+        peer = result.reply.get("peer")
+        return result.reply.get("backend"), result.reply.get("node"), host_port(peer)[0] if peer else ""
     if arrivals:
         return arrivals[0].backend, arrivals[0].node, arrivals[0].peer_ip
     return None, None, None

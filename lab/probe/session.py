@@ -45,11 +45,22 @@ def listeners(realized: Realized) -> list[Listener]:
             for ep in port.endpoints:  # a hand-written EndpointSlice's endpoint may be an external host
                 wanted.setdefault(ep.pod, set()).add((ep.port, port.protocol))
     nodes = {p.name: p.node for p in topo.built_pods}
+    # A socket per family of the cluster: every pod has an address of each (status.podIPs), a host-network one its
+    # node's, and a program listening on the wildcard of each family is what a backend is.
+    families = topo.cluster.families
     # A crafted segment, a kept flow or a sized request needs a connection that stays established: then every
     # TCP backend holds its connections.
     hold = any(probe.craft or probe.keep_every or probe.size for probe in topo.probes)
     return [
-        Listener(name, nodes.get(name, ""), realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
+        Listener(
+            name,
+            nodes.get(name, ""),
+            realized.ns_of(name),
+            port,
+            proto,
+            hold=hold and proto == "TCP",
+            families=families,
+        )
         for name, ports in wanted.items()
         for port, proto in sorted(ports)
     ]

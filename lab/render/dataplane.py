@@ -51,6 +51,11 @@ class NodeDataplane:
     family: Family = "IPv4"
     other_family: NodeDataplane | None = None
 
+    @property
+    def proxiers(self) -> tuple[NodeDataplane, ...]:
+        """Each family's proxier's output, the primary first: what each loads on the node."""
+        return (self, self.other_family) if self.other_family else (self,)
+
     def proxied(self) -> list[str]:
         """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
         return [
@@ -63,8 +68,9 @@ class NodeDataplane:
         proxier under its own heading when the cluster is not IPv4 alone."""
         if self.family == "IPv4" and self.other_family is None:
             return self._family_text()
-        planes = (self, self.other_family) if self.other_family else (self,)
-        return "".join(f"# ==== {p.family} proxier ({_LOADER[p.mode, p.family]})\n{p._family_text()}" for p in planes)
+        return "".join(
+            f"# ==== {p.family} proxier ({_LOADER[p.mode, p.family]})\n{p._family_text()}" for p in self.proxiers
+        )
 
     def _family_text(self) -> str:
         if self.mode == "iptables":
@@ -208,7 +214,7 @@ def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
     """The sockets kube-proxy holds on this actor, if it is a node (none elsewhere)."""
     if all(node.name != node_name for node in topo.nodes):
         return ()
-    return node_dataplane(topo, node_name).held_ports
+    return tuple(port for proxier in node_dataplane(topo, node_name).proxiers for port in proxier.held_ports)
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
