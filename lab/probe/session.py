@@ -145,7 +145,8 @@ class ProbeSession:
             # The kernel's trace of iptables-nft's rules: a probe costs its packets, not the rules' number.
             return XtablesTraceEvidence(ns, traffic_between=kept)
         # iptables-legacy keeps its rules' counters only; kubelet's KUBE-DEDUP (promiscuous-bridge) is ebtables'.
-        return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept)
+        ipv6 = "IPv6" in built.cluster.families
+        return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept, ipv6=ipv6)
 
     def note(self, text: str) -> None:
         """Something done to the cluster now, in every kept flow's history."""
