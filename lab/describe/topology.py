@@ -433,13 +433,17 @@ class Topology:
     def pods_on(self, node: str) -> tuple[PodSpec, ...]:
         return tuple(p for p in self.built_pods if p.node == node)
 
-    def address_of(self, name: str) -> str | None:
-        """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name."""
-        by_name: dict[str, str] = {}
+    def address_of(self, name: str, family: Family | None = None) -> str | None:
+        """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name. A
+        dual-stack name stands for its address of `family` (a probe's), else for its primary one, the first given."""
+        by_name: dict[str, list[str]] = {}
         for ip, n in self.address_names().items():
-            by_name.setdefault(n, ip)  # a dual-stack name stands for its primary address, the first given
-        by_name.update({f"{n.name}/eth0": n.ip for n in self.nodes})
-        return by_name.get(name)
+            by_name.setdefault(n, []).append(ip)
+        by_name.update({f"{n.name}/eth0": [a for a in (n.ip, n.secondary_ip) if a] for n in self.nodes})
+        addresses = by_name.get(name)
+        if not addresses:
+            return None
+        return (of_family(family, *addresses) if family else "") or addresses[0]
 
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""

@@ -50,7 +50,8 @@ def forwarded_back(node: NodeSpec, frames: list[Frame], underlay: str) -> tuple[
     if not any(f.outgoing for f in mine):
         return ()
     senders = {f.addresses[0] for f in mine if not f.outgoing and f.addresses}
-    return tuple(sorted(s for s in senders if s != node.ip and ipaddress.IPv4Address(s) in network))
+    # An IPv6 sender (neighbour discovery from a link-local address, in a cluster with IPv6) is in no IPv4 network.
+    return tuple(sorted(s for s in senders if s != node.ip and ipaddress.ip_address(s) in network))
 
 
 def icmp_type_of(frame: Frame) -> int | None:

@@ -127,11 +127,12 @@ def test_a_service_the_api_server_refuses_is_refused_at_its_field(tmp_path, adde
 
 
 DUAL_FILE = "tests/fixtures/dualstack/dual-stack-nodeport.yaml"
-DUAL_TEXT = Path(DUAL_FILE).read_text()
+# One variant: the file's matrix (proxyMode) left out, as describe sees each variant alike.
+DUAL_TEXT = Path(DUAL_FILE).read_text().replace("matrix:\n  proxyMode: [iptables, nftables]\n", "")
 
 
 def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
-    (topo,) = load_scenario(DUAL_FILE).variants
+    (topo,) = load_scenario(DUAL_FILE, {"proxyMode": ["iptables"]}).variants
     assert topo.cluster.families == DUAL
     node1 = topo.node("node1")
     assert (node1.ip_of("IPv6"), node1.pod_cidr_of("IPv6"), node1.secondary_bridge_ip) == (
@@ -151,8 +152,15 @@ def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
     assert {p.name: (p.dst_ip, p.family) for p in topo.probes} == {
         "nodeport-v4": ("192.168.56.12", "IPv4"),
         "nodeport-v6": ("fd00:56::12", "IPv6"),
+        "clusterip-v4-from-pod": ("10.96.0.10", "IPv4"),
+        "clusterip-v6-from-pod": ("fd00:10:96::a", "IPv6"),
         "clusterip-v6-only": ("fd00:10:96::b", "IPv6"),
     }
+    # An expected source is the name's address of the probe's family.
+    by_name = {p.name: p.expected.source_ip for p in topo.probes}
+    assert (by_name["nodeport-v4"], by_name["nodeport-v6"]) == ("192.168.56.12", "fd00:56::12")
+    assert (by_name["clusterip-v4-from-pod"], by_name["clusterip-v6-from-pod"]) == ("10.244.2.2", "fd00:10:244:2::2")
+    assert topo.address_of("node1/eth0", "IPv6") == "fd00:56::11" and topo.address_of("node1/eth0") == "192.168.56.11"
     assert topo.address_of("node1") == "192.168.56.11" and topo.address_names()["fd00:56::11"] == "node1"
     assert topo.not_yet_built == ""  # lab run builds it (iptables and nftables modes)
 
