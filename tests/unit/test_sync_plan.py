@@ -190,3 +190,31 @@ def test_ipvs_addresses_and_set_members_by_their_differences():
     assert f"add KUBE-CLUSTER-IP {CLUSTER_IP},udp:8125" in plan.set_changes
     kept = sync(topo, topo, "node1", replace(state, bound_addresses=(f"{CLUSTER_IP}/32",)))
     assert kept.addresses_added == () and kept.addresses_deleted == ()
+
+
+DUAL = Path(__file__).resolve().parents[1] / "fixtures" / "dualstack" / "dual-stack-nodeport.yaml"
+
+
+def _dual_udp(version: str, endpoints: bool) -> Topology:
+    """The dual-stack fixture's PreferDualStack Service `web` served over UDP, with its endpoints or without."""
+    (topo,) = load_scenario(DUAL, {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    web, *rest = topo.services
+    ports = tuple(replace(p, protocol="UDP", endpoints=p.endpoints if endpoints else ()) for p in web.ports)
+    return replace(topo, services=(replace(web, ports=ports), *rest))
+
+
+def test_a_dual_stack_nodes_cleanup_is_each_proxiers_the_ipv6_one_with_its_family():
+    plan = sync(_dual_udp("1.31", True), _dual_udp("1.31", False), "node2", KernelState())
+    assert plan.cleanup.commands == (
+        ("-D", "--orig-dst", "10.96.0.10", "--dst-nat", "10.244.1.2", "-p", "udp"),
+        ("-D", "-p", "udp", "--dport", "30000", "--dst-nat", "10.244.1.2"),
+        ("-D", "--orig-dst", "fd00:10:96::a", "--dst-nat", "fd00:10:244:1::2", "-p", "udp", "-f", "ipv6"),
+        ("-D", "-p", "udp", "--dport", "30000", "--dst-nat", "fd00:10:244:1::2", "-f", "ipv6"),
+    )
+    # The reconciler (1.37, scaled to zero) deletes an IPv6 entry to the ClusterIP within its family.
+    entry = ConntrackEntry("udp ...", "fd00:10:244:2::2", "fd00:10:96::a", 80, "fd00:10:244:1::2")
+    plan = sync(_dual_udp("1.37", True), _dual_udp("1.37", False), "node2", KernelState(conntrack=(entry,)))
+    assert [d.args for d in plan.conntrack] == [
+        ("-D", "-p", "udp", "--orig-dst", "fd00:10:96::a", "--orig-port-dst", "80", "--reply-src", "fd00:10:244:1::2")
+        + ("-f", "ipv6")
+    ]

@@ -6,6 +6,8 @@ differences, the real servers its graceful termination deletes or keeps at weigh
 entries its cleanup deletes, each with the reason kube-proxy of that release would log. install applies the
 plan as it is; it decides nothing.
 
+A dual-stack node's two proxiers are planned alike: each family's rules, and each one's conntrack cleanup.
+
 The kernel state is read once, when the sync starts (kube-proxy lists conntrack after writing its rules: an
 entry a new flow creates between the read and the write, under the old rules, is left to the next sync)."""
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from lab.describe.topology import Topology
 from lab.render.dataplane import NodeDataplane, ipvs_dataplane, ipvs_rules, node_dataplane
 from lab.render.kubeproxy.adapter import service_ports
-from lab.render.kubeproxy.conntrack import Cleanup, ConntrackDeletion, cleanup, deletions
+from lab.render.kubeproxy.conntrack import Cleanup, ConntrackDeletion, cleanup, combined, deletions
 from lab.render.kubeproxy.graceful import RealServerDecision, graceful_terminations
 from lab.render.kubeproxy.ipvs_resync import address_changes, set_changes
 from lab.render.kubeproxy.kernel_state import KernelState, Reads
@@ -48,7 +50,12 @@ def sync(before: Topology, after: Topology, node: str, state: KernelState, resta
     """kube-proxy's sync on `node` after running `before`, told `after` (restart: a new kube-proxy process, whose
     first sync knows nothing before for its conntrack cleanup), given what the node's kernel holds."""
     release = Release.of(after.cluster.kube_version)
-    decided = cleanup(service_ports(before, node), service_ports(after, node), release, restart=restart)
+    decided = combined(
+        [
+            cleanup(service_ports(before, node, f), service_ports(after, node, f), release, restart=restart, family=f)
+            for f in after.cluster.families
+        ]
+    )
     conntrack = deletions(decided, state.conntrack)
     if after.cluster.proxy_mode != "ipvs":
         return SyncPlan(node_dataplane(after, node, before), cleanup=decided, conntrack=conntrack)
