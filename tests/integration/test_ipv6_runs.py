@@ -32,6 +32,7 @@ def test_an_ipv6_only_cluster_runs(host_unchanged, mode, backend):
     results = {r.probe.name: r.observed for r in run.results}
     assert [r.probe.name for r in run.results] == [
         "nodeport-from-client",
+        "externalip-from-client",
         "clusterip-from-pod",
         "no-endpoints-rejected",
     ]
@@ -41,6 +42,8 @@ def test_an_ipv6_only_cluster_runs(host_unchanged, mode, backend):
         "fd00:56::12",
     )
     assert results["clusterip-from-pod"].source_ip == "fd00:10:244:2::2"
+    # The externalIP, routed to node1, masqueraded there to cni0's IPv6 address.
+    assert results["externalip-from-client"].source_ip == "fd00:10:244:1::1"
     # The IPv6 proxier's DNAT, as the evidence names it.
     dnat = "[fd00:10:244:1::2]:8080"
     assert any(dnat in hit.rule for node, hit in results["clusterip-from-pod"].rules if node == "node2")
