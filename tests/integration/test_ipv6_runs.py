@@ -14,6 +14,7 @@ from lab.pipeline import run_variant
 
 IPV6 = REPO / "tests" / "fixtures" / "ipv6" / "ipv6-nodeport-clusterip.yaml"
 DUAL = REPO / "tests" / "fixtures" / "dualstack" / "dual-stack-nodeport.yaml"
+UDP_DUAL = REPO / "tests" / "fixtures" / "dualstack" / "udp-scale-to-zero-dual-stack.yaml"
 MODES = [("iptables", "nft"), ("iptables", "legacy"), ("nftables", "nft")]
 
 
@@ -69,3 +70,17 @@ def test_a_dual_stack_cluster_runs_over_each_family(host_unchanged, mode, backen
     rules = {r.probe.name: " ".join(hit.rule for _, hit in r.observed.rules) for r in run.results}
     assert "10.244.1.2:8080" in rules["clusterip-v4-from-pod"] and "fd00:" not in rules["clusterip-v4-from-pod"]
     assert "[fd00:10:244:1::2]:8080" in rules["clusterip-v6-from-pod"]
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.37"])
+def test_a_dual_stack_nodes_sync_cleans_each_familys_udp_entries(host_unchanged, version):
+    (topo,) = load_scenario(UDP_DUAL, {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    run = run_variant(topo)
+    outcomes = {r.probe.name: r.observed.outcome for r in run.results}
+    failed = {r.probe.name: r.verdict.reasons for r in run.results if not r.verdict.ok}
+    assert not failed, failed
+    # Scaled to zero, the IPv6 flow's entry was deleted like the IPv4 one's: refused, not followed to the gone pod.
+    assert outcomes["same-flow-after-scale-to-zero-v6"] == "refused"
+    # Each family's entries were listed by the IPv6 proxier's cleanup too: what each sync said names them.
+    said = " ".join(line for r in run.results for step in r.steps for line in step.said)
+    assert "fd00:10:96::" in said, said
