@@ -386,6 +386,9 @@ class ClusterSpec:
     def service_cidr_of(self, family: Family) -> str:
         return of_family(family, self.service_cidr, self.secondary_service_cidr)
 
+    def underlay_of(self, family: Family) -> str:
+        return of_family(family, self.underlay, self.secondary_underlay)
+
     def gate(self, name: str) -> bool:
         """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
         return dict(self.feature_gates).get(name, False)

@@ -118,7 +118,7 @@ class Observer:
         between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters, strict=True)}
         seen = self.captures.since(self.frames_end) if self.frames_end <= frames else []
         self.sent_icmp += icmp_sent(
-            f"between probes, before {probe.name}", running.nodes, seen, between, None, running.cluster.underlay
+            f"between probes, before {probe.name}", running.nodes, seen, between, None, _redirected_on(running)
         )
         return Before(frames, arrivals, marks, counted, counters)
 
@@ -192,7 +192,7 @@ class Observer:
             seen.frames,
             seen.deltas,
             time.perf_counter(),
-            running.cluster.underlay,
+            _redirected_on(running),
         )
 
 
@@ -202,6 +202,11 @@ def _marked(evidence: Evidence) -> object:
         return evidence.mark()
     except EvidenceError as exc:
         return exc
+
+
+def _redirected_on(topo: Topology) -> str:
+    """The underlay the redirects counted (IcmpOutRedirects, IPv4's) are made on: the IPv4 one, primary or not."""
+    return topo.cluster.underlay_of("IPv4") or topo.cluster.underlay
 
 
 def _answered(result: ClientResult, arrivals: list[Arrival]) -> tuple[str | None, str | None, str | None]:

@@ -84,3 +84,34 @@ def test_a_dual_stack_nodes_sync_cleans_each_familys_udp_entries(host_unchanged,
     # Each family's entries were listed by the IPv6 proxier's cleanup too: what each sync said names them.
     said = " ".join(line for r in run.results for step in r.steps for line in step.said)
     assert "fd00:10:96::" in said, said
+
+
+def _ipv6_first(text: str) -> str:
+    """A dual-stack file with each per-family value's families swapped: IPv6 the primary (pod blocks /120, as the
+    IPv4 secondary block must hold as many pods)."""
+    for v4, v6 in (
+        ("10.244.0.0/16", "fd00:10:244::/56"),
+        ("10.96.0.0/16", "fd00:10:96::/112"),
+        ("192.168.56.0/24", "fd00:56::/64"),
+        ("192.168.56.11", "fd00:56::11"),
+        ("192.168.56.12", "fd00:56::12"),
+        ("192.168.56.100", "fd00:56::100"),
+    ):
+        text = text.replace(f"{v4},{v6}", f"{v6},{v4}")
+    for n in (1, 2):
+        text = text.replace(f"10.244.{n}.0/24,fd00:10:244:{n}::/64", f"fd00:10:244:{n}::/120,10.244.{n}.0/24")
+    return text.replace("family: IPv6", "family: IPv4")  # the probes that took the secondary family still do
+
+
+def test_a_dual_stack_cluster_with_ipv6_primary_runs(host_unchanged, tmp_path):
+    path = tmp_path / "ipv6-first.yaml"
+    path.write_text(_ipv6_first(DUAL.read_text()))
+    (topo,) = load_scenario(path, {"proxyMode": ["iptables"]}).variants
+    assert topo.cluster.families == ("IPv6", "IPv4")
+    run = run_variant(topo)
+    failed = {r.probe.name: r.verdict.reasons for r in run.results if not r.verdict.ok}
+    assert not failed, failed
+    # Without `family:` a probe takes the Service's primary family, IPv6 here (the probes' names are the file's).
+    seen = {r.probe.name: r.observed.source_ip for r in run.results}
+    assert (seen["nodeport-v4"], seen["nodeport-v6"]) == ("fd00:56::12", "192.168.56.12")
+    assert (seen["clusterip-v4-from-pod"], seen["clusterip-v6-from-pod"]) == ("fd00:10:244:2::2", "10.244.2.2")
