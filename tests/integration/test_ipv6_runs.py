@@ -14,6 +14,7 @@ from lab.pipeline import run_variant
 
 IPV6 = REPO / "tests" / "fixtures" / "ipv6" / "ipv6-nodeport-clusterip.yaml"
 DUAL = REPO / "tests" / "fixtures" / "dualstack" / "dual-stack-nodeport.yaml"
+ONE_FAMILY = REPO / "tests" / "fixtures" / "dualstack" / "dual-stack-one-family-endpoints.yaml"
 UDP_DUAL = REPO / "tests" / "fixtures" / "dualstack" / "udp-scale-to-zero-dual-stack.yaml"
 MODES = [("iptables", "nft"), ("iptables", "legacy"), ("nftables", "nft")]
 
@@ -115,3 +116,19 @@ def test_a_dual_stack_cluster_with_ipv6_primary_runs(host_unchanged, tmp_path):
     seen = {r.probe.name: r.observed.source_ip for r in run.results}
     assert (seen["nodeport-v4"], seen["nodeport-v6"]) == ("fd00:56::12", "192.168.56.12")
     assert (seen["clusterip-v4-from-pod"], seen["clusterip-v6-from-pod"]) == ("fd00:10:244:2::2", "10.244.2.2")
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_a_dual_stack_service_is_refused_over_the_family_without_a_ready_endpoint(host_unchanged, mode):
+    run = _run(ONE_FAMILY, mode, "nft")
+    outcomes = {r.probe.name: r.observed.outcome for r in run.results}
+    assert outcomes == {
+        "v4-slice-only-over-ipv4": "delivered",
+        "v4-slice-only-over-ipv6": "refused",
+        "v6-not-ready-over-ipv4": "delivered",
+        "v6-not-ready-over-ipv6": "refused",
+    }
+    for result in run.results:
+        if result.observed.outcome == "refused":
+            why = result.observed.explanation
+            assert "rejected on node1 by " in why and "ICMPv6 port unreachable (type 1 code 4)" in why, why
