@@ -115,7 +115,7 @@ class Sender:
             seq = (following[0] + craft.offset) % (1 << 32)
             crafted = Crafted(craft, seq, c_ip, tuple(self.captures.since(mark)))
             result = held.exchange()
-            entries = flow_entries(self.realized, running.nodes, "TCP", held.port)
+            entries = flow_entries(self.realized, running.nodes, "TCP", held.port, probe.dst_ip)
             return Sent(result, probe.source_port, crafted=crafted, entries=tuple(entries))
         finally:
             held.close()
@@ -140,5 +140,6 @@ class Sender:
 
 
 def _address(text: str) -> tuple[str, int]:
+    """("ip", port) of "ip:port" or "[ip]:port" (an IPv6 socket address, as the echo servers write it)."""
     ip, _, port = text.rpartition(":")
-    return ip, int(port)
+    return ip.strip("[]"), int(port)

@@ -15,8 +15,13 @@ from lab.probe.evidence.snmp import Counters, counted
 # Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
 # inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
 # `rate_last`, up to XRLIM_BURST_FACTOR (6) errors, one error costing net.ipv4.icmp_ratelimit of them; a host
-# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back).
-BUDGET = "its budget for a host refills by one error per {ms} ms (net.ipv4.icmp_ratelimit), up to a burst of 6"
+# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back). ICMPv6 keeps
+# the same kind of budget per host (net/ipv6/icmp.c icmpv6_xrlim_allow), an error costing
+# net.ipv6.icmp.ratelimit shifted right by (128 - the prefix length of the route to the host) / 32, and counts
+# what it withholds as Icmp6OutRateLimitHost; both families share the host-wide budget of
+# net.ipv4.icmp_msgs_per_sec, and ICMPv6 counts what that one withholds in IPv4's IcmpOutRateLimitGlobal
+# (icmpv6_global_allow; both counters from torvalds/linux d0941130c935).
+BUDGET = "its budget for a host refills by one error per {ms} ms ({sysctl}), up to a burst of 6"
 # A redirect is counted in the same host's inet_peer: net/ipv4/route.c ip_rt_send_redirect (torvalds/linux v6.1)
 # stamps `rate_last` with the time it is sent and leaves `rate_tokens` as it was (0 for a new host), so the
 # budget refills from that moment, from zero.
@@ -25,6 +30,18 @@ REDIRECT_SHARES = (
     "which inet_peer_xrlim_allow refills from), and a host that was sent nothing else before has no error saved up"
 )
 TIMING = "this verdict depends on timing: the same datagram {ms} ms after the last ICMP to that host is answered"
+_REDIRECTS = ("IcmpOutRedirects", "Icmp6OutRedirects")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one ICMP error to a host costs of a node's budget for that host: `ms` of refill, and where that comes
+    from (`sysctl`: the setting, and for ICMPv6 the route's prefix that scales it); `version` is the host's IP
+    version, which says whose counters tell of it."""
+
+    ms: int
+    sysctl: str = "net.ipv4.icmp_ratelimit"
+    version: int = 4
 
 
 @dataclass(frozen=True)
@@ -34,7 +51,7 @@ class SentIcmp:
 
     when: str  # "at probe first-datagram", "between probes, before check"
     node: str
-    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs
+    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs, and ICMPv6's Icmp6OutRedirects, Icmp6OutDestUnreachs
     count: int
     to: tuple[str, ...]  # the destination of each one a capture saw
     at: float | None  # perf_counter when the probe ended; None between probes (some time before the next one)
@@ -43,39 +60,44 @@ class SentIcmp:
 
 
 def silent_reject(
-    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], ms: int, now: float
+    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], budget: Budget, now: float
 ) -> str:
-    """Why `node` sent `host` no ICMP error for a packet it rejected, as far as its counters (`delta`: what moved
-    during the probe) and the ICMP it was seen sending before show it; the cause left unknown where they do not."""
+    """Why `node` sent `host` no ICMP (or ICMPv6, for an IPv6 host) error for a packet it rejected, as far as its
+    counters (`delta`: what moved during the probe) and the ICMP it was seen sending before show it; the cause
+    left unknown where they do not."""
     earlier = [s for s in before if s.node == node and host in s.to]
-    redirects = [s for s in earlier if s.counter == "IcmpOutRedirects"]
-    errors = [s for s in earlier if s.counter != "IcmpOutRedirects"]
-    if limited := delta.get("IcmpOutRateLimitHost", 0):
-        said = f"{node} sent no ICMP error: IcmpOutRateLimitHost +{limited} (its ICMP budget for {host} was spent; "
-        said += BUDGET.format(ms=ms) + ")"
-        if redirects:
+    redirects = [s for s in earlier if s.counter in _REDIRECTS]
+    errors = [s for s in earlier if s.counter not in _REDIRECTS]
+    icmp, per_host = ("ICMP", "IcmpOutRateLimitHost") if budget.version == 4 else ("ICMPv6", "Icmp6OutRateLimitHost")
+    if limited := delta.get(per_host, 0):
+        said = f"{node} sent no {icmp} error: {per_host} +{limited} (its {icmp} budget for {host} was spent; "
+        said += BUDGET.format(ms=budget.ms, sysctl=budget.sysctl) + ")"
+        if redirects and budget.version == 4:
             redirected = _sent(redirects, f"an ICMP redirect for {host}", host, now)
             said += f"; {node} had counted {redirected}, which shares that budget: {REDIRECT_SHARES}"
+        elif redirects:  # ndisc_send_redirect limits them by the host's same entry, 1 s each: what that left is unread
+            redirected = _sent(redirects, f"an ICMPv6 redirect for {host}", host, now)
+            said += f"; {node} had counted {redirected}, whose share of that budget is not known"
         if errors:
-            said += f"; {node} had counted {_sent(errors, f'ICMP errors to {host}', host, now)}"
+            said += f"; {node} had counted {_sent(errors, f'{icmp} errors to {host}', host, now)}"
         if not earlier:
-            said += f"; what spent it is not known: no ICMP from {node} to {host} was seen before"
-        return f"{said}; {TIMING.format(ms=ms)}"
+            said += f"; what spent it is not known: no {icmp} from {node} to {host} was seen before"
+        return f"{said}; {TIMING.format(ms=budget.ms)}"
     if spent := delta.get("IcmpOutRateLimitGlobal", 0):
         return (
-            f"{node} sent no ICMP error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
-            "net.ipv4.icmp_msgs_per_sec, was spent); this verdict depends on timing"
+            f"{node} sent no {icmp} error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
+            "net.ipv4.icmp_msgs_per_sec, which ICMPv6 shares, was spent); this verdict depends on timing"
         )
-    moved = f"({counted(delta)})" if delta else "(none of its ICMP counters moved)"
+    moved = f"({counted(delta)})" if delta else f"(none of its {icmp} counters moved)"
     if not counts_limits:
         said = (
-            f"{node} sent no ICMP error {moved}, and this kernel does not count the ICMP errors it rate-limits "
-            "(IcmpOutRateLimitHost came with Linux 6.2, d0941130c935): the cause is not known"
+            f"{node} sent no {icmp} error {moved}, and this kernel does not count the {icmp} errors it rate-limits "
+            f"({per_host} came with Linux 6.2, d0941130c935): the cause is not known"
         )
         if earlier:
-            said += f"; {node} had counted {_sent(earlier, f'ICMP for {host}', host, now)}"
+            said += f"; {node} had counted {_sent(earlier, f'{icmp} for {host}', host, now)}"
         return said
-    return f"{node} sent no ICMP error and its counters do not say why {moved}: the cause is not known"
+    return f"{node} sent no {icmp} error and its counters do not say why {moved}: the cause is not known"
 
 
 def _sent(sent: list[SentIcmp], what: str, host: str, now: float) -> str:

@@ -12,8 +12,8 @@ from lab.install.conntrack import family_args, parse_entries
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
 from lab.probe.craft import Segment
-from lab.probe.icmp_sent import icmp_type_of
-from lab.probe.pmtu import FragNeeded, ip_length
+from lab.probe.icmp_sent import icmp_of
+from lab.probe.pmtu import TooBig, ip_length
 from lab.probe.sockets import destination
 from lab.realize.families import default_route, endpoint, host_prefixlen, versions
 
@@ -82,10 +82,12 @@ def test_an_icmpv6_error_tells_where_a_probe_went_but_neighbour_discovery_does_n
     assert not solicitation.opens_or_ends
 
 
-def test_ipv4_only_readers_leave_icmpv6_alone():
-    # The ICMP budget (net.ipv4's) and "fragmentation needed" are IPv4's: an ICMPv6 error is neither.
-    assert icmp_type_of(frame(PORT_UNREACHABLE)) is None
-    assert FragNeeded.of(frame(PORT_UNREACHABLE)) is None
+def test_the_icmp_readers_tell_icmpv6_by_its_own_protocol_and_types():
+    # The ICMP budget's counters read ICMPv6's destination unreachable (type 1) as its own, never as IPv4's type 3;
+    # a port unreachable is no Packet Too Big.
+    assert icmp_of(frame(PORT_UNREACHABLE)) == (58, 1)
+    assert icmp_of(frame(SYN)) is None
+    assert TooBig.of(frame(PORT_UNREACHABLE)) is None
 
 
 def test_an_ipv6_recverr_message_names_the_icmpv6_error_and_its_sender():
