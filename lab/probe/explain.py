@@ -115,7 +115,7 @@ class Explainer:
         the packet's source (as the node received it) before; ICMPv6's for a probe of IP `version` 6."""
         received = [f for f in frames if f.actor == node and not f.outgoing and f.addresses]
         host = received[-1].addresses[0] if received and received[-1].addresses else "the client"
-        budget = icmp_budget(self.realized.namespaces[node], host, version)
+        budget = icmp_budget(self.realized.namespaces[node], version)
         return silent_reject(node, host, deltas.get(node, {}), counts_limits, sent_icmp, budget, time.perf_counter())
 
     def _followed(self, flow: list[tuple[str, Entry]]) -> str:

@@ -5,11 +5,9 @@ budget; and what one error costs of that budget, per family."""
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Sequence
 
 from lab.describe.topology import NodeSpec
-from lab.install.tools import run_command
 from lab.probe.capture import IPPROTO_ICMPV6, Frame
 from lab.probe.evidence.snmp import Counters
 from lab.probe.why import Budget, SentIcmp
@@ -25,6 +23,10 @@ SPENDING = (
     ("Icmp6OutDestUnreachs", IPPROTO_ICMPV6, 1),
 )
 _REDIRECTS = {"IcmpOutRedirects", "Icmp6OutRedirects"}
+IPV6_RATELIMIT = (
+    "net.ipv6.icmp.ratelimit; a kernel without torvalds/linux 0201eedb69b2 (2026) divides it by up to 16 for a host"
+    " reached through a wider route prefix: by 4 through a /64"
+)
 
 
 def icmp_sent(
@@ -82,38 +84,12 @@ def _sysctl(netns: str, path: str) -> int:
     return int(in_netns(netns, read))
 
 
-def icmp_budget(netns: str, host: str, version: int) -> Budget:
-    """What one ICMP error to `host` (an address of IP `version`, or a name when none is known) costs of the
-    namespace's budget for it: net.ipv4.icmp_ratelimit ms for IPv4; for IPv6 net.ipv6.icmp.ratelimit shifted
-    right by (128 - prefix length) / 32, the prefix being that of the route the error takes to the host
-    (net/ipv6/icmp.c icmpv6_xrlim_allow: "Give more bandwidth to wider prefixes"): a quarter of it through a /64,
-    a sixteenth through a default route."""
+def icmp_budget(netns: str, version: int) -> Budget:
+    """What one ICMP error to a host of IP `version` costs of the namespace's budget for that host:
+    net.ipv4.icmp_ratelimit ms, or net.ipv6.icmp.ratelimit ms. Before torvalds/linux 0201eedb69b2 ("ipv6: icmp:
+    remove obsolete code in icmpv6_xrlim_allow()", 2026, in 6.18.y stable) ICMPv6's cost was shifted right by
+    (128 - prefix length) / 32 of the route to the host, and its default was 1000 ms, not 100: which of the two a
+    kernel does, the lab does not read, so the text says both."""
     if version == 4:
         return Budget(_sysctl(netns, "/proc/sys/net/ipv4/icmp_ratelimit"))
-    ms = _sysctl(netns, "/proc/sys/net/ipv6/icmp/ratelimit")
-    prefix = None
-    if _is_address(host):
-        prefix = route_prefix(run_command(netns, ("ip", "-j", "-6", "route", "show", "table", "main", "match", host)))
-    if prefix is None:
-        return Budget(ms, f"net.ipv6.icmp.ratelimit, less for a wider route to {host}, which is not known", 6)
-    shift = (128 - prefix) >> 5
-    return Budget(ms >> shift, f"net.ipv6.icmp.ratelimit {ms} ms >> {shift}: the route to {host} is a /{prefix}", 6)
-
-
-def _is_address(text: str) -> bool:
-    try:
-        address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def route_prefix(listing: str) -> int | None:
-    """The longest prefix length among `ip -j route show match` routes ("default", "fd00::/64", a bare host
-    address being a /128); None for none."""
-    lengths = [
-        0 if r["dst"] == "default" else int(r["dst"].partition("/")[2] or 128)
-        for r in json.loads(listing or "[]")
-        if "dst" in r
-    ]
-    return max(lengths, default=None)
+    return Budget(_sysctl(netns, "/proc/sys/net/ipv6/icmp/ratelimit"), IPV6_RATELIMIT, 6)

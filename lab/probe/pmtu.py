@@ -39,6 +39,12 @@ _UNDONE_BY_IPVS = (
     "IPVS, which sends the connection to {}, checks the MTU before translating the packet: its error quotes it as"
     " the client sent it"
 )
+# A TCP sender's segments the kernel carries as one (segmentation offload: a veth passes them on whole, and a
+# router forwards them whole when each segment fits the next link: net/ipv6/ip6_output.c ip6_pkt_too_big, IPv4's
+# ip_exceeds_mtu) are one frame to a capture.
+_BUNDLED = (
+    "more than the MTU {}: a capture sees the segments a kernel's segmentation offload carries together as one frame"
+)
 # An IPv4 and a TCP header with options and no data (an ACK, not a resent request); IPv6's header is 20 bytes more.
 _BARE_HEADERS = {4: 60, 6: 80}
 
@@ -127,10 +133,12 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
         said += ", the address the client called"
         if natted:
             said += f" ({(_UNDONE_BY_IPVS if proxy_mode == 'ipvs' else _UNDONE_BY_CONNTRACK).format(natted)})"
-    # What became of the smaller packets the client sent once it knew the path's MTU.
-    after = [f for f in sent if f.at > at.at and _BARE_HEADERS[version] < ip_length(f) <= made.mtu]
+    # What became of the data the client sent once it knew the path's MTU.
+    after = [f for f in sent if f.at > at.at and ip_length(f) > _BARE_HEADERS[version]]
     if after:
-        smaller = max(ip_length(f) for f in after)
-        last = [f for f in after if ip_length(f) == smaller][-1]
-        said += f"; then its {smaller}-byte packets were last seen {last.where}"
+        size = max(ip_length(f) for f in after)
+        last = [f for f in after if ip_length(f) == size][-1]
+        said += f"; then its {size}-byte packets were last seen {last.where}"
+        if size > made.mtu:
+            said += f" ({_BUNDLED.format(made.mtu)})"
     return said

@@ -11,14 +11,15 @@ from lab.probe.capture import Frame
 from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters, counted
+from lab.realize.families import endpoint
 
 # Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
 # inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
 # `rate_last`, up to XRLIM_BURST_FACTOR (6) errors, one error costing net.ipv4.icmp_ratelimit of them; a host
 # the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back). ICMPv6 keeps
 # the same kind of budget per host (net/ipv6/icmp.c icmpv6_xrlim_allow), an error costing
-# net.ipv6.icmp.ratelimit shifted right by (128 - the prefix length of the route to the host) / 32, and counts
-# what it withholds as Icmp6OutRateLimitHost; both families share the host-wide budget of
+# net.ipv6.icmp.ratelimit (lab/probe/icmp_sent.py says how older kernels scaled it), and counts what it
+# withholds as Icmp6OutRateLimitHost; both families share the host-wide budget of
 # net.ipv4.icmp_msgs_per_sec, and ICMPv6 counts what that one withholds in IPv4's IcmpOutRateLimitGlobal
 # (icmpv6_global_allow; both counters from torvalds/linux d0941130c935).
 BUDGET = "its budget for a host refills by one error per {ms} ms ({sysctl}), up to a burst of 6"
@@ -36,8 +37,8 @@ _REDIRECTS = ("IcmpOutRedirects", "Icmp6OutRedirects")
 @dataclass(frozen=True)
 class Budget:
     """What one ICMP error to a host costs of a node's budget for that host: `ms` of refill, and where that comes
-    from (`sysctl`: the setting, and for ICMPv6 the route's prefix that scales it); `version` is the host's IP
-    version, which says whose counters tell of it."""
+    from (`sysctl`: the setting, and what older kernels made of it); `version` is the host's IP version, which says
+    whose counters tell of it."""
 
     ms: int
     sysctl: str = "net.ipv4.icmp_ratelimit"
@@ -207,7 +208,7 @@ def crafted_fate(frames: list[Frame], craft: Craft, seq: int, client: str, names
     if not seen:
         return f"the crafted {craft.what} was never seen on a node interface", False
     index, last, seg = seen[-1]
-    source = f"{seg.src}:{seg.sport}" + (f" ({names[seg.src]})" if seg.src in names else "")
+    source = endpoint(seg.src, seg.sport) + (f" ({names[seg.src]})" if seg.src in names else "")
     at_client = seg.dst == client and last.outgoing
     where = (
         f"reached the client from {source}"
