@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, closing
 from types import SimpleNamespace
 
 import pytest
@@ -39,21 +40,17 @@ IGNORES_LATE = tuple(int(n) for n in platform.release().split(".")[:2]) >= (6, 0
 
 @pytest.fixture
 def natted(host_unchanged) -> Iterator[tuple[Ipv6Lab, EchoServers, Captures]]:
-    with ipv6_lab() as lab:
-        hub = lab.namespaces["hub"]
+    with ipv6_lab() as lab, ExitStack() as stack:
+        hub, c = lab.namespaces["hub"], lab.namespaces["c"]
         dnat = ("-d", VIP, "-p", "tcp", "--dport", "80", "-j", "DNAT", "--to-destination", f"[{C}]:8080")
         _read(hub, "ip6tables", "-t", "nat", "-A", "PREROUTING", *dnat)
-        echo, captures = EchoServers(), Captures()
-        try:
-            echo.listen(Listener("c", "hub", lab.namespaces["c"], 8080, "TCP", hold=True, families=("IPv6",)))
-            echo.listen(Listener("c", "hub", lab.namespaces["c"], 8081, "UDP", families=("IPv6",)))
-            captures.add("hub", hub, {"to-a", "br0", "to-c"})
-            echo.start()
-            captures.start()
-            yield lab, echo, captures
-        finally:
-            echo.close()
-            captures.close()
+        echo, captures = stack.enter_context(closing(EchoServers())), stack.enter_context(closing(Captures()))
+        echo.listen(Listener("c", "hub", c, 8080, "TCP", hold=True, families=("IPv6",)))  # crafts and size need it
+        echo.listen(Listener("c", "hub", c, 8081, "UDP", families=("IPv6",)))
+        captures.add("hub", hub, {"to-a", "br0", "to-c"})
+        echo.start()
+        captures.start()
+        yield lab, echo, captures
 
 
 def _read(netns: str, *argv: str) -> str:

@@ -133,10 +133,16 @@ def packet_too_big(mtu: int, src: str, dst: str, sport: int, dport: int) -> byte
     return struct.pack("!BBHI", 2, 0, 0, mtu) + tcp6_packet(src, dst, sport, dport, 1400)[:1232]
 
 
-BIG6 = at(frame6("hub/to-a", False, CLIENT6, SERVICE6, 6, tcp(40000, 80, 1440)), 1.0)
-SYN6_NATTED = at(frame6("hub/to-c", True, CLIENT6, POD6, 6, tcp(40000, 8080)), 0.5)
-PTB_BACK = at(frame6("hub/to-a", True, HUB6, CLIENT6, 58, packet_too_big(1280, CLIENT6, SERVICE6, 40000, 80)), 1.1)
-SMALLER6 = at(frame6("hub/to-c", True, CLIENT6, POD6, 6, tcp(40000, 8080, 1200)), 1.2)
+# The same path as the IPv4 tests', through hub: the SYN DNATed, the big request, hub's error, the request resent.
+SYN6_NATTED, BIG6, PTB_BACK, SMALLER6 = (
+    at(frame6(where, outgoing, src, dst, proto, l4), t)
+    for where, outgoing, src, dst, proto, l4, t in (
+        ("hub/to-c", True, CLIENT6, POD6, 6, tcp(40000, 8080), 0.5),
+        ("hub/to-a", False, CLIENT6, SERVICE6, 6, tcp(40000, 80, 1440), 1.0),
+        ("hub/to-a", True, HUB6, CLIENT6, 58, packet_too_big(1280, CLIENT6, SERVICE6, 40000, 80), 1.1),
+        ("hub/to-c", True, CLIENT6, POD6, 6, tcp(40000, 8080, 1200), 1.2),
+    )
+)
 
 
 def test_a_packet_too_big_is_read_as_ipv6s_fragmentation_needed():
@@ -165,4 +171,13 @@ def test_an_ipv6_path_mtu_says_packet_too_big_and_where_the_big_packet_died():
     assert "fragmentation needed" not in said
     assert path_mtu([BIG6], f"[{CLIENT6}]:40000", f"[{SERVICE6}]:80", {}, "nftables") == (
         "the client's 1500-byte packets were last seen hub/to-a in; no ICMPv6 Packet Too Big came back"
+    )
+
+
+def test_a_packet_bigger_than_the_mtu_after_the_error_is_said_to_be_a_bundle():
+    bundle = at(frame6("hub/to-c", True, CLIENT6, POD6, 6, tcp(40000, 8080, 1400)), 1.2)
+    said = path_mtu([BIG6, PTB_BACK, bundle], f"[{CLIENT6}]:40000", f"[{SERVICE6}]:80", {}, "nftables")
+    assert said.endswith(
+        "then its 1460-byte packets were last seen hub/to-c out (more than the MTU 1280: a capture sees the segments"
+        " a kernel's segmentation offload carries together as one frame)"
     )
