@@ -120,7 +120,7 @@ class Explainer:
 
     def _followed(self, flow: list[tuple[str, Entry]]) -> str:
         """A dropped flow that kept a conntrack entry NATed to a pod that is gone: it followed that entry."""
-        running = {p.ip for p in self.running.pods}
+        running = {ip for p in self.running.pods for ip in p.ips}
         for node, entry in flow:
             if entry.reply_src in self.names and entry.reply_src not in running and entry.reply_src != entry.orig_dst:
                 who = self.names[entry.reply_src]
@@ -135,7 +135,8 @@ class Explainer:
         if result.icmp is None:
             return result.error
         icmp, sender = result.icmp, result.icmp.sender
-        if sender == self.running.cluster.gateway_ip:
+        cluster = self.running.cluster
+        if sender in (cluster.gateway_ip, cluster.secondary_gateway_ip):
             who = f"{sender} (the underlay's gateway, outside the cluster: not Kubernetes)"
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lab.probe.capture import Frame
+from lab.probe.capture import IPPROTO_ICMPV6, Frame
 from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters, counted
@@ -138,6 +138,11 @@ def path_lines(frames: list[Frame]) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def is_icmp(frame: Frame) -> bool:
+    """An ICMP or ICMPv6 message: what a REJECT answers with in either family."""
+    return frame.packet is not None and frame.packet.protocol in (1, IPPROTO_ICMPV6)
+
+
 def tcp_flags(frame: Frame) -> str:
     summary = frame.summary() or ""
     return summary.rsplit("[", 1)[-1][:-1] if summary.endswith("]") else ""
@@ -189,11 +194,12 @@ def explain(
         said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
         if outcome != "dropped":
             return f"{said}; the client got: {answer}"
-        if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-            return f"{said}, but no ICMP error was sent back: {unanswered(node)}"
+        if hit.verdict == "REJECT" and not any(is_icmp(f) for f in frames):
+            icmp = "ICMPv6" if any(f.packet is not None and f.packet.version == 6 for f in frames) else "ICMP"
+            return f"{said}, but no {icmp} error was sent back: {unanswered(node)}"
         return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
-        came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or " icmp " in (f.summary() or "")), None)
+        came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or is_icmp(f)), None)
         return f"{answer}: {came.where} carried {came.summary()}" if came else answer
     if reply_lost:
         said = "the backend received it, but its answer never reached the client"

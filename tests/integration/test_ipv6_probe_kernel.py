@@ -23,6 +23,7 @@ from lab.probe.capture import Captures
 from lab.probe.client import send
 from lab.probe.craft import CRAFTS, crafted_segment, next_from, send_from, send_raw, spoofed_answer
 from lab.probe.evidence.snmp import moved, read_counters
+from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, flow_entries
 from lab.probe.icmp_sent import IPV6_RATELIMIT, icmp_budget, icmp_sent
 from lab.probe.pmtu import path_mtu
@@ -215,3 +216,11 @@ def test_a_kept_flows_entries_are_read_from_conntracks_ipv6_table(natted):
             assert flow_entries(realized, [HUB_NODE], protocol, flow.port, "10.0.0.1") == []  # type: ignore[arg-type]
         finally:
             flow.close()
+
+
+def test_hubs_input_route_lookup_over_ipv6_says_why_it_refuses_a_packet(natted):
+    lab, _, _ = natted
+    hub = lab.namespaces["hub"]
+    said = input_refusal(hub, A, "fd00:24:3::9", "br0")
+    assert said == "no route to fd00:24:3::9 (ip route get fd00:24:3::9 from fd00:24:1::2 iif br0: ENETUNREACH)", said
+    assert input_refusal(hub, A, C, "br0") == ""  # routed: nothing refuses it

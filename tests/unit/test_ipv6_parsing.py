@@ -12,9 +12,12 @@ from lab.install.conntrack import family_args, parse_entries
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
 from lab.probe.craft import Segment
+from lab.probe.evidence.base import RuleHit
+from lab.probe.fib import WayBack, refusal_text
 from lab.probe.icmp_sent import icmp_of
 from lab.probe.pmtu import TooBig, ip_length
 from lab.probe.sockets import destination
+from lab.probe.why import explain
 from lab.realize.families import default_route, endpoint, host_prefixlen, versions
 
 # a's SYN to b:8080 (with MSS, SACK, timestamps and window scale options).
@@ -122,3 +125,25 @@ def test_an_address_says_its_family(address, version, prefixlen, default, writte
     assert host_prefixlen(address) == prefixlen
     assert default_route(address) == default
     assert endpoint(address, 80) == written
+
+
+def test_a_reject_answered_with_icmpv6_is_no_silent_reject():
+    # c answered a's datagram with ICMPv6 port unreachable: the client got it, and the why says where it went.
+    reject = RuleHit("filter", "KUBE-SERVICES", "-p udp -j REJECT", 1)
+    told = frame(PORT_UNREACHABLE)
+    unanswered = "the cause is not known"
+    said = explain("dropped", [("hub", reject)], [told], False, "", lambda *_: "", lambda _: unanswered)
+    assert said == "rejected on hub by filter KUBE-SERVICES: -p udp -j REJECT" and unanswered not in said
+    refused = explain("refused", [], [told], False, "ICMPv6 port unreachable", lambda *_: "")
+    assert refused == f"ICMPv6 port unreachable: hub/to-a in carried {told.summary()}"
+    silent = explain("dropped", [("hub", reject)], [frame(DATAGRAM)], False, "", lambda *_: "", lambda _: "not known")
+    assert silent.endswith("but no ICMPv6 error was sent back: not known")
+
+
+def test_an_ipv6_loopback_source_is_a_martian_and_ipv6_has_no_rp_filter_to_blame():
+    no_way = WayBack("", False, 0)
+    assert (
+        refusal_text(errno.EINVAL, "::1", "fd00:24:1::3", "eth0", no_way) == "martian source: ::1 is a loopback address"
+    )
+    said = refusal_text(errno.EINVAL, "fd00:24:9::1", "fd00:24:1::3", "eth0", no_way)
+    assert said == "martian: fd00:24:9::1 > fd00:24:1::3 cannot arrive on eth0"
