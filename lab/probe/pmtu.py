@@ -133,8 +133,10 @@ def path_mtu(frames: list[Frame], local: str, target: str, names: dict[str, str]
         said += ", the address the client called"
         if natted:
             said += f" ({(_UNDONE_BY_IPVS if proxy_mode == 'ipvs' else _UNDONE_BY_CONNTRACK).format(natted)})"
-    # What became of the data the client sent once it knew the path's MTU.
-    after = [f for f in sent if f.at > at.at and ip_length(f) > _BARE_HEADERS[version]]
+    # What became of the data the client sent once it knew the path's MTU: its packets that fit it, else (the
+    # captures saw only bundles) the bigger ones.
+    data = [f for f in sent if f.at > at.at and ip_length(f) > _BARE_HEADERS[version]]
+    after = [f for f in data if ip_length(f) <= made.mtu] or data
     if after:
         size = max(ip_length(f) for f in after)
         last = [f for f in after if ip_length(f) == size][-1]
