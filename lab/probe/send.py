@@ -18,6 +18,7 @@ from lab.probe.client import ClientResult, send
 from lab.probe.craft import CRAFTS, Craft, crafted_segment, next_from, send_from, send_raw, spoofed_answer
 from lab.probe.flows import KeptFlow, flow_entries, history_lines
 from lab.realize.build import Realized
+from lab.realize.families import endpoint
 
 # A crafted segment's neighbours in time: the backend's answer reaching the captures before its sequence numbers
 # are read, and the crafted segment's fate (its way to the client, the client's answer) before it is judged.
@@ -135,7 +136,7 @@ class Sender:
             if seen is not None or time.monotonic() > deadline:
                 break
             time.sleep(SPOOFED_POLL)
-        sent = f"{probe.source_address}:{sport}"
+        sent = endpoint(probe.source_address, sport)
         return seen or ClientResult("dropped", error=f"nothing answered {sent} before the timeout", local=sent)
 
 
