@@ -274,3 +274,62 @@ def _address_barrier(monitor, ns: str) -> None:
                 time.sleep(0.01)
             return
     raise AssertionError("ip monitor address never reported the marker address")
+
+
+# --- the IPv6 proxier, and a dual-stack node's two ------------------------------------------------------------
+
+NODE_IPS6 = ("2001:db8::2", "::1", "2001:db8:1::2")
+CONFIG6 = ProxyConfig(family="IPv6", cluster_cidr="fd00:10::/64")
+LOAD6 = LOAD.replace("iptables-restore", "ip6tables-restore").replace("iptables-save", "ip6tables-save")
+
+
+def _services6() -> list[ServicePort]:
+    """The IPv6 proxier's view of _services(): every address IPv6, the node IP inside the LB's source ranges."""
+    local, remote = Endpoint("fd00:10::1", 80, is_local=True), Endpoint("fd00:10:1::1", 80, is_local=False)
+    return [
+        ServicePort("ns1", "clusterip", "p80", "TCP", 80, "fd00:30::41", endpoints=(local, remote)),
+        ServicePort("ns1", "dns", "udp", "UDP", 53, "fd00:30::a", node_port=30053,
+                    endpoints=(replace(local, port=53),)),
+        ServicePort("ns1", "sctp", "", "SCTP", 9, "fd00:30::b", node_port=30009, external_policy="Local",
+                    endpoints=(replace(remote, port=9),)),
+        ServicePort(
+            "ns2", "lb-local", "p80", "TCP", 80, "fd00:30::43", node_port=30002, external_ips=("2001:db8:99::2",),
+            load_balancer_ips=("2001:db8:98::4",), load_balancer_source_ranges=("2001:db8::/48",),
+            external_policy="Local", health_check_node_port=32000, affinity_timeout=10800, endpoints=(remote,),
+        ),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["1.20", "1.24", "1.26", "1.31", "1.37"])
+def test_ipv6_ipsets_and_ip6tables_load(version, tmp_path, fresh_netns, host_unchanged):
+    """The IPv6 proxier's inet6 sets (KUBE-6-...) with ipset restore, then its rules with ip6tables-restore; read back
+    the same. ipset save prints each member as the proxier wrote it, so a later sync finds nothing to change."""
+    from lab.install.kernel_state import parse_set_members
+    from lab.render.kubeproxy.ipvs_resync import set_changes
+
+    rules = render_ipvs(_services6(), CONFIG6, NODE_IPS6, version)
+    assert "-m ipvs" not in rules.iptables_restore()
+    output = _run_in_fresh_netns(fresh_netns, tmp_path, rules, LOAD6)
+    _check_loaded(rules, output)
+    changes = set_changes(rules.ipset_restore(), parse_set_members(output.split("%%%\n")[0]))
+    assert all(line.startswith("create ") for line in changes), changes
+
+
+def test_a_dual_stack_nodes_two_proxiers_sets_and_rules_load_side_by_side(tmp_path, fresh_netns, host_unchanged):
+    """Both proxiers' sets in one namespace (their names differ: KUBE-... and KUBE-6-...), each family's rules in
+    its own tables (iptables-restore, ip6tables-restore)."""
+    v4, v6 = render_ipvs(_services(), CONFIG, NODE_IPS, "1.31"), render_ipvs(_services6(), CONFIG6, NODE_IPS6, "1.31")
+    (tmp_path / "ipset4").write_text(v4.ipset_restore())
+    (tmp_path / "ip4").write_text(v4.iptables_restore())
+    (tmp_path / "ipset6").write_text(v6.ipset_restore())
+    (tmp_path / "ip6").write_text(v6.iptables_restore())
+    script = (
+        'ipset restore < "$1/ipset4"\nipset restore < "$1/ipset6"\niptables-restore < "$1/ip4"\n'
+        'ip6tables-restore < "$1/ip6"\nipset save\necho "%%%"\niptables-save\necho "%%%"\nip6tables-save\n'
+    )
+    done = fresh_netns.run(script, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    sets, saved4, saved6 = done.stdout.split("%%%\n")
+    assert _saved_sets(sets) == {s.name: set(s.entries) for s in (*v4.ipsets, *v6.ipsets)}
+    assert jump_shape(saved4) == jump_shape(v4.iptables_restore())
+    assert jump_shape(saved6) == jump_shape(v6.iptables_restore())
