@@ -278,26 +278,34 @@ def _address_barrier(monitor, ns: str) -> None:
 
 # --- the IPv6 proxier, and a dual-stack node's two ------------------------------------------------------------
 
-NODE_IPS6 = ("2001:db8::2", "::1", "2001:db8:1::2")
-CONFIG6 = ProxyConfig(family="IPv6", cluster_cidr="fd00:10::/64")
+
+def _v6(text: str) -> str:
+    """An IPv4 address or CIDR of these cases in IPv6: 127.0.0.1 is ::1, a.b.c.d is fd00::a:b:c:d and a /n a /96+n,
+    so that what holds what is kept (the node IP stays inside the LB's source ranges)."""
+    address, _, prefix = text.partition("/")
+    mapped = "::1" if address == "127.0.0.1" else "fd00::" + ":".join(address.split("."))
+    return f"{mapped}/{96 + int(prefix)}" if prefix else mapped
+
+
+def _in_ipv6(port: ServicePort) -> ServicePort:
+    return replace(
+        port,
+        cluster_ip=_v6(port.cluster_ip or ""),
+        external_ips=tuple(map(_v6, port.external_ips)),
+        load_balancer_ips=tuple(map(_v6, port.load_balancer_ips)),
+        load_balancer_source_ranges=tuple(map(_v6, port.load_balancer_source_ranges)),
+        endpoints=tuple(replace(ep, ip=_v6(ep.ip)) for ep in port.endpoints),
+    )
+
+
+NODE_IPS6 = tuple(map(_v6, NODE_IPS))
+CONFIG6 = ProxyConfig(family="IPv6", cluster_cidr=_v6("10.0.0.0/8"))
 LOAD6 = LOAD.replace("iptables-restore", "ip6tables-restore").replace("iptables-save", "ip6tables-save")
 
 
 def _services6() -> list[ServicePort]:
-    """The IPv6 proxier's view of _services(): every address IPv6, the node IP inside the LB's source ranges."""
-    local, remote = Endpoint("fd00:10::1", 80, is_local=True), Endpoint("fd00:10:1::1", 80, is_local=False)
-    return [
-        ServicePort("ns1", "clusterip", "p80", "TCP", 80, "fd00:30::41", endpoints=(local, remote)),
-        ServicePort("ns1", "dns", "udp", "UDP", 53, "fd00:30::a", node_port=30053,
-                    endpoints=(replace(local, port=53),)),
-        ServicePort("ns1", "sctp", "", "SCTP", 9, "fd00:30::b", node_port=30009, external_policy="Local",
-                    endpoints=(replace(remote, port=9),)),
-        ServicePort(
-            "ns2", "lb-local", "p80", "TCP", 80, "fd00:30::43", node_port=30002, external_ips=("2001:db8:99::2",),
-            load_balancer_ips=("2001:db8:98::4",), load_balancer_source_ranges=("2001:db8::/48",),
-            external_policy="Local", health_check_node_port=32000, affinity_timeout=10800, endpoints=(remote,),
-        ),
-    ]  # fmt: skip
+    """_services() as the IPv6 proxier's, every address mapped into IPv6."""
+    return [_in_ipv6(port) for port in _services()]
 
 
 @pytest.mark.parametrize("version", ["1.20", "1.24", "1.26", "1.31", "1.37"])

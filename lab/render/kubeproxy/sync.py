@@ -19,6 +19,7 @@ from lab.render.dataplane import NodeDataplane, ipvs_dataplane, ipvs_rules, node
 from lab.render.kubeproxy.adapter import service_ports
 from lab.render.kubeproxy.conntrack import Cleanup, ConntrackDeletion, cleanup, deletions
 from lab.render.kubeproxy.graceful import RealServerDecision, graceful_terminations
+from lab.render.kubeproxy.ipvs import IpvsRules
 from lab.render.kubeproxy.ipvs_resync import address_changes, family_state, set_changes
 from lab.render.kubeproxy.kernel_state import KernelState, Reads
 from lab.render.kubeproxy.versions import Release
@@ -66,10 +67,15 @@ def sync(before: Topology, after: Topology, node: str, state: KernelState, resta
 
 
 def _ipvs_sync(before: Topology, after: Topology, node: str, state: KernelState, family: Family) -> SyncPlan:
-    """The sync of the ipvs proxier of one family, from what it sees of the node's kernel (family_state)."""
+    """The sync of the ipvs proxier of one family on the node."""
     old, new = ipvs_rules(before, node, family), ipvs_rules(after, node, family)
-    plane = ipvs_dataplane(after, node, new, old, family)
-    seen = family_state(state, family)
+    return ipvs_proxier_sync(ipvs_dataplane(after, node, new, old, family), old, new, state)
+
+
+def ipvs_proxier_sync(plane: NodeDataplane, old: IpvsRules, new: IpvsRules, state: KernelState) -> SyncPlan:
+    """One ipvs proxier's sync from `old` to `new`, `plane` being what it writes (ipvs_dataplane), decided from what
+    it sees of the node's kernel: its own family's part of it (family_state)."""
+    seen = family_state(state, plane.family)
     added, deleted = address_changes(plane.dummy_addresses, seen.bound_addresses)
     return SyncPlan(
         plane,
