@@ -121,32 +121,42 @@ def ipvs_rules(topo: Topology, node_name: str, family: Family | None = None) -> 
     return render_ipvs(services, config, _local(topo, node_name), version, **kernel)
 
 
-def ipvs_dataplane(
-    topo: Topology, node_name: str, rules: IpvsRules, previous: IpvsRules | None, family: Family | None = None
-) -> NodeDataplane:
-    """What the ipvs proxier of `family` (the primary one by default) loads on the node: `rules` (with `previous`,
-    as its sync after those: the changes to the virtual servers rather than all of them). A dual-stack node's two
-    proxiers share the one IPVS table and the one kube-ipvs0, each adding its own family's (NewDualStackProxier in
-    openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/proxier.go at 70cefcddca885822c5e7214eaf9f0da33eccb26b)."""
-    family = family or topo.cluster.families[0]
+def ipvs_plane(rules: IpvsRules, family: Family = "IPv4", previous: IpvsRules | None = None) -> NodeDataplane:
+    """The texts install loads of one ipvs proxier's `rules` (with `previous`, as its sync after those: the changes
+    to the virtual servers rather than all of them)."""
     virtual_servers = (
         "".join(f"{line}\n" for line in sync_lines(previous, rules))
         if previous is not None
         else rules.ipvsadm_restore()
     )
-    sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
-    # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
-    unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
-    dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
-    release = Release.of(topo.cluster.kube_version)
     return NodeDataplane(
         "ipvs",
         iptables=rules.iptables_restore(),  # ip6tables-restore's for the IPv6 proxier
         ipsets=rules.ipset_restore(),
         ipvs=virtual_servers,
+        dummy_addresses=rules.dummy_addresses,
+        sysctls=tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items()),
+        family=family,
+    )
+
+
+def ipvs_dataplane(
+    topo: Topology, node_name: str, rules: IpvsRules, previous: IpvsRules | None, family: Family | None = None
+) -> NodeDataplane:
+    """What the ipvs proxier of `family` (the primary one by default) loads on the node (ipvs_plane), and what the
+    node needs with it. A dual-stack node's two proxiers share the one IPVS table and the one kube-ipvs0, each
+    adding its own family's (NewDualStackProxier in openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/
+    proxier.go at 70cefcddca885822c5e7214eaf9f0da33eccb26b)."""
+    family = family or topo.cluster.families[0]
+    plane = ipvs_plane(rules, family, previous)
+    # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
+    unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
+    dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
+    release = Release.of(topo.cluster.kube_version)
+    return replace(
+        plane,
         dummy_addresses=dummy,
-        sysctls=sysctls,
-        setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+        setup=_setup(topo, dict(plane.sysctls).get(ROUTE_LOCALNET) == "1"),
         # After its first sync kube-ipvs0's addresses are the node's too: an externalIP on it is held.
         held_ports=held_ports(
             service_ports(topo, node_name, family),
@@ -154,7 +164,6 @@ def ipvs_dataplane(
             (*_local(topo, node_name), *(a.split("/")[0] for a in dummy)),
             release,
         ),
-        family=family,
     )
 
 

@@ -17,15 +17,14 @@ from dataclasses import replace
 import pytest
 from support.ipv6 import HUB_LAN, HUB_LINK, A, B, Ipv6Lab, ipv6_lab
 
-from lab.describe.families import Family
 from lab.doctor import kernel_has, skip_reason
 from lab.install.dataplane import apply, load
 from lab.install.echo import EchoServers, Listener
 from lab.install.kernel_state import read_state
 from lab.install.tools import run_command
 from lab.probe.client import send
-from lab.render.dataplane import NodeDataplane
-from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
+from lab.render.dataplane import ipvs_plane
+from lab.render.kubeproxy.ipvs import render_ipvs
 from lab.render.kubeproxy.kernel_state import Reads
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 from lab.render.kubeproxy.sync import ipvs_proxier_sync
@@ -41,20 +40,6 @@ NODE_IPS = (HUB_LAN, HUB_LINK, "::1")
 def _web(cluster_ip: str, *endpoints: str) -> ServicePort:
     eps = tuple(Endpoint(ip, 8080, is_local=True) for ip in endpoints)
     return ServicePort("default", "web", "http", "TCP", 80, cluster_ip, node_port=NODE_PORT, endpoints=eps)
-
-
-def _plane(rules: IpvsRules, family: Family, previous: IpvsRules | None = None) -> NodeDataplane:
-    """What install loads of one proxier (as ipvs_dataplane assembles it from a topology)."""
-    virtual_servers = "".join(f"{line}\n" for line in sync_lines(previous, rules)) if previous else None
-    return NodeDataplane(
-        "ipvs",
-        iptables=rules.iptables_restore(),
-        ipsets=rules.ipset_restore(),
-        ipvs=rules.ipvsadm_restore() if virtual_servers is None else virtual_servers,
-        dummy_addresses=rules.dummy_addresses,
-        sysctls=tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items()),
-        family=family,
-    )
 
 
 @pytest.fixture
@@ -93,7 +78,7 @@ def _reached(lab: Ipv6Lab, address: str, port: int) -> set[str]:
 def test_an_ipv6_cluster_ip_and_node_port_answer_through_ipvs(served):
     lab, hub = served, served.namespaces["hub"]
     rules = render_ipvs([_web(VIP, A, B)], CONFIG6, NODE_IPS, "1.31")
-    assert load(hub, _plane(rules, "IPv6")) == ()
+    assert load(hub, ipvs_plane(rules, "IPv6")) == ()
     assert _reached(lab, VIP, 80) == {"a", "b"}  # rr over both real servers
     assert _reached(lab, HUB_LINK, NODE_PORT) == {"a", "b"}
     # What the kernel lists reads back as render wrote it: a sync with nothing new changes nothing.
@@ -103,7 +88,7 @@ def test_an_ipv6_cluster_ip_and_node_port_answer_through_ipvs(served):
         (service, rs) for service in (f"[{VIP}]:80", f"[{HUB_LAN}]:{NODE_PORT}", f"[{HUB_LINK}]:{NODE_PORT}")
         for rs in (f"[{A}]:8080", f"[{B}]:8080")
     }  # fmt: skip
-    plan = ipvs_proxier_sync(_plane(rules, "IPv6", rules), rules, rules, state)
+    plan = ipvs_proxier_sync(ipvs_plane(rules, "IPv6", rules), rules, rules, state)
     assert (plan.addresses_added, plan.addresses_deleted, plan.real_servers, plan.dataplane.ipvs) == ((), (), (), "")
     assert all(line.startswith("create ") for line in plan.set_changes), plan.set_changes
 
@@ -112,7 +97,7 @@ def test_a_dual_stack_nodes_proxiers_share_kube_ipvs0_and_each_removes_only_its_
     lab, hub = served, served.namespaces["hub"]
     v4 = render_ipvs([_web(VIP4, "10.244.1.2")], CONFIG4, ("192.168.56.11", "127.0.0.1"), "1.31")
     v6 = render_ipvs([_web(VIP, A, B)], CONFIG6, NODE_IPS, "1.31")
-    assert load(hub, replace(_plane(v4, "IPv4"), other_family=_plane(v6, "IPv6"))) == ()
+    assert load(hub, replace(ipvs_plane(v4, "IPv4"), other_family=ipvs_plane(v6, "IPv6"))) == ()
     state = read_state(hub, Reads(ipvs=True))
     assert set(state.bound_addresses) == {f"{VIP4}/32", f"{VIP}/128"}
     services = {s.service for s in state.real_servers}
@@ -120,8 +105,8 @@ def test_a_dual_stack_nodes_proxiers_share_kube_ipvs0_and_each_removes_only_its_
     assert _reached(lab, VIP, 80) == {"a", "b"}
     # The IPv6 Service goes: each proxier syncs from what it sees; the IPv6 one unbinds its own address only.
     gone = render_ipvs([], CONFIG6, NODE_IPS, "1.31")
-    plan4 = ipvs_proxier_sync(_plane(v4, "IPv4", v4), v4, v4, state)
-    plan6 = ipvs_proxier_sync(_plane(gone, "IPv6", v6), v6, gone, state)
+    plan4 = ipvs_proxier_sync(ipvs_plane(v4, "IPv4", v4), v4, v4, state)
+    plan6 = ipvs_proxier_sync(ipvs_plane(gone, "IPv6", v6), v6, gone, state)
     assert (plan4.addresses_deleted, plan6.addresses_deleted) == ((), (f"{VIP}/128",))
     assert apply(hub, replace(plan4, other_family=plan6)) == ()
     after = read_state(hub, Reads(ipvs=True))
