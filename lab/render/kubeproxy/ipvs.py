@@ -15,7 +15,8 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
 - kubernetes/kubernetes pkg/proxy/ipvs/proxier.go of the 1.31+ era (contextual logging, nodeName;
   commit not recorded; the version whose NewProxier takes a context and nodeName): sync logic, sets, chains and rules
   identical to S1.30, so 1.31-1.35 render as 1.30. kube-proxy's own tests at
-  531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree.
+  531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree, their IPv6 ones
+  (TestNodePortIPv6, TestIPv6Proxier, TestDismissLocalhostRuleExist's "ipv6 rule") included.
 - 1.36-1.37 render as 1.35 too (INFERRED): their changelogs name no ipvs rule change, only when it syncs
   (#135631 periodic full resync again, 1.36; #138571 no full resync above 1000 endpoints, 1.37), how fast it
   lists addresses (#138927, 1.37) and the KubeProxyIPVS gate that starts the mode's deprecation (#139397,
@@ -264,12 +265,12 @@ class VirtualServer:
 
 @dataclass(frozen=True)
 class IpvsRules(xtables.XtablesPayload):
-    """Everything kube-proxy's ipvs mode puts into one node's kernel (IPv4)."""
+    """Everything one of kube-proxy's ipvs proxiers (of ProxyConfig.family) puts into one node's kernel."""
 
     table_order = ("nat", "filter")
 
     version: str
-    # The /32s bound on kube-ipvs0.
+    # The /32s (the IPv6 proxier's /128s) bound on kube-ipvs0.
     dummy_addresses: tuple[str, ...]
     ipsets: tuple[IpSet, ...]
     virtual_servers: tuple[VirtualServer, ...]
