@@ -32,6 +32,7 @@ from lab.render.kubeproxy.sync import ipvs_proxier_sync
 pytestmark = pytest.mark.ipvs
 
 VIP, VIP4, NODE_PORT = "fd00:10:96::a", "10.96.0.10", 30080
+NODE4 = "192.168.56.11"  # the IPv4 proxier's node IP (hub has none: its virtual servers are only listed)
 CONFIG6 = ProxyConfig(family="IPv6", cluster_cidr="fd00:24:1::/64")  # a and b are the pods; c is outside
 CONFIG4 = ProxyConfig(cluster_cidr="10.244.0.0/16")
 NODE_IPS = (HUB_LAN, HUB_LINK, "::1")
@@ -95,7 +96,7 @@ def test_an_ipv6_cluster_ip_and_node_port_answer_through_ipvs(served):
 
 def test_a_dual_stack_nodes_proxiers_share_kube_ipvs0_and_each_removes_only_its_own(served):
     lab, hub = served, served.namespaces["hub"]
-    v4 = render_ipvs([_web(VIP4, "10.244.1.2")], CONFIG4, ("192.168.56.11", "127.0.0.1"), "1.31")
+    v4 = render_ipvs([_web(VIP4, "10.244.1.2")], CONFIG4, (NODE4, "127.0.0.1"), "1.31")
     v6 = render_ipvs([_web(VIP, A, B)], CONFIG6, NODE_IPS, "1.31")
     assert load(hub, replace(ipvs_plane(v4, "IPv4"), other_family=ipvs_plane(v6, "IPv6"))) == ()
     state = read_state(hub, Reads(ipvs=True))
@@ -111,7 +112,7 @@ def test_a_dual_stack_nodes_proxiers_share_kube_ipvs0_and_each_removes_only_its_
     assert apply(hub, replace(plan4, other_family=plan6)) == ()
     after = read_state(hub, Reads(ipvs=True))
     assert after.bound_addresses == (f"{VIP4}/32",)
-    assert {s.service for s in after.real_servers} == {f"{VIP4}:80"}
+    assert {s.service for s in after.real_servers} == {f"{VIP4}:80", f"{NODE4}:{NODE_PORT}"}
     assert not any(line.startswith("add KUBE-6-CLUSTER-IP") for line in after.set_members)
     assert "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80" in after.set_members
     listed = run_command(hub, ("ipvsadm", "-Ln"))
