@@ -213,12 +213,6 @@ def test_an_ipv6_only_cluster_describes(tmp_path):
             "cluster.clusterCIDR",
             "one value per family",
         ),
-        (
-            "  underlay: 192.168.56.0/24,fd00:56::/64",
-            "  underlay: 192.168.56.0/24,fd00:56::/64\n  proxyMode: ipvs",
-            "cluster.proxyMode",
-            "ipvs mode is modelled for IPv4 clusters only yet",
-        ),
         # A node gives an address and a pod block per family, each inside its family's network.
         ('ip: "192.168.56.11,fd00:56::11"', "ip: 192.168.56.11", "nodes[0].ip", "one value per family of the cluster"),
         (
