@@ -386,9 +386,6 @@ class ClusterSpec:
     def service_cidr_of(self, family: Family) -> str:
         return of_family(family, self.service_cidr, self.secondary_service_cidr)
 
-    def underlay_of(self, family: Family) -> str:
-        return of_family(family, self.underlay, self.secondary_underlay)
-
     def gate(self, name: str) -> bool:
         """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
         return dict(self.feature_gates).get(name, False)
@@ -484,7 +481,7 @@ class Topology:
     @property
     def not_yet_built(self) -> str:
         """Why the kernel stages cannot run this variant yet ("" when they can). IPv6 and dual-stack clusters run
-        in iptables and nftables modes (describe refuses ipvs and cni routed-tunnel with IPv6 at their fields);
+        in iptables, nftables and ipvs modes (describe refuses cni routed-tunnel with IPv6 at its field);
         kubelet's promiscuous-bridge dedup chain is written for IPv4 frames only (`ebtables -p IPv4`)."""
         if "IPv6" in self.cluster.families and self.cluster.hairpin_mode == "promiscuous-bridge":
             return (

@@ -44,9 +44,9 @@ def _in_netns(netns: str, *argv: str) -> object:
 
 
 def _tool(kind: str, backend: str, family: str = "IPv4") -> str:
-    """The xtables tool of the backend for the family: iptables-nft-restore, ip6tables-legacy-save..."""
-    base = "ip6tables" if family == "IPv6" else "iptables"
-    return f"{base}-{backend}-{kind}" if kind != "iptables" else f"{base}-{backend}"
+    """The xtables tool of a backend, IPv4's or IPv6's (`ip6tables-nft-restore`)."""
+    name = "ip6tables" if family == "IPv6" else "iptables"
+    return f"{name}-{backend}-{kind}" if kind != "iptables" else f"{name}-{backend}"
 
 
 def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
@@ -64,7 +64,7 @@ RESTORE_WAIT = ("-w", "5")
 
 
 def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = "IPv4") -> None:
-    """iptables-restore, or ip6tables-restore for the IPv6 family's rules."""
+    """iptables-restore, or ip6tables-restore for an IPv6 proxier's rules."""
     _feed(netns, [_tool("restore", backend, family), *RESTORE_WAIT], text, "rules")
 
 
