@@ -118,7 +118,9 @@ _NAME_BASE_MAX = 256 - 16
 _IP_PORT_PROTO = "ipv4_addr . inet_proto . inet_service : verdict"
 _PORT_PROTO = "inet_proto . inet_service : verdict"
 _NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
-_NO_LOCALHOST_V6 = "ip6 daddr != ::1"  # the IPv6 proxier's noLocalhost (INFERRED: no IPv6 nftables golden here)
+# The IPv6 proxier's noLocalhost: setupNFTables in pkg/proxy/nftables/proxier.go (kubernetes/kubernetes
+# 01d7de5464ba38091b53e0a4d5077ddde9553c08).
+_NO_LOCALHOST_V6 = "ip6 daddr != ::1"
 _LOCALHOST = "ip daddr 127.0.0.0/8"
 
 # 1.37's KubeProxyNFTablesLocalhostNodePorts gate (#138427): the protocols whose localhost NodePorts kube-proxy
