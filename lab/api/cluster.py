@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
-from lab.api.session import forget_frames, has_flow, probe_once
+from lab.api.session import forget_frames, has_flow, keep_flow, probe_once
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.readfile import ReadError, read_bytes
@@ -76,8 +76,19 @@ def pod_aliases(topo: Topology) -> dict[str, str]:
 class Cluster:
     """A variant that is up: `cluster["client"]` an actor, `cluster.probe(...)`, `cluster.step(...)`."""
 
-    def __init__(self, source: ScenarioSource, topo: Topology, stood: Standing, session: ProbeSession) -> None:
+    def __init__(
+        self,
+        source: ScenarioSource | None,
+        topo: Topology,
+        stood: Standing,
+        session: ProbeSession,
+        forget_between: bool = True,
+    ) -> None:
+        # `source` None: a cluster driven by resolved probes only (`lab run`'s, lab.api.variant), never by requests.
+        # `forget_between`: frames captured between probes are dropped (a cluster held while a user thinks); `lab
+        # run` keeps them, its probes running back to back (what nodes sent between two probes counts for ICMP).
         self._source, self._stood, self._session = source, stood, session
+        self._forget_between = forget_between
         self.topology = topo  # as built; `running` is what kube-proxy was last told (steps change it)
         self.running = topo
         self._history: list[dict[str, Any]] = []  # every step done so far, as written
@@ -122,12 +133,31 @@ class Cluster:
         entry = probe_entry(probe, fields, f"probe-{self._probes}")
         spec = self._resolve(entry, "probe")
         self._flow_kept(spec)
-        return probe_once(self._session, spec, self.topology, self.running, self._apply(entry, spec))
+        return self.run(spec, self._apply(entry, spec))
 
-    def run(self, probe: ProbeSpec) -> ProbeResult:
-        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`)."""
+    def run(self, probe: ProbeSpec, steps: Sequence[StepDone] = ()) -> ProbeResult:
+        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`);
+        `steps`, those just done for it (`steps_of`), go into its result."""
         self.check_up()
-        return probe_once(self._session, probe, self.topology, self.running, [])
+        return probe_once(self._session, probe, self.topology, self.running, steps, self._forget_between)
+
+    def keep_going(self, probe: ProbeSpec) -> None:
+        """Send a probe that keeps a flow, unjudged: `lab run --probe` leaves it out, and the later probes it keeps
+        its flow for still find it."""
+        self.check_up()
+        keep_flow(self._session, probe, self.running)
+
+    def steps_of(self, probe: ProbeSpec) -> list[StepDone]:
+        """Do a resolved probe's `before:` steps (lab.pipeline.steps_before: each workload change followed by
+        kube-proxy's sync); what each did. A step that fails is raised as lab.install's InstallError, naming it,
+        and leaves the cluster refusing further calls."""
+        self.check_up()
+        try:
+            self.running, done = steps_before(self._stood, self._session, self.running, probe)
+        except InstallError as exc:  # a command that failed or timed out, named with its step
+            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
+            raise
+        return done
 
     def own_probe(self, name: str) -> ProbeSpec:
         """The scenario file's probe `name`, as resolved for this variant; refused when it checks a flow that no
@@ -160,6 +190,8 @@ class Cluster:
         """`entry` resolved by describe as a probe of the file is, after the steps done so far (the file's own
         probes, which the API does not run, left out); a step that would create a pod this lab did not build is
         refused."""
+        if self._source is None:
+            raise LabError(f"{self.prefix} runs {self.topology.scenario}'s own probes only: build one with lab.up")
         extra = [step_carrier(HISTORY, self._history, self.topology.nodes[0].name)] if self._history else []
         try:
             variants = self._source.load((*extra, entry), own_probes=False).variants
@@ -183,9 +215,8 @@ class Cluster:
         if not spec.before:
             return []
         try:
-            self.running, done = steps_before(self._stood, self._session, self.running, spec)
-        except InstallError as exc:  # a command that failed or timed out, named with its step
-            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
+            done = self.steps_of(spec)
+        except InstallError as exc:
             raise LabError(str(exc)) from None
         self._history += entry.get("before", [])
         return done
