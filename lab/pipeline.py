@@ -118,7 +118,10 @@ def steps_before(
     """Do the probe's `before:` steps to the cluster running `running`, each workload change followed by kube-proxy's
     sync on every node; the session told. The topology they leave, and what each did."""
     session.note(f"steps before {probe.name}")
+    plugged = len(stood.realized.plugged)
     running, steps = run_steps(stood.realized, running, probe, kube_proxy_sync(stood.realized, stood.ports))
+    if new := list(stood.realized.plugged.values())[plugged:]:  # pods the build did not foresee: backends too
+        session.pods_added(new, running)
     session.rules_changed()
     for done in steps:
         if not done.step.argv:  # a workload change: every node's kube-proxy synced

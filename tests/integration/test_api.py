@@ -13,6 +13,7 @@ import time
 
 import pytest
 from support.host import REPO, lab_namespaces
+from support.scenario import write
 
 import lab
 from lab.api import LabError, to_json
@@ -123,8 +124,9 @@ def test_scale_to_zero_and_back_reproduces_kubernetes_139628(own_namespaces):
         )
         assert back.verdict.ok, back.verdict.reasons
         assert to_json(back)["before"], to_json(back)
-        with pytest.raises(LabError, match=r"statsd-2 would be created, and this lab did not build them"):
-            cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+        # A replica the file's own steps never create: plugged in on the fly, at node2's next free address.
+        cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+        assert cluster["statsd-2"].address == "10.244.2.4"
     assert own_namespaces() == []
 
 
@@ -188,4 +190,69 @@ def test_a_failed_step_is_named_and_the_cluster_refuses_what_follows(own_namespa
             cluster.step({"run": "ip addr del 10.9.9.9/32 dev eth0", "nodes": ["node1"]})
         with pytest.raises(LabError, match=r"a step failed .*what it left is unknown"):
             cluster.probe(from_="client", to=NODEPORT)
+    assert own_namespaces() == []
+
+
+SCALED = """\
+name: api-scale-up
+cluster: {kubeVersion: "1.34", clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16}
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
+workload:
+  - kind: Pod
+    metadata: {name: client}
+    spec: {nodeName: node1, containers: [{name: client}]}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web}
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec: {containers: [{name: web, ports: [{containerPort: 8080}]}]}
+  - kind: Service
+    metadata: {name: web}
+    spec:
+      type: NodePort
+      selector: {app: web}
+      ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
+matrix:
+  proxyMode: [iptables, nftables]
+probes:
+  - {name: one-replica, from: client, to: {service: web, port: 80}, expect: {backend: web-0}}
+"""
+WEB = {"service": "web", "port": 80}
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_them(tmp_path, own_namespaces, mode):
+    # A Deployment of one replica, which the file's own probes never scale: its replicas 2 and 3 are created on the
+    # fly, as the kubelet starts a pod, each at the next free address of its node's podCIDR (replicas go to the
+    # nodes in turn: web-1 on node2, web-2 on node1 beside web-0), and kube-proxy's next sync sends to them.
+    with lab.up(write(tmp_path, SCALED), variant={"proxyMode": mode}) as cluster:
+        assert "web-1" not in cluster and cluster.probe("one-replica").verdict.ok
+        (scaled,) = cluster.step({"scale": "Deployment/web", "replicas": 3})
+        assert str(scaled.step) == "scale Deployment web to 3: create pod web-1, web-2 (kube-proxy resyncs every node)"
+        web1, web2 = cluster["web-1"], cluster["default/web-2"]
+        assert (web1.address, web2.address) == ("10.244.2.2", "10.244.1.4")
+        assert f"inet {web1.address}/24" in web1.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).stdout
+        assert web1.namespace.startswith(f"{cluster.prefix}-")
+        # web-0 and web-1 not ready: the Service's only endpoint is web-2, a pod the build did not make.
+        cluster.step({"set": "Pod/web-0", "ready": False})
+        cluster.step({"set": "Pod/web-1", "ready": False})
+        reached = cluster.probe(from_="client", to=WEB, expect={"backend": "web-2", "source": "client"})
+        assert reached.verdict.ok, reached.verdict.reasons
+        # Across nodes: web-1, on node2, answers once ready again.
+        cluster.step({"set": "Pod/web-1", "ready": True})
+        cluster.step({"set": "Pod/web-2", "ready": False})
+        across = cluster.probe(from_="client", to=WEB, expect={"backend": "web-1"})
+        assert across.verdict.ok, across.verdict.reasons
+        # Scaled back to one: the newest replicas go, their veths with them; web-0, not ready, leaves none.
+        cluster.step({"scale": "Deployment/web", "replicas": 1})
+        assert {p.name for p in cluster.running.pods} == {"client", "web-0"}
+        assert web1.exec(["ip", "link", "show", "dev", "eth0"]).returncode != 0
+        assert cluster.probe(from_="client", to=WEB, expect={"outcome": "refused"}).verdict.ok
+        assert any(ns.endswith("-web-2") for ns in own_namespaces())
     assert own_namespaces() == []
