@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
@@ -115,13 +116,19 @@ class Realized:
         return self._grown.pods.get(name) or self.topology.pod(name)
 
     def has_pod(self, name: str) -> bool:
-        return name in self._grown.pods or any(p.name == name for p in self.topology.built_pods)
+        return name in self._grown.pods or name in self._built_pods
+
+    @cached_property
+    def _built_pods(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.topology.built_pods)
+
+    @cached_property
+    def _on_node_network(self) -> Mapping[str, str]:
+        """hostNetwork pod → its node, whose namespace it shares (pods plugged in later are never such)."""
+        return {p.name: p.node for p in self.topology.built_pods if p.host_network}
 
     def ns_of(self, actor: str) -> str:
-        pod = next((p for p in self.topology.built_pods if p.name == actor), None)
-        if pod is not None and pod.host_network:
-            return self.namespaces[pod.node]
-        return self.namespaces[actor]
+        return self.namespaces[self._on_node_network.get(actor, actor)]
 
 
 def unplug_pod(realized: Realized, pod: str) -> None:

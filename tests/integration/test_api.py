@@ -256,3 +256,45 @@ def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_t
         assert cluster.probe(from_="client", to=WEB, expect={"outcome": "refused"}).verdict.ok
         assert any(ns.endswith("-web-2") for ns in own_namespaces())
     assert own_namespaces() == []
+
+
+TWO_DEPLOYMENTS = """\
+name: two-deployments
+cluster: {kubeVersion: "1.34", clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16}
+nodes:
+  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
+workload:
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: a}
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: a}}
+      template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a, ports: [{containerPort: 8080}]}]}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: b}
+    spec:
+      replicas: 1
+      selector: {matchLabels: {app: b}}
+      template: {metadata: {labels: {app: b}}, spec: {containers: [{name: b, ports: [{containerPort: 8080}]}]}}
+  - kind: Service
+    metadata: {name: b}
+    spec: {selector: {app: b}, ports: [{port: 80, targetPort: 8080}]}
+probes:
+  - {name: a-to-b, from: a-0, to: {service: b, port: 80}, expect: {outcome: delivered}}
+"""
+
+
+def test_a_scale_up_that_would_move_a_running_pods_address_is_refused_and_the_lab_stays(tmp_path, own_namespaces):
+    # describe addresses new replicas in the workload's order: b scaled first, then a, would give a's new replica
+    # the address b-1 runs at, and b-1 another. Refused before anything is done.
+    with lab.up(write(tmp_path, TWO_DEPLOYMENTS)) as cluster:
+        cluster.step({"scale": "Deployment/b", "replicas": 2})
+        assert cluster["b-1"].address == "10.244.1.4"
+        moved = r"describe now gives b-1 the address 10.244.1.5, and it runs at 10.244.1.4"
+        with pytest.raises(LabError, match=moved):
+            cluster.step({"scale": "Deployment/a", "replicas": 2})
+        assert "a-1" not in cluster
+        assert cluster.probe(from_="a-0", to={"service": "b", "port": 80}).verdict.ok
+    assert own_namespaces() == []
