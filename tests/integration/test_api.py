@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import pytest
+import yaml
 from support.host import REPO, lab_namespaces
 from support.scenario import write
 
@@ -193,51 +194,73 @@ def test_a_failed_step_is_named_and_the_cluster_refuses_what_follows(own_namespa
     assert own_namespaces() == []
 
 
-SCALED = """\
-name: api-scale-up
-cluster: {kubeVersion: "1.34", clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16}
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
-  - {name: node2, ip: 192.168.56.12, podCIDR: 10.244.2.0/24}
-workload:
-  - kind: Pod
-    metadata: {name: client}
-    spec: {nodeName: node1, containers: [{name: client}]}
-  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: web}
-    spec:
-      replicas: 1
-      selector: {matchLabels: {app: web}}
-      template:
-        metadata: {labels: {app: web}}
-        spec: {containers: [{name: web, ports: [{containerPort: 8080}]}]}
-  - kind: Service
-    metadata: {name: web}
-    spec:
-      type: NodePort
-      selector: {app: web}
-      ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
-matrix:
-  proxyMode: [iptables, nftables]
-probes:
-  - {name: one-replica, from: client, to: {service: web, port: 80}, expect: {backend: web-0}}
-"""
+def scenario(name: str, nodes: int, workload: list[dict], probe: dict, cni: str = "bridge", **extra: object) -> str:
+    """A scenario's text: kube-proxy 1.34, `nodes` nodes (node1 on 10.244.1.0/24, ...), the workload, one probe."""
+    cluster = {"kubeVersion": "1.34", "clusterCIDR": "10.244.0.0/16", "serviceCIDR": "10.96.0.0/16", "cni": cni}
+    return yaml.safe_dump(
+        {
+            "name": name,
+            "cluster": cluster,
+            "nodes": [
+                {"name": f"node{i}", "ip": f"192.168.56.1{i}", "podCIDR": f"10.244.{i}.0/24"}
+                for i in range(1, nodes + 1)
+            ],
+            "workload": workload,
+            "probes": [{"expect": {"outcome": "delivered"}, **probe}],
+            **extra,
+        }
+    )
+
+
+def deployment(name: str) -> list[dict]:
+    """A Deployment of one replica (on any node, replicas going to the nodes in turn), its pods listening on 8080,
+    and a Service of port 80 in front of them."""
+    labels = {"app": name}
+    container = {"name": "c", "ports": [{"containerPort": 8080}]}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        },
+        {
+            "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    ]
+
+
+CLIENT = {"kind": "Pod", "metadata": {"name": "client"}, "spec": {"nodeName": "node1"}}
 WEB = {"service": "web", "port": 80}
 
 
-@pytest.mark.parametrize("mode", ["iptables", "nftables"])
-def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_them(tmp_path, own_namespaces, mode):
-    # A Deployment of one replica, which the file's own probes never scale: its replicas 2 and 3 are created on the
-    # fly, as the kubelet starts a pod, each at the next free address of its node's podCIDR (replicas go to the
-    # nodes in turn: web-1 on node2, web-2 on node1 beside web-0), and kube-proxy's next sync sends to them.
-    with lab.up(write(tmp_path, SCALED), variant={"proxyMode": mode}) as cluster:
+@pytest.mark.parametrize(
+    ("mode", "cni"), [("iptables", "bridge"), ("nftables", "bridge"), ("nftables", "routed-tunnel")]
+)
+def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_them(
+    tmp_path, own_namespaces, mode, cni
+):
+    # A client pod on node1 and a Deployment of one replica, web, which the file's own probes never scale: its
+    # replicas 2 and 3 are created on the fly, as the kubelet starts a pod, each at the next free address of its
+    # node's podCIDR (replicas go to the nodes in turn: web-1 on node2, web-2 on node1 beside web-0), and
+    # kube-proxy's next sync sends to them.
+    one = {"name": "one-replica", "from": "client", "to": WEB, "expect": {"backend": "web-0"}}
+    scaled = scenario("api-scale-up", 2, [CLIENT, *deployment("web")], one, cni, matrix={"proxyMode": [mode]})
+    with lab.up(write(tmp_path, scaled)) as cluster:
         assert "web-1" not in cluster and cluster.probe("one-replica").verdict.ok
         (scaled,) = cluster.step({"scale": "Deployment/web", "replicas": 3})
         assert str(scaled.step) == "scale Deployment web to 3: create pod web-1, web-2 (kube-proxy resyncs every node)"
         web1, web2 = cluster["web-1"], cluster["default/web-2"]
-        assert (web1.address, web2.address) == ("10.244.2.2", "10.244.1.4")
-        assert f"inet {web1.address}/24" in web1.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).stdout
+        # routed-tunnel: the block's network address is the tunnel's, each pod holds a /32.
+        first, prefixlen = (1, 32) if cni == "routed-tunnel" else (2, 24)
+        assert (web1.address, web2.address) == (f"10.244.2.{first}", f"10.244.1.{first + 2}")
+        assert f"inet {web1.address}/{prefixlen}" in web1.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).stdout
         assert web1.namespace.startswith(f"{cluster.prefix}-")
         # web-0 and web-1 not ready: the Service's only endpoint is web-2, a pod the build did not make.
         cluster.step({"set": "Pod/web-0", "ready": False})
@@ -258,32 +281,13 @@ def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_t
     assert own_namespaces() == []
 
 
-TWO_DEPLOYMENTS = """\
-name: two-deployments
-cluster: {kubeVersion: "1.34", clusterCIDR: 10.244.0.0/16, serviceCIDR: 10.96.0.0/16}
-nodes:
-  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}
-workload:
-  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: a}
-    spec:
-      replicas: 1
-      selector: {matchLabels: {app: a}}
-      template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a, ports: [{containerPort: 8080}]}]}}
-  - apiVersion: apps/v1
-    kind: Deployment
-    metadata: {name: b}
-    spec:
-      replicas: 1
-      selector: {matchLabels: {app: b}}
-      template: {metadata: {labels: {app: b}}, spec: {containers: [{name: b, ports: [{containerPort: 8080}]}]}}
-  - kind: Service
-    metadata: {name: b}
-    spec: {selector: {app: b}, ports: [{port: 80, targetPort: 8080}]}
-probes:
-  - {name: a-to-b, from: a-0, to: {service: b, port: 80}, expect: {outcome: delivered}}
-"""
+# Two Deployments of one replica each, on the only node.
+TWO_DEPLOYMENTS = scenario(
+    "two-deployments",
+    1,
+    [*deployment("a"), *deployment("b")],
+    {"name": "a-to-b", "from": "a-0", "to": {"service": "b", "port": 80}},
+)
 
 
 def test_a_scale_up_that_would_move_a_running_pods_address_is_refused_and_the_lab_stays(tmp_path, own_namespaces):
