@@ -36,16 +36,27 @@ def load(ns: str, plane: NodeDataplane, backend: str = "nft") -> tuple[str, ...]
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them.
     What it says: a refused sync."""
     if plane.mode == "ipvs":
-        device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
-        ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
-        ipset_restore_all(ns, plane.ipsets)
+        return _load_ipvs(ns, plane, backend)
     if plane.mode == "nftables":
         return _nft_sync(ns, plane.nft, resync=False)
-    said = _restore(ns, plane, backend, resync=False)
-    if plane.mode == "ipvs":
-        if plane.ipvs:
-            ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said))
-        _ipvs_sysctls(ns, plane)
+    return _restore(ns, plane, backend, resync=False)
+
+
+def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
+    """Each ipvs proxier's first sync (a dual-stack node runs one per family): the one kube-ipvs0, made once, gets
+    each proxier's addresses; each loads its own sets and rules; the second proxier's virtual servers are added
+    to the one IPVS table beside the first's, not restored over them (ipvsadm-restore clears the table)."""
+    device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+    said: tuple[str, ...] = ()
+    for proxier in (plane, plane.other_family) if plane.other_family else (plane,):
+        ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in proxier.dummy_addresses])
+        device = []
+        ipset_restore_all(ns, proxier.ipsets)
+        refused = _restore(ns, proxier, backend, resync=False)
+        if proxier.ipvs:
+            ipvsadm_restore(ns, _ipvs_changes(proxier.ipvs, refused), clear=proxier is plane)
+        _ipvs_sysctls(ns, proxier)
+        said += refused
     return said
 
 
@@ -53,18 +64,25 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction, as kube-proxy's restore), the virtual servers' changes
     (connections to unchanged real servers live on), the addresses of deleted Services, the real servers graceful
-    termination deletes. The conntrack deletions come after every node's rules (apply_plans). What it says: a
-    refused sync, the real servers graceful termination deletes or keeps."""
+    termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack node's second). The
+    conntrack deletions come after every node's rules (apply_plans). What it says: a refused sync, the real
+    servers graceful termination deletes or keeps."""
     plane = plan.dataplane
     if plane.mode == "ipvs":
-        if plan.addresses_added:
-            ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
-        ipset_apply(ns, plan.set_changes)
+        others = _apply_ipvs(ns, plan.other_family, backend) if plan.other_family else ()
+        return (*_apply_ipvs(ns, plan, backend), *others)
     if plane.mode == "nftables":
         return _nft_sync(ns, plane.nft, resync=True)
+    return _restore(ns, plane, backend, resync=True)
+
+
+def _apply_ipvs(ns: str, plan: SyncPlan, backend: str) -> tuple[str, ...]:
+    """One ipvs proxier's sync plan, applied."""
+    plane = plan.dataplane
+    if plan.addresses_added:
+        ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
+    ipset_apply(ns, plan.set_changes)
     said = _restore(ns, plane, backend, resync=True)
-    if plane.mode != "ipvs":
-        return said
     if plane.ipvs:
         ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
     if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
@@ -79,7 +97,7 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
 def _restore(ns: str, plane: NodeDataplane, backend: str, resync: bool) -> tuple[str, ...]:
     """kube-proxy's one iptables-restore of its tables; a refusal is its failed sync, said, not an error of the lab."""
     try:
-        iptables_restore(ns, plane.iptables, backend)
+        iptables_restore(ns, plane.iptables, backend, plane.family)
     except InstallError as refused:
         return (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
     return ()

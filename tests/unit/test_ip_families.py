@@ -213,12 +213,6 @@ def test_an_ipv6_only_cluster_describes(tmp_path):
             "cluster.clusterCIDR",
             "one value per family",
         ),
-        (
-            "  underlay: 192.168.56.0/24,fd00:56::/64",
-            "  underlay: 192.168.56.0/24,fd00:56::/64\n  proxyMode: ipvs",
-            "cluster.proxyMode",
-            "ipvs mode is modelled for IPv4 clusters only yet",
-        ),
         # A node gives an address and a pod block per family, each inside its family's network.
         ('ip: "192.168.56.11,fd00:56::11"', "ip: 192.168.56.11", "nodes[0].ip", "one value per family of the cluster"),
         (
@@ -289,3 +283,12 @@ def test_an_ipv6_file_is_refused_by_lab_run_in_words(capsys):
     assert "IPv6 is described and rendered (lab validate, lab render) but not yet built on the kernel" in (
         capsys.readouterr().err.replace("\n", " ")
     )
+
+
+def test_a_link_below_ipv6s_minimum_mtu_is_refused_in_a_cluster_with_ipv6(tmp_path):
+    small = DUAL_TEXT.replace(
+        'podCIDR: "10.244.2.0/24,fd00:10:244:2::/64"}', 'podCIDR: "10.244.2.0/24,fd00:10:244:2::/64", mtu: 1200}'
+    )
+    assert small != DUAL_TEXT
+    error = error_for(tmp_path, small)
+    assert error.field == "nodes[1].mtu" and "below IPv6's minimum link MTU, 1280" in error.message, str(error)

@@ -102,6 +102,11 @@ def _resolve_probe(
         )
     dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo, p.family)
     _source_has_family(src, path, p.source, family_of(dst_ip) or "IPv4", topo)
+    if p.source_address and family_of(p.source_address) != (family_of(dst_ip) or "IPv4"):
+        raise src.error(
+            (*path, "sourceAddress"),
+            f"{p.source_address} is not an {family_of(dst_ip) or 'IPv4'} address: the probe travels to {dst_ip}",
+        )
     if p.craft and (p.protocol or protocol) != "TCP":
         raise src.error((*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP")
     if p.craft and p.attempts != 1:
