@@ -33,9 +33,10 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
@@ -87,30 +88,75 @@ def _vtep_mac(index: int) -> str:
 
 
 @dataclass(frozen=True)
+class _Grown:
+    """The live maps behind a Realized's read-only views, which plug_pods (and nothing else) adds to."""
+
+    namespaces: dict[str, str]
+    pod_ports: dict[str, str]
+    pods: dict[str, PodSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Realized:
     """A built topology: which namespace each actor lives in, and how long building took. Later stages only
     read it: what they start is theirs to stop, and a step's new Topology travels beside it (lab.pipeline)."""
 
     prefix: str
-    topology: Topology  # the one built; a step changes only what kube-proxy is told, never what was built
+    topology: Topology  # the one built; a step changes only what kube-proxy is told, and plugs the pods it creates
     namespaces: Mapping[str, str]
     seconds: float
     pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
     tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
+    _grown: _Grown = field(default_factory=lambda: _Grown({}, {}), compare=False, repr=False)
+
+    @property
+    def plugged(self) -> Mapping[str, PodSpec]:
+        """Pods plugged in after the build (plug_pods), by name, in the order they were."""
+        return MappingProxyType(self._grown.pods)
+
+    def pod(self, name: str) -> PodSpec:
+        """A pod built at the start or plugged in since."""
+        return self._grown.pods.get(name) or self.topology.pod(name)
+
+    def has_pod(self, name: str) -> bool:
+        return name in self._grown.pods or name in self._built_pods
+
+    @cached_property
+    def _built_pods(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.topology.built_pods)
+
+    @cached_property
+    def _on_node_network(self) -> Mapping[str, str]:
+        """hostNetwork pod → its node, whose namespace it shares (pods plugged in later are never such)."""
+        return {p.name: p.node for p in self.topology.built_pods if p.host_network}
 
     def ns_of(self, actor: str) -> str:
-        pod = next((p for p in self.topology.built_pods if p.name == actor), None)
-        if pod is not None and pod.host_network:
-            return self.namespaces[pod.node]
-        return self.namespaces[actor]
+        return self.namespaces[self._on_node_network.get(actor, actor)]
 
 
 def unplug_pod(realized: Realized, pod: str) -> None:
     """A deleted pod's network goes: its veth pair is removed from the node's side (with it the pod's address
     and, for cni routed-tunnel, its /32 route). The namespace stays until the run ends, unreachable, so that
     what a backend had open there is closed by its owner."""
-    node = realized.topology.pod(pod).node
+    node = realized.pod(pod).node
     _run(realized.namespaces[node], ("ip", "link", "del", realized.pod_ports[pod]))
+
+
+def plug_pods(realized: Realized, pods: Sequence[PodSpec]) -> None:
+    """Pods a step creates that the build did not foresee (a scale-up asked through lab.api), networked as the
+    build networks its own: each one's namespace (recorded before it is made), a veth into its node's cni0 or
+    cni routed-tunnel's /32 route with proxy ARP, its address and default route. Realized's maps then name them,
+    and the run's teardown removes them with the rest. Pods on the pod network only (the caller refuses others)."""
+    grown = realized._grown
+    with ExitStack() as stack:
+        builder = _Builder(realized.topology, realized.prefix, stack, {}, "")
+        builder.names = grown.namespaces  # the run's own map: what is made here is torn down with the rest
+        for node in dict.fromkeys(p.node for p in pods):
+            builder.join(node)
+        first = len(realized.topology.built_pods) + len(grown.pods)  # veth indexes no pod of the run took
+        ports = builder.pods([(first + i, pod) for i, pod in enumerate(pods)])
+    grown.pod_ports.update(ports)
+    grown.pods.update({pod.name: pod for pod in pods})
 
 
 def _prefixlen(cidr: str) -> int:
@@ -410,8 +456,15 @@ def realize(
                     builder.promiscuous_bridge(node)
             builder.routes_to_vips()
         seconds = time.perf_counter() - start
+        grown = _Grown(names, pod_ports)  # plug_pods adds to them: the views below show it, the teardown removes it
         yield Realized(
-            prefix, topo, MappingProxyType(dict(names)), seconds, MappingProxyType(pod_ports), builder.tunnel_device
+            prefix,
+            topo,
+            MappingProxyType(names),
+            seconds,
+            MappingProxyType(pod_ports),
+            builder.tunnel_device,
+            grown,
         )
     finally:
         remove_namespaces(list(names.values()))

@@ -18,13 +18,13 @@ import pytest
 from support.host import REPO
 from support.ipv6 import HUB_LAN, HUB_LINK, A, B, Ipv6Lab, ipv6_lab
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.doctor import kernel_has, skip_reason
 from lab.install.dataplane import apply, load
 from lab.install.echo import EchoServers, Listener
 from lab.install.kernel_state import read_state
 from lab.install.tools import run_command
-from lab.pipeline import run_variant
 from lab.probe.client import send
 from lab.render.dataplane import ipvs_plane
 from lab.render.kubeproxy.ipvs import render_ipvs

@@ -13,8 +13,9 @@ from collections.abc import Callable
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import cannot_run, run_variant
+from lab.pipeline import cannot_run
 from lab.probe import session
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.counters import CounterEvidence
