@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.judge.results import VariantRun
-from lab.pipeline import run_variant
 
 IPV6 = REPO / "tests" / "fixtures" / "ipv6" / "ipv6-nodeport-clusterip.yaml"
 DUAL = REPO / "tests" / "fixtures" / "dualstack" / "dual-stack-nodeport.yaml"
