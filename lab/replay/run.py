@@ -18,7 +18,7 @@ from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
-from lab.install.tools import InstallError, ip_batch, ipset_restore_all, ipvsadm_restore, nft_apply
+from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.probe.client import send
 from lab.realize.families import endpoint
 from lab.replay.affinity import Affinity, RecentLists
@@ -38,7 +38,6 @@ from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
 from lab.replay.nfacct import create_nfacct_objects
 from lab.replay.review import review_ipsets, review_iptables, review_ipvs, review_nft
 from lab.replay.watch import Seen, Watcher, counter_watcher, nft_trace_watcher
-from lab.replay.xtables import xtables_restore
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,7 @@ def replay(
             ipset_restore_all(node_ns, ipsets)
         create_nfacct_objects(node_ns, list(dict.fromkeys(n for d in dumps.values() for n in nfacct_names(d.text))))
         for dump in dumps.values():
-            xtables_restore(node_ns, dump.text, dump.version, backend)
+            iptables_restore(node_ns, dump.text, backend, FAMILIES[dump.version])
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
 

@@ -14,10 +14,10 @@ from functools import partial
 
 from lab.probe.client import ClientResult
 from lab.probe.evidence.base import Evidence, RuleHit
+from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
 from lab.replay.dump import chain_candidates
 from lab.replay.env import Setup
-from lab.replay.xtables import FamilyCounters
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ class Watcher:
 
 
 def counter_watcher(netns: str, backend: str, rules: str, version: int = 4) -> Watcher:
-    """iptables: the rules of the packet's family whose packet counters moved (`iptables-save -c` or
-    `ip6tables-save -c` before and after)."""
-    return Watcher(FamilyCounters(netns, backend, version), partial(_statistic_spread, rules=rules), _any_packet)
+    """iptables: the rules whose packet counters moved (`iptables-save -c`, and `ip6tables-save -c` for an IPv6
+    packet, before and after); only the packet's family's move."""
+    evidence = CounterEvidence(netns, backend, ipv6=version == 6)
+    return Watcher(evidence, partial(_statistic_spread, rules=rules), _any_packet)
 
 
 def nft_trace_watcher(netns: str, setup: Setup) -> Watcher:
