@@ -35,13 +35,13 @@ def _dumped(netns: FreshNetns, mode: str, backend: str, plane) -> Dumps:  # noqa
     if mode == "nftables":
         run("nft -f -", "".join(p.nft for p in planes))
         return Dumps(nft=run("nft list ruleset"))
+    if mode == "ipvs":
+        run("ipset restore", plane.ipsets)  # before the rules that match its sets
     saved = {}
     for p in planes if mode == "iptables" else [plane]:
         tool = ("ip6tables" if p.family == "IPv6" else "iptables") + ("-legacy" if backend == "legacy" else "")
         run(f"{tool}-restore", p.iptables)
         saved[p.family] = run(f"{tool}-save")
-    if mode == "ipvs":
-        run("ipset restore", plane.ipsets)
     return Dumps(
         rules=saved.get("IPv4"), rules6=saved.get("IPv6"), ipsets=run("ipset save") if mode == "ipvs" else None
     )
