@@ -80,16 +80,12 @@ def test_anonymize_refuses_what_it_cannot_rename():
         imported(DUAL, anonymize=True)
 
 
-def test_a_dual_stack_cluster_in_ipvs_mode_is_imported_ipv4_and_says_why(tmp_path):
+def test_a_dual_stack_cluster_in_ipvs_mode_is_imported_dual_stack(tmp_path):
     config = Path(DUAL[1]).read_text().replace("    mode: nftables", "    mode: ipvs")
     (tmp_path / "kube-proxy.yaml").write_text(config)
     result = imported([DUAL[0], str(tmp_path / "kube-proxy.yaml"), DUAL[2]])
-    assert result.scenario["cluster"]["clusterCIDR"] == "10.244.0.0/16"
-    assert notes_about(result, "Node node1", "fd00:56::11", "ipvs mode for IPv4 only", "left out")
-    assert notes_about(result, "clusterCIDR", "fd00:10:244::/56", "imported IPv4")
-    assert notes_about(result, "EndpointSlice default/web-q8v7n", "IPv6", "skipped")
-    assert notes_about(result, "Service default/web6", "no cluster IP of the imported families (IPv4)")
-    loaded(tmp_path, result)
+    assert result.scenario["cluster"]["clusterCIDR"] == "10.244.0.0/16,fd00:10:244::/56"
+    assert loaded(tmp_path, result).cluster.proxy_mode == "ipvs"
 
 
 def test_require_dual_stack_in_an_ipv4_import_is_written_single_stack(tmp_path):
@@ -105,8 +101,12 @@ def test_require_dual_stack_in_an_ipv4_import_is_written_single_stack(tmp_path):
     assert loaded(tmp_path, result).cluster.families == ("IPv4",)
 
 
-def test_the_shop_cluster_stays_ipv4_in_ipvs_mode():
-    """The EKS-like dual-stack fixture runs ipvs: imported IPv4, every IPv6 object said."""
+def test_the_shop_cluster_on_calico_is_imported_ipv4_and_says_why():
+    """The EKS-like dual-stack fixture runs Calico, which the lab builds (routed-tunnel) for IPv4 only: imported
+    IPv4, every IPv6 object said."""
     result = imported(SHOP)
     assert "," not in result.scenario["cluster"]["clusterCIDR"]
+    assert notes_about(result, "2a05:d018:1:1::f", "routed-tunnel", "imported IPv4", "left out")
+    assert notes_about(result, "clusterCIDR", "fd00:64::/48", "imported IPv4")
     assert notes_about(result, "EndpointSlice shop/web-r9fmd", "IPv6", "skipped")
+    assert notes_about(result, "Service monitoring/grafana", "no cluster IP of the imported families (IPv4)")

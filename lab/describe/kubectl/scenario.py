@@ -73,7 +73,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if not nodes:
         said = "".join(f"; {n}" for n in inputs.notes())
         raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
-    families = _families(config, list(nodes.values()), notes)
+    families = _families(config, list(nodes.values()), cni.value, notes)
     if options.anonymize and families != ("IPv4",):
         raise ScenarioError(
             "lab import",
@@ -217,7 +217,7 @@ def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig
     return config
 
 
-def _families(config: ProxyConfig, nodes: list[Node], notes: list[str]) -> tuple[Family, ...]:
+def _families(config: ProxyConfig, nodes: list[Node], cni: str, notes: list[str]) -> tuple[Family, ...]:
     """The families the cluster is imported in: those every node has an address of, the primary first. The primary
     is the first of a node's podCIDRs (kube-controller-manager allocates them in its --cluster-cidr order), else of
     kube-proxy's clusterCIDR, else IPv4."""
@@ -229,12 +229,12 @@ def _families(config: ProxyConfig, nodes: list[Node], notes: list[str]) -> tuple
             "lab import", None, "", "the nodes share no address family: some have only IPv4 addresses, some only IPv6"
         )
     why = {f: f"{n.name} has no {f} address" for f in FAMILIES for n in nodes if f not in n.addresses}
-    if config.cluster.get("proxyMode") == "ipvs" and "IPv6" in families:
+    if cni == "routed-tunnel" and "IPv6" in families:
         if families == ("IPv6",):
             raise ScenarioError(
-                "lab import", None, "", "an IPv6 cluster in ipvs mode: the lab models ipvs mode for IPv4 only yet"
+                "lab import", None, "", "an IPv6 cluster on Calico: the lab builds cni routed-tunnel for IPv4 only yet"
             )
-        families, why["IPv6"] = ("IPv4",), "the lab models ipvs mode for IPv4 only yet"
+        families, why["IPv6"] = ("IPv4",), "the lab builds cni routed-tunnel (Calico's) for IPv4 only yet"
     imported = f"the cluster is imported {' and '.join(families)}; left out"
     for node in nodes:
         for family, ip in node.addresses.items():
