@@ -112,3 +112,30 @@ def test_imported_endpoint_conditions_hold_on_the_kernel(mode, tmp_path, host_un
     ready_web = {"web-6d4cf56db6-2xkqp", "web-6d4cf56db6-8vbnm"}
     assert {o["backend"] for p, o in seen.items() if p.startswith("shop-web-http-cluster-ip-")} <= ready_web
     assert seen["shop-web-http-load-balancer"]["outcome"] == "delivered"
+
+
+KUBECTL = REPO / "tests" / "fixtures" / "kubectl"
+
+
+@pytest.mark.parametrize(("cluster", "probes"), [("dual-stack", 10), ("ipv6-only", 6)])
+def test_imported_dual_stack_and_ipv6_clusters_run(cluster, probes, tmp_path, host_unchanged):
+    """`lab import` of a dual-stack and an IPv6-only kind cluster, then `lab run`: every probe delivered by a web pod,
+    each in its family (a `-ipv6` probe, and every probe of the IPv6-only Service web6 or cluster, from an IPv6
+    source; the dual-stack Service's other probes from an IPv4 one)."""
+    out = tmp_path / "s.yaml"
+    files = [str(KUBECTL / cluster / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml")]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "import", *files, "-o", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", str(out), "--json"], capture_output=True, text=True, cwd=REPO, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)["results"]
+    assert len(results) == probes
+    for r in results:
+        observed = r["observed"]
+        assert (observed["outcome"], observed["backend"][:4]) == ("delivered", "web-"), r
+        ipv6 = cluster == "ipv6-only" or r["probe"].endswith("-ipv6") or "-web6-" in r["probe"]
+        assert (":" in observed["source_ip"]) == ipv6, r
