@@ -22,6 +22,7 @@ from lab.probe.capture import Captures, write_pcaps
 from lab.probe.evidence.base import Evidence
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TraceEvidence
+from lab.probe.evidence.snmp import CounterFiles
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.explain import Explainer
 from lab.probe.flows import KeptFlow
@@ -78,7 +79,10 @@ class ProbeSession:
         self.traced = {n.name for n in built.nodes} if built.cluster.proxy_mode == "nftables" else set()
         self.ebtables = built.cluster.cni == "bridge" and built.cluster.hairpin_mode == "promiscuous-bridge"
         self.sender = Sender(realized, timeout, self.captures, self.echo)
-        self.observer = Observer(realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports)
+        self.snmp = CounterFiles()
+        self.observer = Observer(
+            realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports, self.snmp
+        )
 
     def __enter__(self) -> ProbeSession:
         built = self.realized.topology
@@ -104,7 +108,7 @@ class ProbeSession:
         return self
 
     def __exit__(self, *_: object) -> None:
-        closeables = (*self.flows.values(), self.echo, self.captures, *self.evidence.values())
+        closeables = (*self.flows.values(), self.echo, self.captures, self.snmp, *self.evidence.values())
         close_all(closeable.close for closeable in closeables)
 
     def _start_evidence(self) -> None:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
@@ -95,11 +96,13 @@ class Realized:
     pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
     tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
 
+    @cached_property
+    def _host_network(self) -> dict[str, str]:
+        """hostNetwork pods → their node: looked up for every actor of every probe, so not searched each time."""
+        return {p.name: p.node for p in self.topology.built_pods if p.host_network}
+
     def ns_of(self, actor: str) -> str:
-        pod = next((p for p in self.topology.built_pods if p.name == actor), None)
-        if pod is not None and pod.host_network:
-            return self.namespaces[pod.node]
-        return self.namespaces[actor]
+        return self.namespaces[self._host_network.get(actor, actor)]
 
 
 def unplug_pod(realized: Realized, pod: str) -> None:
