@@ -34,6 +34,7 @@ import argcomplete
 from rich.console import Console
 from rich.text import Text
 
+from lab.api import run_variant
 from lab.argtypes import count, seconds
 from lab.bench.cluster import parse_sizes, run_cluster_bench
 from lab.bench.scale import run_scale_bench
@@ -46,7 +47,6 @@ from lab.helptext import DIFF, STOPPED, exit_codes
 from lab.import_command import add_import_command, run_import
 from lab.install.tools import InstallError
 from lab.live.cli import add_commands as add_live_commands
-from lab.pipeline import run_variant
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
 from lab.realize.enter import NamespaceError

@@ -1,4 +1,6 @@
-"""The pipeline for one scenario variant: realize → install → probe → judge, then tear down."""
+"""The pipeline's stages for one scenario variant: render → realize → install held (`standing`), its probe session
+opened (`probing`), steps done (`steps_before`); the runners above (lab.api's Cluster, which `lab run` goes
+through too) probe, judge and tear down."""
 
 from __future__ import annotations
 
@@ -16,8 +18,6 @@ from lab.install.actors import install_actors
 from lab.install.dataplane import apply_plans, install, read_states
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
-from lab.judge.attempts import run_probe
-from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.probe.session import ProbeSession
 from lab.realize.build import Realized, realize
 from lab.render.dataplane import kernel_version, render, setups
@@ -103,44 +103,6 @@ def standing(topo: Topology) -> Iterator[Standing]:
         yield Standing(realized, ports, rendered, built, time.perf_counter(), said)
 
 
-def run_variant(
-    topo: Topology,
-    timeout: float = 0.5,
-    pcap_dir: Path | None = None,
-    on_result: Callable[[ProbeResult], None] | None = None,
-    only: set[str] | None = None,
-) -> VariantRun:
-    topo = on_this_kernel(topo)
-    if reason := cannot_run(topo):
-        return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
-    results = []
-    start = time.perf_counter()
-    with standing(topo) as stood:
-        rendered, built, installed = stood.rendered, stood.built, stood.installed
-        with probing(stood, timeout, pcap_dir) as session:
-            session_started = time.perf_counter()
-            running = topo  # what kube-proxy was last told: steps change the workload
-            for probe in topo.probes:
-                steps: list[StepDone] = []
-                if probe.before:  # even for a probe left out: later ones expect what it changed
-                    running, steps = steps_before(stood, session, running, probe)
-                if only is not None and probe.name not in only:
-                    if probe.keep_every:  # the flow it keeps goes on for later probes to check
-                        session.run(probe, running)
-                    continue
-                observed, verdict = run_probe(session, probe, topo, running)
-                result = ProbeResult(topo, probe, observed, verdict, tuple(steps))
-                results.append(result)
-                if on_result:
-                    on_result(result)
-            probes_done = time.perf_counter()
-        probed = time.perf_counter()
-    done = time.perf_counter()
-    session = (session_started - installed) + (probed - probes_done)
-    timing = Timing(built - rendered, installed - built, probed - installed, done - probed, session, rendered - start)
-    return VariantRun(topo, results, timing)
-
-
 @contextmanager
 def probing(stood: Standing, timeout: float, pcap_dir: Path | None = None) -> Iterator[ProbeSession]:
     """The probe session of a standing variant, told what each node's first kube-proxy sync said (a refused one
@@ -156,7 +118,10 @@ def steps_before(
     """Do the probe's `before:` steps to the cluster running `running`, each workload change followed by kube-proxy's
     sync on every node; the session told. The topology they leave, and what each did."""
     session.note(f"steps before {probe.name}")
+    plugged = len(stood.realized.plugged)
     running, steps = run_steps(stood.realized, running, probe, kube_proxy_sync(stood.realized, stood.ports))
+    if new := list(stood.realized.plugged.values())[plugged:]:  # pods the build did not foresee: backends too
+        session.pods_added(new, running)
     session.rules_changed()
     for done in steps:
         if not done.step.argv:  # a workload change: every node's kube-proxy synced

@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from lab.api import Cluster, LabError, up
+from lab.api import Cluster, LabError, run_variant, up
 from lab.api.cluster import PROBE_TIMEOUT
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
 from lab.doctor import machine_arch, running_kernel
 from lab.judge.results import ProbeResult, VariantRun
-from lab.pipeline import run_variant
 from lab.probe.capture import pcap_dir
 from lab.realize.terminate import handle_sigterm
 from lab.report.html import write_report

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
-from lab.api.session import forget_frames, has_flow, probe_once
+from lab.api.session import forget_frames, has_flow, keep_flow, probe_once
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.readfile import ReadError, read_bytes
-from lab.describe.topology import Axis, ProbeSpec, Topology
+from lab.describe.topology import Axis, PodSpec, ProbeSpec, Topology
 from lab.doctor import machine_arch, running_kernel
 from lab.install.steps import StepDone
 from lab.install.tools import InstallError
@@ -68,16 +68,27 @@ def addresses(topo: Topology) -> dict[str, str]:
     )
 
 
-def pod_aliases(topo: Topology) -> dict[str, str]:
+def pod_aliases(pods: Sequence[PodSpec]) -> dict[str, str]:
     """NAMESPACE/NAME of every pod the lab names by its name alone ("default/web-0" for "web-0")."""
-    return {f"{p.namespace}/{p.name}": p.name for p in topo.built_pods if "/" not in p.name}
+    return {f"{p.namespace}/{p.name}": p.name for p in pods if "/" not in p.name}
 
 
 class Cluster:
     """A variant that is up: `cluster["client"]` an actor, `cluster.probe(...)`, `cluster.step(...)`."""
 
-    def __init__(self, source: ScenarioSource, topo: Topology, stood: Standing, session: ProbeSession) -> None:
+    def __init__(
+        self,
+        source: ScenarioSource | None,
+        topo: Topology,
+        stood: Standing,
+        session: ProbeSession,
+        forget_between: bool = True,
+    ) -> None:
+        # `source` None: a cluster driven by resolved probes only (`lab run`'s, lab.api.variant), never by requests.
+        # `forget_between`: frames captured between probes are dropped (a cluster held while a user thinks); `lab
+        # run` keeps them, its probes running back to back (what nodes sent between two probes counts for ICMP).
         self._source, self._stood, self._session = source, stood, session
+        self._forget_between = forget_between
         self.topology = topo  # as built; `running` is what kube-proxy was last told (steps change it)
         self.running = topo
         self._history: list[dict[str, Any]] = []  # every step done so far, as written
@@ -88,7 +99,7 @@ class Cluster:
         known = addresses(topo)
         names = [*realized.namespaces, *(p.name for p in topo.built_pods)]
         self.actors = {name: Actor(self, name, realized.ns_of(name), known.get(name, "")) for name in names}
-        self._aliases = pod_aliases(topo)
+        self._aliases = pod_aliases(topo.built_pods)
 
     @property
     def prefix(self) -> str:
@@ -122,12 +133,31 @@ class Cluster:
         entry = probe_entry(probe, fields, f"probe-{self._probes}")
         spec = self._resolve(entry, "probe")
         self._flow_kept(spec)
-        return probe_once(self._session, spec, self.topology, self.running, self._apply(entry, spec))
+        return self.run(spec, self._apply(entry, spec))
 
-    def run(self, probe: ProbeSpec) -> ProbeResult:
-        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`)."""
+    def run(self, probe: ProbeSpec, steps: Sequence[StepDone] = ()) -> ProbeResult:
+        """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`);
+        `steps`, those just done for it (`steps_of`), go into its result."""
         self.check_up()
-        return probe_once(self._session, probe, self.topology, self.running, [])
+        return probe_once(self._session, probe, self.topology, self.running, steps, self._forget_between)
+
+    def keep_going(self, probe: ProbeSpec) -> None:
+        """Send a probe that keeps a flow, unjudged: `lab run --probe` leaves it out, and the later probes it keeps
+        its flow for still find it."""
+        self.check_up()
+        keep_flow(self._session, probe, self.running)
+
+    def steps_of(self, probe: ProbeSpec) -> list[StepDone]:
+        """Do a resolved probe's `before:` steps (lab.pipeline.steps_before: each workload change followed by
+        kube-proxy's sync); what each did. A step that fails is raised as lab.install's InstallError, naming it,
+        and leaves the cluster refusing further calls."""
+        self.check_up()
+        try:
+            self.running, done = steps_before(self._stood, self._session, self.running, probe)
+        except InstallError as exc:  # a command that failed or timed out, named with its step
+            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
+            raise
+        return done
 
     def own_probe(self, name: str) -> ProbeSpec:
         """The scenario file's probe `name`, as resolved for this variant; refused when it checks a flow that no
@@ -158,23 +188,51 @@ class Cluster:
 
     def _resolve(self, entry: dict[str, Any], what: str) -> ProbeSpec:
         """`entry` resolved by describe as a probe of the file is, after the steps done so far (the file's own
-        probes, which the API does not run, left out); a step that would create a pod this lab did not build is
-        refused."""
+        probes, which the API does not run, left out); a step whose pods cannot run here is refused
+        (_cannot_create)."""
+        if self._source is None:
+            raise LabError(f"{self.prefix} runs {self.topology.scenario}'s own probes only: build one with lab.up")
         extra = [step_carrier(HISTORY, self._history, self.topology.nodes[0].name)] if self._history else []
         try:
             variants = self._source.load((*extra, entry), own_probes=False).variants
         except ScenarioError as exc:
             raise in_words(exc, len(extra), what) from None
         spec = next(t for t in variants if t.variant == self.topology.variant).probes[-1]
-        built = {(p.name, p.ip) for p in self.topology.built_pods}
         for step in spec.before:
-            missing = [p.name for p in step.pods or () if (p.name, p.ip) not in built]
-            if missing:
-                raise LabError(
-                    f"{what}: {step}: {', '.join(missing)} would be created, and this lab did not build them: the lab "
-                    "builds at the start only the replicas that the scenario's own steps create"
-                )
+            if problem := self._cannot_create(step.pods or ()):
+                raise LabError(f"{what}: {step}: {problem}")
         return spec
+
+    def _cannot_create(self, pods: Sequence[PodSpec]) -> str:
+        """Why the workload `pods` cannot run here ("" when it can): each pod the lab has (built at the start or
+        plugged in since) keeps the address it has, and a new one is plugged in on the pod network (lab.realize's
+        plug_pods) at an address no pod holds."""
+        realized = self._stood.realized
+        have = {p.name: p for p in (*self.topology.built_pods, *realized.plugged.values())}
+        held = {p.ip: p.name for p in have.values() if not p.host_network}
+        for pod in pods:
+            known = have.get(pod.name)
+            if known is not None and known.ip != pod.ip:
+                return (
+                    f"describe now gives {pod.name} the address {pod.ip}, and it runs at {known.ip}: the new replicas "
+                    "of several Deployments scaled in turn are addressed in the workload's order, not the order they "
+                    "were created in; build it again with the scenario's own steps scaling them"
+                )
+            if known is not None:
+                continue
+            if pod.host_network:
+                return (
+                    f"{pod.name} would be created with hostNetwork: a pod created after the build is on the pod network"
+                )
+            if pod.ip in held:
+                return f"{pod.name} would be created at {pod.ip}, which {held[pod.ip]} holds"
+            if self.topology.cluster.hairpin_mode == "promiscuous-bridge":
+                return (
+                    f"{pod.name} would be created on a promiscuous-bridge node: a port added to cni0 may change the "
+                    "bridge's MAC, which kubelet's KUBE-DEDUP rule names: the lab builds such pods at the start only "
+                    "(a step of the scenario file creates them)"
+                )
+        return ""
 
     def _apply(self, entry: dict[str, Any], spec: ProbeSpec) -> list[StepDone]:
         """Do the probe's steps as `lab run` does them (lab.pipeline.steps_before: each workload change followed by
@@ -183,12 +241,20 @@ class Cluster:
         if not spec.before:
             return []
         try:
-            self.running, done = steps_before(self._stood, self._session, self.running, spec)
-        except InstallError as exc:  # a command that failed or timed out, named with its step
-            self._broken = str(exc)  # the steps before it were done, and kube-proxy was told: no state to go on from
+            done = self.steps_of(spec)
+        except InstallError as exc:
             raise LabError(str(exc)) from None
+        self._add_plugged()
         self._history += entry.get("before", [])
         return done
+
+    def _add_plugged(self) -> None:
+        """Pods a step plugged in since are actors too."""
+        realized = self._stood.realized
+        for pod in realized.plugged.values():
+            if pod.name not in self.actors:
+                self.actors[pod.name] = Actor(self, pod.name, realized.ns_of(pod.name), pod.ip)
+                self._aliases |= pod_aliases([pod])
 
     def close(self) -> None:
         self._up = False

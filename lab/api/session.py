@@ -5,6 +5,8 @@ module alone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.steps import StepDone
 from lab.judge.attempts import run_probe
@@ -13,14 +15,25 @@ from lab.probe.session import ProbeSession
 
 
 def probe_once(
-    session: ProbeSession, probe: ProbeSpec, topo: Topology, running: Topology, steps: list[StepDone]
+    session: ProbeSession,
+    probe: ProbeSpec,
+    topo: Topology,
+    running: Topology,
+    steps: Sequence[StepDone],
+    forget: bool,
 ) -> ProbeResult:
     """Run one probe of the variant `topo` against the cluster running `running` (the workload the steps left)
-    and judge it. Frames captured since the last probe (between calls, nobody looks) are dropped first, as the
-    live keeper does."""
-    forget_frames(session)
+    and judge it. With `forget`, frames captured since the last probe are dropped first (between a user's calls
+    nobody looks, as the live keeper does)."""
+    if forget:
+        forget_frames(session)
     observed, verdict = run_probe(session, probe, topo, running)
     return ProbeResult(topo, probe, observed, verdict, tuple(steps))
+
+
+def keep_flow(session: ProbeSession, probe: ProbeSpec, running: Topology) -> None:
+    """Send a probe that keeps a flow, unjudged: its flow goes on for later probes to check."""
+    session.run(probe, running)
 
 
 def has_flow(session: ProbeSession, name: str) -> bool:

@@ -17,10 +17,10 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from lab.api import run_variant
 from lab.bench.stages import counts, raw_ip_seconds
 from lab.describe.load import load_scenario
 from lab.doctor import machine_arch
-from lab.pipeline import run_variant
 
 PROBES = 10
 

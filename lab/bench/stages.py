@@ -14,11 +14,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
 from lab.doctor import machine_arch
 from lab.judge.results import Timing
-from lab.pipeline import cannot_run, run_variant
+from lab.pipeline import cannot_run
 from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.render.dataplane import node_dataplane
 from lab.replay.env import Setup

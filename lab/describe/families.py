@@ -34,6 +34,17 @@ def family_of(text: str) -> Family | None:
     return "IPv4" if net.version == 4 else "IPv6"
 
 
+def endpoint(host: str, port: int) -> str:
+    """ "host:port" as a socket's address is written: "[host]:port" for IPv6, whose address holds colons."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """ "host:port" or "[host]:port" (as endpoint writes them) → (host, port)."""
+    host, _, port = text.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
 def split(value: str) -> tuple[str, ...]:
     """A field that takes one value per family: "10.244.0.0/16" or "10.244.0.0/16,fd00:10:244::/56"."""
     return tuple(part.strip() for part in value.split(","))

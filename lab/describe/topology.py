@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lab.describe.families import Family, family_of
+from lab.describe.families import Family, endpoint, family_of
 from lab.describe.refs import ObjectRef
 from lab.describe.schema import Outcome
 
@@ -327,6 +327,11 @@ class ProbeSpec:
     size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
 
     @property
+    def destination(self) -> str:
+        """Where the probe goes, as a socket's address is written ("[fd00::a]:80" for IPv6)."""
+        return endpoint(self.dst_ip, self.dst_port)
+
+    @property
     def family(self) -> Family:
         """The family the probe travels in: its destination's (a probe's `family:` chose that address)."""
         return family_of(self.dst_ip) or "IPv4"
@@ -428,13 +433,17 @@ class Topology:
     def pods_on(self, node: str) -> tuple[PodSpec, ...]:
         return tuple(p for p in self.built_pods if p.node == node)
 
-    def address_of(self, name: str) -> str | None:
-        """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name."""
-        by_name: dict[str, str] = {}
+    def address_of(self, name: str, family: Family | None = None) -> str | None:
+        """The address a name stands for: one address_names gives, or a node's NODE/eth0; None for no such name. A
+        dual-stack name stands for its address of `family` (a probe's), else for its primary one, the first given."""
+        by_name: dict[str, list[str]] = {}
         for ip, n in self.address_names().items():
-            by_name.setdefault(n, ip)  # a dual-stack name stands for its primary address, the first given
-        by_name.update({f"{n.name}/eth0": n.ip for n in self.nodes})
-        return by_name.get(name)
+            by_name.setdefault(n, []).append(ip)
+        by_name.update({f"{n.name}/eth0": [a for a in (n.ip, n.secondary_ip) if a] for n in self.nodes})
+        addresses = by_name.get(name)
+        if not addresses:
+            return None
+        return (of_family(family, *addresses) if family else "") or addresses[0]
 
     def address_names(self) -> dict[str, str]:
         """Address → the name a user would call it by, to report what a backend saw."""
@@ -471,14 +480,16 @@ class Topology:
 
     @property
     def not_yet_built(self) -> str:
-        """Why the kernel stages cannot run this variant yet ("" when they can): IPv6 is described and rendered, and
-        realize, install and probe are IPv4 only until their IPv6 part lands."""
-        if self.cluster.families == ("IPv4",):
-            return ""
-        return (
-            f"{self.file}: the cluster is {' and '.join(self.cluster.families)}: IPv6 is described and rendered"
-            " (lab validate, lab render) but not yet built on the kernel"
-        )
+        """Why the kernel stages cannot run this variant yet ("" when they can). IPv6 and dual-stack clusters run
+        in iptables, nftables and ipvs modes (describe refuses cni routed-tunnel with IPv6 at its field);
+        kubelet's promiscuous-bridge dedup chain is written for IPv4 frames only (`ebtables -p IPv4`)."""
+        if "IPv6" in self.cluster.families and self.cluster.hairpin_mode == "promiscuous-bridge":
+            return (
+                f"{self.file}: hairpinMode promiscuous-bridge with IPv6 is not built on the kernel yet: kubelet's"
+                " dedup chain against the bridge's duplicate frames is modelled for IPv4 frames only; use"
+                " hairpin-veth with an IPv6 or dual-stack cluster"
+            )
+        return ""
 
     @property
     def variant_label(self) -> str:

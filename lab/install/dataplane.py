@@ -27,44 +27,64 @@ from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
 from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
 from lab.render.kubeproxy.kernel_state import KernelState, Reads
+from lab.render.kubeproxy.nftables import TABLE, TABLE_FAMILY
 from lab.render.kubeproxy.sync import SyncPlan
 
 T = TypeVar("T")
 
 
 def load(ns: str, plane: NodeDataplane, backend: str = "nft") -> tuple[str, ...]:
-    """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them.
-    What it says: a refused sync."""
+    """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them;
+    a dual-stack node's proxiers one after the other, each its own family's rules (ip6tables-restore, the ip6
+    table). What it says: a refused sync."""
     if plane.mode == "ipvs":
-        device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
-        ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in plane.dummy_addresses])
-        ipset_restore_all(ns, plane.ipsets)
+        return _load_ipvs(ns, plane, backend)
     if plane.mode == "nftables":
-        return _nft_sync(ns, plane.nft, resync=False)
-    said = _restore(ns, plane, backend, resync=False)
-    if plane.mode == "ipvs":
-        if plane.ipvs:
-            ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said))
-        _ipvs_sysctls(ns, plane)
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=False))
+
+
+def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
+    """Each ipvs proxier's first sync (a dual-stack node runs one per family): the one kube-ipvs0, made once, gets
+    each proxier's addresses; each loads its own sets and rules; the second proxier's virtual servers are added
+    to the one IPVS table beside the first's, not restored over them (ipvsadm-restore clears the table)."""
+    device = [f"link add {IPVS_DEVICE} type dummy", f"link set {IPVS_DEVICE} up"]
+    said: tuple[str, ...] = ()
+    for proxier in plane.proxiers:
+        ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in proxier.dummy_addresses])
+        device = []
+        ipset_restore_all(ns, proxier.ipsets)
+        refused = _restore(ns, proxier, backend, resync=False)
+        if proxier.ipvs:
+            ipvsadm_restore(ns, _ipvs_changes(proxier.ipvs, refused), clear=proxier is plane)
+        _ipvs_sysctls(ns, proxier)
+        said += refused
     return said
 
 
 def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
-    member changes, the rules as a whole (one transaction, as kube-proxy's restore), the virtual servers' changes
-    (connections to unchanged real servers live on), the addresses of deleted Services, the real servers graceful
-    termination deletes. The conntrack deletions come after every node's rules (apply_plans). What it says: a
-    refused sync, the real servers graceful termination deletes or keeps."""
+    member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
+    servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
+    servers graceful termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack
+    node's second). The conntrack deletions come after every node's rules (apply_plans). What it says: a refused
+    sync, the real servers graceful termination deletes or keeps."""
     plane = plan.dataplane
     if plane.mode == "ipvs":
-        if plan.addresses_added:
-            ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
-        ipset_apply(ns, plan.set_changes)
+        others = _apply_ipvs(ns, plan.other_family, backend) if plan.other_family else ()
+        return (*_apply_ipvs(ns, plan, backend), *others)
     if plane.mode == "nftables":
-        return _nft_sync(ns, plane.nft, resync=True)
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=True))
+
+
+def _apply_ipvs(ns: str, plan: SyncPlan, backend: str) -> tuple[str, ...]:
+    """One ipvs proxier's sync plan, applied."""
+    plane = plan.dataplane
+    if plan.addresses_added:
+        ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
+    ipset_apply(ns, plan.set_changes)
     said = _restore(ns, plane, backend, resync=True)
-    if plane.mode != "ipvs":
-        return said
     if plane.ipvs:
         ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
     if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
@@ -76,10 +96,17 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
     return (*said, *(decision.reason for decision in plan.real_servers))
 
 
+def _each_proxier(plane: NodeDataplane, sync: Callable[[NodeDataplane], tuple[str, ...]]) -> tuple[str, ...]:
+    """Each family's proxier synced on its own (kube-proxy runs one per family; one refused leaves the other's
+    sync standing): what they said, the primary's first."""
+    return tuple(line for proxier in plane.proxiers for line in sync(proxier))
+
+
 def _restore(ns: str, plane: NodeDataplane, backend: str, resync: bool) -> tuple[str, ...]:
-    """kube-proxy's one iptables-restore of its tables; a refusal is its failed sync, said, not an error of the lab."""
+    """kube-proxy's one iptables-restore (ip6tables-restore for the IPv6 proxier) of its tables; a refusal is its
+    failed sync, said, not an error of the lab."""
     try:
-        iptables_restore(ns, plane.iptables, backend)
+        iptables_restore(ns, plane.iptables, backend, plane.family)
     except InstallError as refused:
         return (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
     return ()
@@ -96,7 +123,7 @@ def _ipvs_sysctls(ns: str, plane: NodeDataplane) -> None:
     write_sysctls(ns, dict(plane.sysctls))
 
 
-def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
+def _nft_sync(ns: str, plane: NodeDataplane, resync: bool) -> tuple[str, ...]:
     """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
     that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
     sync, said in words, not an error of the lab. nft applies a transaction whole or not at all, so the node keeps
@@ -104,9 +131,10 @@ def _nft_sync(ns: str, script: str, resync: bool) -> tuple[str, ...]:
     sync a full one and is run again after its sync period, with the same Services and so the same refusal
     (syncProxyRules in pkg/proxy/nftables/proxier.go at
     kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb; #139515 for a comment over 128 bytes)."""
-    replacing = "add table ip kube-proxy\ndelete table ip kube-proxy\n" if resync else ""
+    table = f"table {TABLE_FAMILY[plane.family]} {TABLE}"  # the IPv6 proxier's is the ip6 family's
+    replacing = f"add {table}\ndelete {table}\n" if resync else ""
     try:
-        nft_apply(ns, replacing + script)
+        nft_apply(ns, replacing + plane.nft)
     except InstallError as refused:
         kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
         why = f"{_refusal(str(refused))} — {kept}; it retries every sync period and fails again"

@@ -9,6 +9,10 @@ from lab.render.dataplane import IPVS_DEVICE
 from lab.render.kubeproxy.kernel_state import KernelState, Reads, RealServerState
 
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
+# kube-ipvs0's addresses of both families (a dual-stack node's two proxiers share it; each reads its own family,
+# lab/render/kubeproxy/ipvs_resync.py), global ones only: the link-local address the kernel gives the dummy in an
+# IPv6 namespace is none of kube-proxy's (isValidForSet skips IPv6 link-local) and it never unbinds it.
+_BOUND = ("ip", "-o", "addr", "show", "dev", IPVS_DEVICE, "scope", "global")
 
 
 def parse_ipvsadm(listing: str) -> tuple[RealServerState, ...]:
@@ -27,7 +31,8 @@ def parse_ipvsadm(listing: str) -> tuple[RealServerState, ...]:
 
 
 def parse_addresses(listing: str) -> tuple[str, ...]:
-    """`ip -o -4 addr show dev D`: each line's address with its prefix (`... inet 10.96.0.10/32 scope ...`)."""
+    """`ip -o addr show dev D`: each line's address with its prefix (`... inet 10.96.0.10/32 scope ...`, `... inet6
+    fd00:10:96::a/128 scope ...`)."""
     return tuple(words[3] for words in (line.split() for line in listing.splitlines()) if len(words) > 3)
 
 
@@ -44,6 +49,6 @@ def read_state(netns: str, wanted: Reads) -> KernelState:
     return KernelState(
         conntrack=conntrack,
         real_servers=parse_ipvsadm(run_command(netns, ("ipvsadm", "-Ln"))),
-        bound_addresses=parse_addresses(run_command(netns, ("ip", "-o", "-4", "addr", "show", "dev", IPVS_DEVICE))),
+        bound_addresses=parse_addresses(run_command(netns, _BOUND)),
         set_members=parse_set_members(run_command(netns, ("ipset", "save"))),
     )

@@ -19,12 +19,14 @@ from lab.render.kubeproxy.ports import HeldPort
 
 
 def _open(port: HeldPort) -> socket.socket:
-    if port.protocol == "TCP":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    else:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    """A "tcp4"/"udp4" socket, or for the IPv6 proxier's port a "tcp6"/"udp6" one (Go sets IPV6_V6ONLY on those)."""
+    family = socket.AF_INET6 if port.family == "IPv6" else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM if port.protocol == "TCP" else socket.SOCK_DGRAM)
     try:
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        if port.protocol == "TCP":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((port.address, port.port))
         if port.protocol == "TCP":
             sock.listen(socket.SOMAXCONN)
@@ -48,7 +50,7 @@ class PortHolder:
         self.localhost.sync(planes, restart)
         if restart:
             self._release()
-        wanted = {(node, port) for node, plane in planes.items() for port in plane.held_ports}
+        wanted = {(node, port) for node, plane in planes.items() for p in plane.proxiers for port in p.held_ports}
         for key in [key for key in self.held if key not in wanted]:
             self.held.pop(key).close()
         for node, port in sorted(wanted - self.held.keys(), key=str):

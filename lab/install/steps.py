@@ -1,6 +1,7 @@
 """A probe's `before:` steps, done to the running cluster: commands on nodes, workload changes (Services and pods
-deleted, Deployments scaled down, pod conditions set) that kube-proxy's next sync carries to every node, and
-kube-proxy restarts."""
+deleted, Deployments scaled, pod conditions set) that kube-proxy's next sync carries to every node, and kube-proxy
+restarts. A scale-up's pods were built at the start when the scenario's own steps create them; one the build could
+not foresee (lab.api) is plugged in here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, replace
 from lab.describe.topology import ProbeSpec, StepSpec, Topology
 from lab.install.bounded import run_bounded
 from lab.install.tools import InstallError
-from lab.realize.build import Realized, unplug_pod
+from lab.realize.build import Realized, plug_pods, unplug_pod
 from lab.realize.enter import NamespaceError
 
 
@@ -43,6 +44,10 @@ def run_steps(realized: Realized, topo: Topology, probe: ProbeSpec, sync: Sync) 
                 for pod in topo.pods:
                     if pod.name not in kept and pod.name in realized.pod_ports:
                         unplug_pod(realized, pod.name)
+                # A pod the build did not foresee (a scale-up asked through lab.api) gets its network before
+                # kube-proxy hears of it, as a pod's sandbox is up before the pod is ready and in its Service.
+                if new := [pod for pod in after.pods if not realized.has_pod(pod.name)]:
+                    plug_pods(realized, new)
             done.append(StepDone(step, sync(topo, after, step.restart)))
             topo = after
         except (InstallError, NamespaceError) as exc:

@@ -26,7 +26,7 @@ def require(tool: str) -> str:
     """The tool's path, or an error saying which Debian package brings it."""
     path = shutil.which(tool)
     if path is None:
-        package = PACKAGES.get(tool, "iptables" if tool.startswith("iptables") else tool)
+        package = PACKAGES.get(tool, "iptables" if tool.startswith(("iptables", "ip6tables")) else tool)
         raise InstallError(f"{tool} is not installed: apt-get install {package} (scripts/setup installs it)")
     return path
 
@@ -43,8 +43,10 @@ def _in_netns(netns: str, *argv: str) -> object:
     return local[command[0]][command[1:]]
 
 
-def _tool(kind: str, backend: str) -> str:
-    return f"iptables-{backend}-{kind}" if kind != "iptables" else f"iptables-{backend}"
+def _tool(kind: str, backend: str, family: str = "IPv4") -> str:
+    """The xtables tool of a backend, IPv4's or IPv6's (`ip6tables-nft-restore`)."""
+    name = "ip6tables" if family == "IPv6" else "iptables"
+    return f"{name}-{backend}-{kind}" if kind != "iptables" else f"{name}-{backend}"
 
 
 def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
@@ -61,8 +63,9 @@ def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
 RESTORE_WAIT = ("-w", "5")
 
 
-def iptables_restore(netns: str, text: str, backend: str = "nft") -> None:
-    _feed(netns, [_tool("restore", backend), *RESTORE_WAIT], text, "rules")
+def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = "IPv4") -> None:
+    """iptables-restore, or ip6tables-restore for an IPv6 proxier's rules."""
+    _feed(netns, [_tool("restore", backend, family), *RESTORE_WAIT], text, "rules")
 
 
 def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 
+from lab.describe.families import Family
 from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology, entry_suffix
 from lab.judge.verdict import Verdict, judge
 from lab.probe.evidence.base import RuleHit
@@ -37,8 +38,9 @@ def followed_affinity(observed: Observation, lookup: AffinityLookup | None) -> b
     return lookup is not None and any(lookup.matches(hit.table, hit.rule) for _, hit in observed.rules)
 
 
-def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expected | str:
-    """The expectation for this one connection, or why it cannot be judged."""
+def resolve(expected: Expected, observed: Observation, topo: Topology, family: Family = "IPv4") -> Expected | str:
+    """The expectation for this one connection, or why it cannot be judged; a name relative to the entry node
+    stands for its address of the probe's `family`."""
     if not expected.relative:
         return expected
     entry = observed.entry
@@ -55,13 +57,13 @@ def resolve(expected: Expected, observed: Observation, topo: Topology) -> Expect
     node = entry if expected.node == ENTRY else expected.node
     source_ip = expected.source_ip
     if source is not None and source != expected.source or expected.source_local is not None:
-        source_ip = topo.address_of(source or "") or source
+        source_ip = topo.address_of(source or "", family) or source
     return replace(expected, node=node, source=source, source_ip=source_ip)
 
 
 def _one(session: ProbeSession, probe: ProbeSpec, topo: Topology, running: Topology) -> tuple[Observation, Verdict]:
     observed = session.run(probe, running)
-    concrete = resolve(probe.expected, observed, topo)
+    concrete = resolve(probe.expected, observed, topo, probe.family)
     if isinstance(concrete, str):
         return observed, Verdict(False, (concrete,))
     return observed, judge(concrete, observed)

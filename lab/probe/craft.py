@@ -25,6 +25,11 @@ takes it as valid, moves the entry to CLOSE, and reverse-NATs it, so the client'
 `sourceAddress:` sends a probe's SYN or datagram from an address its actor does not own, so that one host can
 stand for many (loadBalancerSourceRanges, a client range); no socket waits for the answer, which goes to that
 address: the captures tell whether a backend answered it.
+
+Every craft is built in the family of the addresses it is sent between: an IPv4 header, or an IPv6 one (no
+extension headers), sent through a raw socket of that family (an AF_INET6 socket of IPPROTO_RAW takes the whole
+packet, header included, as IP_HDRINCL does for IPv4: net/ipv6/af_inet6.c inet6_create). Conntrack judges an
+IPv6 segment's window as it does an IPv4 one's (nf_conntrack_proto_tcp.c is shared by both families).
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ import socket
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lab.install.echo import Arrival
 from lab.probe.capture import Frame
 from lab.probe.client import ClientResult
 from lab.realize.enter import in_netns
-from lab.realize.families import endpoint
+from lab.realize.families import address, endpoint, socket_family
 
 OUT_OF_WINDOW = 1 << 30  # bytes beyond what the client expects next: outside any window it advertises
 
@@ -69,7 +75,7 @@ CRAFTS = {
 
 @dataclass(frozen=True)
 class Segment:
-    """The TCP fields of a captured IPv4 frame."""
+    """The TCP fields of a captured IPv4 or IPv6 frame."""
 
     src: str
     dst: str
@@ -104,34 +110,64 @@ def next_from(frames: list[Frame], src: str, sport: int, dst: str, dport: int) -
     return None
 
 
+def _ip_header(src: str, dst: str) -> Any:  # a scapy layer: scapy is imported only when a probe crafts
+    """An IPv4 or IPv6 header from src to dst, in their family (the checksums of what follows it are computed
+    over the pseudo-header of that family when the packet is built)."""
+    from scapy.layers.inet import IP
+    from scapy.layers.inet6 import IPv6
+
+    # describe refuses a sourceAddress of another family than the probe's destination.
+    return IP(src=src, dst=dst) if address(dst).version == 4 else IPv6(src=src, dst=dst)
+
+
 def crafted_segment(craft: Craft, src: str, sport: int, dst: str, dport: int, seq: int, ack: int) -> bytes:
-    """The IPv4 packet of `craft` from src:sport to dst:dport, where `seq` is the sequence number the sender
-    uses next and `ack` the acknowledgement it sends."""
-    from scapy.layers.inet import IP, TCP
+    """The IPv4 or IPv6 packet of `craft` from src:sport to dst:dport, where `seq` is the sequence number the
+    sender uses next and `ack` the acknowledgement it sends."""
+    from scapy.layers.inet import TCP
 
     tcp = TCP(sport=sport, dport=dport, flags=craft.flags, seq=(seq + craft.offset) % (1 << 32), ack=ack, window=502)
-    return bytes(IP(src=src, dst=dst) / tcp / craft.data)
+    return bytes(_ip_header(src, dst) / tcp / craft.data)
 
 
 def send_raw(netns: str, packet: bytes, dst: str) -> None:
-    """`packet`, a whole IPv4 packet, through a raw socket made in `netns` (the kernel routes it by `dst` and
-    fills nothing in)."""
+    """`packet`, a whole IPv4 or IPv6 packet, through a raw socket of `dst`'s family made in `netns` (the kernel
+    routes it by `dst` and fills nothing in)."""
 
     def send() -> None:
-        with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
+        with socket.socket(socket_family(dst), socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
             sock.sendto(packet, (dst, 0))
 
     in_netns(netns, send)
 
 
-def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: int) -> None:
-    """One TCP SYN or UDP datagram from `src`, an address the sender need not own (a spoofed source), sent
-    through a raw socket made in `netns`: the kernel routes it by its destination and checks nothing else."""
-    from scapy.layers.inet import IP, TCP, UDP
+def spoofed_packet(src: str, dst: str, dport: int, protocol: str, sport: int) -> bytes:
+    """A TCP SYN or a UDP datagram ("probe\\n") from src:sport to dst:dport, in their family."""
+    from scapy.layers.inet import TCP, UDP
     from scapy.packet import Raw
 
     l4 = TCP(sport=sport, dport=dport, flags="S", seq=1) if protocol == "TCP" else UDP(sport=sport, dport=dport)
-    send_raw(netns, bytes(IP(src=src, dst=dst) / l4 / (Raw(b"probe\n") if protocol == "UDP" else b"")), dst)
+    return bytes(_ip_header(src, dst) / l4 / (Raw(b"probe\n") if protocol == "UDP" else b""))
+
+
+def send_from(netns: str, src: str, dst: str, dport: int, protocol: str, sport: int) -> None:
+    """One TCP SYN or UDP datagram from `src`, an address the sender need not own (a spoofed source), sent
+    through a raw socket made in `netns`: the kernel routes it by its destination and checks nothing else."""
+    send_raw(netns, spoofed_packet(src, dst, dport, protocol, sport), dst)
+
+
+# An ICMP or ICMPv6 error by (IP protocol, type): the type of "destination unreachable" in each, and its code
+# "port unreachable" (RFC 792, RFC 4443 section 3.1), which tells a closed port from a path that led nowhere.
+_UNREACHABLE = {1: 3, 58: 1}
+_PORT_UNREACHABLE = {1: 3, 58: 4}
+
+
+def unreachable_code(frame: Frame) -> tuple[int, int] | None:
+    """(IP protocol, code) of an ICMP or ICMPv6 destination unreachable; None for any other frame."""
+    packet = frame.packet
+    if packet is None or packet.protocol not in _UNREACHABLE or len(frame.data) < packet.offset + 2:
+        return None
+    icmp_type, code = frame.data[packet.offset], frame.data[packet.offset + 1]
+    return (packet.protocol, code) if icmp_type == _UNREACHABLE[packet.protocol] else None
 
 
 def spoofed_answer(
@@ -151,14 +187,15 @@ def spoofed_answer(
         if seg and frame.ifname in pods and not frame.outgoing and seg.flags & 0x12 == 0x12:
             sent = (Segment.of(f) for f in frames if f.ifname == frame.ifname and f.outgoing)
             syn = next((s for s in sent if s is not None and s.flags & 0x12 == 0x02), None)
-            peer = f"{syn.src}:{syn.sport}" if syn else ""
+            peer = endpoint(syn.src, syn.sport) if syn else ""
             return ClientResult("delivered", reply={"backend": pods[frame.ifname], "node": frame.actor, "peer": peer})
     for frame in frames:
         if frame.addresses is None or frame.addresses[1] != source:
             continue
-        summary, seg = frame.summary() or "", Segment.of(frame)
-        if (seg and seg.flags & 0x04) or " icmp type 3 code 3" in summary:
+        summary, seg, unreachable = frame.summary() or "", Segment.of(frame), unreachable_code(frame)
+        port_closed = unreachable is not None and _PORT_UNREACHABLE[unreachable[0]] == unreachable[1]
+        if (seg and seg.flags & 0x04) or port_closed:
             return ClientResult("refused", error=f"answered with {summary} ({frame.where})")
-        if " icmp type 3 " in summary:
+        if unreachable is not None:
             return ClientResult("unreachable", error=f"answered with {summary} ({frame.where})")
     return None

@@ -19,13 +19,14 @@ from lab.probe.craft import Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters
 from lab.probe.fib import input_refusal
-from lab.probe.icmp_sent import icmp_ratelimit
+from lab.probe.icmp_sent import icmp_budget
 from lab.probe.observe import Seen
 from lab.probe.pmtu import path_mtu
 from lab.probe.send import Crafted
 from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import BACKING_OFF, SentIcmp, crafted_fate, explain, silent_reject, stray_answer, tcp_flags
 from lab.realize.build import Realized
+from lab.realize.families import address
 
 
 class Explainer:
@@ -46,7 +47,7 @@ class Explainer:
             crafted = self._crafted(seen.sent.crafted, seen.hits)
             explanation = f"{crafted}; then: {explanation}" if explanation else crafted
         if probe.size and result.local:
-            target = f"{probe.dst_ip}:{probe.dst_port}"
+            target = probe.destination
             mtu = path_mtu(seen.frames, result.local, target, self.names, self.running.cluster.proxy_mode)
             # Once connected, the generic why (about the handshake and its answer) says nothing of the big request.
             explanation = mtu if result.connected or not explanation else f"{explanation}; {mtu}"
@@ -67,12 +68,17 @@ class Explainer:
         request no capture saw put down to what the client's counters say."""
         probe, result, frames, outcome = seen.probe, seen.sent.result, seen.frames, seen.outcome
         unanswered = partial(
-            self._unanswered, frames=frames, deltas=seen.deltas, counts_limits=seen.counts_limits, sent_icmp=sent_icmp
+            self._unanswered,
+            frames=frames,
+            deltas=seen.deltas,
+            counts_limits=seen.counts_limits,
+            sent_icmp=sent_icmp,
+            version=address(probe.dst_ip).version,
         )
         if outcome == "accepted":
             explanation = self._accepted(frames)
         else:
-            explanation = stray_answer(outcome, frames, f"{probe.dst_ip}:{probe.dst_port}") or explain(
+            explanation = stray_answer(outcome, frames, probe.destination) or explain(
                 outcome,
                 seen.hits,
                 seen.shown,
@@ -103,17 +109,18 @@ class Explainer:
         deltas: dict[str, Counters],
         counts_limits: bool,
         sent_icmp: list[SentIcmp],
+        version: int,
     ) -> str:
         """Why `node` sent no ICMP error for the probe's packet it rejected: its counters, and the ICMP it had sent
-        the packet's source (as the node received it) before."""
+        the packet's source (as the node received it) before; ICMPv6's for a probe of IP `version` 6."""
         received = [f for f in frames if f.actor == node and not f.outgoing and f.addresses]
         host = received[-1].addresses[0] if received and received[-1].addresses else "the client"
-        ms = icmp_ratelimit(self.realized.namespaces[node])
-        return silent_reject(node, host, deltas.get(node, {}), counts_limits, sent_icmp, ms, time.perf_counter())
+        budget = icmp_budget(self.realized.namespaces[node], version)
+        return silent_reject(node, host, deltas.get(node, {}), counts_limits, sent_icmp, budget, time.perf_counter())
 
     def _followed(self, flow: list[tuple[str, Entry]]) -> str:
         """A dropped flow that kept a conntrack entry NATed to a pod that is gone: it followed that entry."""
-        running = {p.ip for p in self.running.pods}
+        running = {ip for p in self.running.pods for ip in p.ips}
         for node, entry in flow:
             if entry.reply_src in self.names and entry.reply_src not in running and entry.reply_src != entry.orig_dst:
                 who = self.names[entry.reply_src]
@@ -128,7 +135,8 @@ class Explainer:
         if result.icmp is None:
             return result.error
         icmp, sender = result.icmp, result.icmp.sender
-        if sender == self.running.cluster.gateway_ip:
+        cluster = self.running.cluster
+        if sender in (cluster.gateway_ip, cluster.secondary_gateway_ip):
             who = f"{sender} (the underlay's gateway, outside the cluster: not Kubernetes)"
         else:
             who = f"{sender} ({self.names[sender]})" if sender in self.names else sender

@@ -6,7 +6,8 @@ fails the way the packet's drop did: EINVAL for a martian (a source that is an a
 loopback, broadcast...), EXDEV or EINVAL (the kernel reports it either way) when the reverse-path filter finds
 the route back to the source leaving by another interface (rp_filter=1) or missing (rp_filter=2), ENETUNREACH
 or EHOSTUNREACH when nothing routes the destination. The namespace's own rp_filter and route back to the source
-tell a reverse-path failure from another martian.
+tell a reverse-path failure from another martian. An IPv6 packet is looked up in IPv6's table (`ip -6 route get`),
+which has no reverse-path filter.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def refusal_text(code: int, src: str, dst: str, iif: str, back: WayBack) -> str:
         return f"no route to {dst}"
     if back.own:
         return f"martian source: {src} is its own address"
-    if ipaddress.IPv4Address(src).is_loopback:
+    if ipaddress.ip_address(src).is_loopback:
         return f"martian source: {src} is a loopback address"
     strict_miss = back.rp_filter == 1 and back.interface != iif
     if code in (errno.EXDEV, errno.EINVAL) and (strict_miss or back.rp_filter == 2 and not back.interface):
@@ -57,13 +58,18 @@ def _way_back(ipr: IPRoute, netns: str, src: str, iif: str) -> WayBack:
     def rp_filter() -> int:  # /proc/sys/net is the reading thread's namespace's
         return max(int(Path(f"/proc/sys/net/ipv4/conf/{dev}/rp_filter").read_text()) for dev in ("all", iif))
 
-    rp = in_netns(netns, rp_filter)
+    # IPv6's input has no reverse-path filter of its own (only a rule can ask for one: ip6tables' rpfilter match).
+    rp = in_netns(netns, rp_filter) if ipaddress.ip_address(src).version == 4 else 0
     try:
-        (route,) = ipr.route("get", dst=src)
+        (route,) = ipr.route("get", dst=src, family=_family(src))
     except NetlinkError:
         return WayBack("", False, rp)
     (link,) = ipr.link("get", index=route.get_attr("RTA_OIF"))
     return WayBack(link.get_attr("IFLA_IFNAME"), route["type"] == RTN_LOCAL, rp)
+
+
+def _family(address: str) -> int:
+    return socket.AF_INET if ipaddress.ip_address(address).version == 4 else socket.AF_INET6
 
 
 def input_refusal(netns: str, src: str, dst: str, iif: str) -> str:
@@ -72,7 +78,7 @@ def input_refusal(netns: str, src: str, dst: str, iif: str) -> str:
     with deferred(), IPRoute(fileno=sock.detach()) as ipr:  # SIGTERM after pyroute2's loop is done (terminate)
         (index,) = ipr.link_lookup(ifname=iif)
         try:
-            ipr.route("get", dst=dst, src=src, iif=index)
+            ipr.route("get", dst=dst, src=src, iif=index, family=_family(dst))
         except NetlinkError as exc:
             said = refusal_text(exc.code, src, dst, iif, _way_back(ipr, netns, src, iif))
             return f"{said} (ip route get {dst} from {src} iif {iif}: {errno.errorcode.get(exc.code, exc.code)})"

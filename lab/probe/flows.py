@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from lab.describe.topology import NodeSpec
-from lab.install.conntrack import Entry, parse_entries
+from lab.install.conntrack import Entry, family_args, parse_entries
 from lab.install.tools import run_command
 from lab.probe.client import ClientResult, exchange, open_socket
 from lab.realize.build import Realized
+from lab.realize.families import address
 
 _ENDS = ("reset", "closed", "refused")  # a TCP connection that met one of these is over
 
@@ -143,12 +144,18 @@ class KeptFlow:
         return Exchange(time.monotonic(), result.outcome, (result.reply or {}).get("backend"))
 
 
-def flow_entries(realized: Realized, nodes: Sequence[NodeSpec], protocol: str, port: int) -> list[tuple[str, Entry]]:
-    """The conntrack entries of a flow (its client's source port) on every node."""
+def flow_entries(
+    realized: Realized, nodes: Sequence[NodeSpec], protocol: str, port: int, dst_ip: str
+) -> list[tuple[str, Entry]]:
+    """The conntrack entries of a flow (its client's source port, to `dst_ip`) on every node, from the table of
+    the destination's family (`conntrack -f ipv6` for an IPv6 one): a dual-stack node keeps both, and a flow of
+    the other family from the same port is another flow."""
+    family = family_args("ipv4" if address(dst_ip).version == 4 else "ipv6")
     found = []
     for node in nodes:
         listing = run_command(
-            realized.ns_of(node.name), ("conntrack", "-L", "-p", protocol.lower(), "--orig-port-src", str(port))
+            realized.ns_of(node.name),
+            ("conntrack", "-L", *family, "-p", protocol.lower(), "--orig-port-src", str(port)),
         )
         found += [(node.name, entry) for entry in parse_entries(listing)]
     return found

@@ -26,6 +26,7 @@ from lab.probe.observation import Hop, Observation
 from lab.probe.send import Sent
 from lab.probe.why import SentIcmp, path_lines
 from lab.realize.build import Realized
+from lab.realize.families import host_port
 
 _DPORT = re.compile(r" (tcp|udp) dport (\d+)\b")
 
@@ -115,11 +116,11 @@ class Observer:
         marks = {actor: _marked(evidence) for actor, evidence in self.evidence.items()}
         nodes = [n.name for n in running.nodes]
         counted = nodes + [probe.source] * (probe.source not in nodes)  # the nodes, and the client
-        counters = self.snmp.read([self.realized.ns_of(actor) for actor in counted])
+        counters = self.snmp.read([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
         between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters, strict=True)}
         seen = self.captures.since(self.frames_end) if self.frames_end <= frames else []
         self.sent_icmp += icmp_sent(
-            f"between probes, before {probe.name}", running.nodes, seen, between, None, running.cluster.underlay
+            f"between probes, before {probe.name}", running.nodes, seen, between, None, _underlays(running)
         )
         return Before(frames, arrivals, marks, counted, counters)
 
@@ -135,7 +136,7 @@ class Observer:
             self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(before.arrivals)
         counted = before.counted
-        counters_after = self.snmp.read([self.realized.ns_of(actor) for actor in counted])
+        counters_after = self.snmp.read([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
         deltas = {a: moved(b, c) for a, b, c in zip(counted, before.counters, counters_after, strict=True)}
         self.last_counters = dict(zip(counted, counters_after, strict=True))
         # The rules' evidence right after the counters, before the nodes are asked anything else, in the order the
@@ -146,7 +147,7 @@ class Observer:
             outcome = "accepted"  # a socket that is no backend completed the handshake
         port = sent.port
         entries = list(sent.entries) or (
-            flow_entries(self.realized, running.nodes, probe.protocol, port) if port else []
+            flow_entries(self.realized, running.nodes, probe.protocol, port, probe.dst_ip) if port else []
         )
         # The frames that tell where the probe went: its opening and ending ones, and a kept connection's
         # requests, which are data segments.
@@ -193,8 +194,17 @@ class Observer:
             seen.frames,
             seen.deltas,
             time.perf_counter(),
-            running.cluster.underlay,
+            _underlays(running),
         )
+
+
+def _ipv6(running: Topology) -> bool:
+    """Whether the cluster runs IPv6: then its nodes' IPv6 counters are read too."""
+    return "IPv6" in running.cluster.families
+
+
+def _underlays(running: Topology) -> tuple[str, str]:
+    return running.cluster.underlay, running.cluster.secondary_underlay
 
 
 def _marked(evidence: Evidence) -> object:
@@ -209,7 +219,8 @@ def _answered(result: ClientResult, arrivals: list[Arrival]) -> tuple[str | None
     """The backend that answered, its node and the source address it saw: from its reply, else from its first
     arrival (a datagram or a spoofed packet no client socket hears the answer to)."""
     if result.reply:
-        return result.reply.get("backend"), result.reply.get("node"), result.reply.get("peer", "").rsplit(":", 1)[0]
+        peer = result.reply.get("peer")
+        return result.reply.get("backend"), result.reply.get("node"), host_port(peer)[0] if peer else ""
     if arrivals:
         return arrivals[0].backend, arrivals[0].node, arrivals[0].peer_ip
     return None, None, None

@@ -18,6 +18,7 @@ from lab.probe.client import ClientResult, send
 from lab.probe.craft import CRAFTS, Craft, crafted_segment, next_from, send_from, send_raw, spoofed_answer
 from lab.probe.flows import KeptFlow, flow_entries, history_lines
 from lab.realize.build import Realized
+from lab.realize.families import endpoint
 
 # A crafted segment's neighbours in time: the backend's answer reaching the captures before its sequence numbers
 # are read, and the crafted segment's fate (its way to the client, the client's answer) before it is judged.
@@ -115,7 +116,7 @@ class Sender:
             seq = (following[0] + craft.offset) % (1 << 32)
             crafted = Crafted(craft, seq, c_ip, tuple(self.captures.since(mark)))
             result = held.exchange()
-            entries = flow_entries(self.realized, running.nodes, "TCP", held.port)
+            entries = flow_entries(self.realized, running.nodes, "TCP", held.port, probe.dst_ip)
             return Sent(result, probe.source_port, crafted=crafted, entries=tuple(entries))
         finally:
             held.close()
@@ -135,10 +136,11 @@ class Sender:
             if seen is not None or time.monotonic() > deadline:
                 break
             time.sleep(SPOOFED_POLL)
-        sent = f"{probe.source_address}:{sport}"
+        sent = endpoint(probe.source_address, sport)
         return seen or ClientResult("dropped", error=f"nothing answered {sent} before the timeout", local=sent)
 
 
 def _address(text: str) -> tuple[str, int]:
+    """("ip", port) of "ip:port" or "[ip]:port" (an IPv6 socket address, as the echo servers write it)."""
     ip, _, port = text.rpartition(":")
-    return ip, int(port)
+    return ip.strip("[]"), int(port)

@@ -11,11 +11,12 @@ reads its node's.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-from lab.describe.topology import ProbeSpec, Topology
+from lab.describe.topology import PodSpec, ProbeSpec, ServiceSpec, Topology
 from lab.install.echo import EchoServers, Listener
 from lab.install.sync_failure import failed_sync
 from lab.probe.capture import Captures, write_pcaps
@@ -37,20 +38,39 @@ EVIDENCE_WORKERS = 16
 
 
 def listeners(realized: Realized) -> list[Listener]:
+    """Every backend of the build: its pods' ports, and the Services' endpoints (a hand-written EndpointSlice's
+    endpoint may be an external host)."""
     topo = realized.topology
-    wanted: dict[str, set[tuple[int, str]]] = {
-        p.name: {(pp.port, pp.protocol) for pp in p.ports} for p in topo.built_pods
-    }
-    for svc in topo.services:
-        for port in svc.ports:
-            for ep in port.endpoints:  # a hand-written EndpointSlice's endpoint may be an external host
-                wanted.setdefault(ep.pod, set()).add((ep.port, port.protocol))
-    nodes = {p.name: p.node for p in topo.built_pods}
+    return backends(realized, topo.built_pods, endpoints(topo.services))
+
+
+def endpoints(services: Sequence[ServiceSpec]) -> list[tuple[str, int, str]]:
+    """(actor, port, protocol) of every endpoint of the Services."""
+    return [(ep.pod, ep.port, port.protocol) for svc in services for port in svc.ports for ep in port.endpoints]
+
+
+def backends(realized: Realized, pods: Sequence[PodSpec], serving: Sequence[tuple[str, int, str]]) -> list[Listener]:
+    """The listeners of `pods` (their ports) and of the endpoints `serving`, (actor, port, protocol)."""
+    wanted: dict[str, set[tuple[int, str]]] = {p.name: {(pp.port, pp.protocol) for pp in p.ports} for p in pods}
+    for actor, port, protocol in serving:
+        wanted.setdefault(actor, set()).add((port, protocol))
+    nodes = {p.name: p.node for p in pods}
+    # A socket per family of the cluster: every pod has an address of each (status.podIPs), a host-network one its
+    # node's, and a program listening on the wildcard of each family is what a backend is.
+    families = realized.topology.cluster.families
     # A crafted segment, a kept flow or a sized request needs a connection that stays established: then every
     # TCP backend holds its connections.
-    hold = any(probe.craft or probe.keep_every or probe.size for probe in topo.probes)
+    hold = any(probe.craft or probe.keep_every or probe.size for probe in realized.topology.probes)
     return [
-        Listener(name, nodes.get(name, ""), realized.ns_of(name), port, proto, hold=hold and proto == "TCP")
+        Listener(
+            name,
+            nodes.get(name, ""),
+            realized.ns_of(name),
+            port,
+            proto,
+            hold=hold and proto == "TCP",
+            families=families,
+        )
         for name, ports in wanted.items()
         for port, proto in sorted(ports)
     ]
@@ -87,9 +107,7 @@ class ProbeSession:
     def __enter__(self) -> ProbeSession:
         built = self.realized.topology
         try:
-            for listener in listeners(self.realized):
-                self.echo.listen(listener)
-                self.ports.add(listener.port)
+            self._listen(listeners(self.realized))
             for node in built.nodes:
                 ns = self.realized.namespaces[node.name]
                 ports = {
@@ -120,6 +138,20 @@ class ProbeSession:
         if failures := [future.exception() for future in closing if future.exception() is not None]:
             raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 
+    def _listen(self, backends: list[Listener]) -> None:
+        for listener in backends:
+            self.echo.listen(listener)
+            self.ports.add(listener.port)
+
+    def pods_added(self, pods: Sequence[PodSpec], running: Topology) -> None:
+        """Pods a step plugged in after the build (lab.realize.build.plug_pods): their backends listen, their ports
+        on the node are captured, their addresses are named, as the build's pods' are from the start."""
+        new = {pod.name for pod in pods}
+        self._listen(backends(self.realized, pods, [e for e in endpoints(running.services) if e[0] in new]))
+        for pod in pods:
+            self.captures.add(pod.node, self.realized.namespaces[pod.node], {self.realized.pod_ports[pod.name]})
+            self.names.update(dict.fromkeys(pod.ips, pod.name))
+
     def _start_evidence(self) -> None:
         """Every rule actor's evidence, started side by side: a tracer's start is mostly waiting for its monitor
         to subscribe, which at a hundred nodes one after another took seconds. What started is kept (and closed
@@ -147,7 +179,8 @@ class ProbeSession:
             # The kernel's trace of iptables-nft's rules: a probe costs its packets, not the rules' number.
             return XtablesTraceEvidence(ns, traffic_between=kept)
         # iptables-legacy keeps its rules' counters only; kubelet's KUBE-DEDUP (promiscuous-bridge) is ebtables'.
-        return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept)
+        ipv6 = "IPv6" in built.cluster.families
+        return CounterEvidence(ns, backend, bridge=self.ebtables, traffic_between=kept, ipv6=ipv6)
 
     def note(self, text: str) -> None:
         """Something done to the cluster now, in every kept flow's history."""

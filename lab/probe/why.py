@@ -7,16 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lab.probe.capture import Frame
+from lab.probe.capture import IPPROTO_ICMPV6, Frame
 from lab.probe.craft import Craft, Segment
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters, counted
+from lab.realize.families import endpoint
 
 # Why a REJECT can go unanswered, as the node's counters show it. The per-host ICMP budget (net/ipv4/inetpeer.c
 # inet_peer_xrlim_allow, torvalds/linux v6.1): tokens of 1 ms that refill with the time since the host's
 # `rate_last`, up to XRLIM_BURST_FACTOR (6) errors, one error costing net.ipv4.icmp_ratelimit of them; a host
-# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back).
-BUDGET = "its budget for a host refills by one error per {ms} ms (net.ipv4.icmp_ratelimit), up to a burst of 6"
+# the node never sent anything to starts with a full burst (inet_getpeer sets rate_last 60 s back). ICMPv6 keeps
+# the same kind of budget per host (net/ipv6/icmp.c icmpv6_xrlim_allow), an error costing
+# net.ipv6.icmp.ratelimit (lab/probe/icmp_sent.py says how older kernels scaled it), and counts what it
+# withholds as Icmp6OutRateLimitHost; both families share the host-wide budget of
+# net.ipv4.icmp_msgs_per_sec, and ICMPv6 counts what that one withholds in IPv4's IcmpOutRateLimitGlobal
+# (icmpv6_global_allow; both counters from torvalds/linux d0941130c935).
+BUDGET = "its budget for a host refills by one error per {ms} ms ({sysctl}), up to a burst of 6"
 # A redirect is counted in the same host's inet_peer: net/ipv4/route.c ip_rt_send_redirect (torvalds/linux v6.1)
 # stamps `rate_last` with the time it is sent and leaves `rate_tokens` as it was (0 for a new host), so the
 # budget refills from that moment, from zero.
@@ -25,6 +31,18 @@ REDIRECT_SHARES = (
     "which inet_peer_xrlim_allow refills from), and a host that was sent nothing else before has no error saved up"
 )
 TIMING = "this verdict depends on timing: the same datagram {ms} ms after the last ICMP to that host is answered"
+_REDIRECTS = ("IcmpOutRedirects", "Icmp6OutRedirects")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one ICMP error to a host costs of a node's budget for that host: `ms` of refill, and where that comes
+    from (`sysctl`: the setting, and what older kernels made of it); `version` is the host's IP version, which says
+    whose counters tell of it."""
+
+    ms: int
+    sysctl: str = "net.ipv4.icmp_ratelimit"
+    version: int = 4
 
 
 @dataclass(frozen=True)
@@ -34,7 +52,7 @@ class SentIcmp:
 
     when: str  # "at probe first-datagram", "between probes, before check"
     node: str
-    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs
+    counter: str  # IcmpOutRedirects, IcmpOutDestUnreachs, and ICMPv6's Icmp6OutRedirects, Icmp6OutDestUnreachs
     count: int
     to: tuple[str, ...]  # the destination of each one a capture saw
     at: float | None  # perf_counter when the probe ended; None between probes (some time before the next one)
@@ -43,39 +61,44 @@ class SentIcmp:
 
 
 def silent_reject(
-    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], ms: int, now: float
+    node: str, host: str, delta: Counters, counts_limits: bool, before: list[SentIcmp], budget: Budget, now: float
 ) -> str:
-    """Why `node` sent `host` no ICMP error for a packet it rejected, as far as its counters (`delta`: what moved
-    during the probe) and the ICMP it was seen sending before show it; the cause left unknown where they do not."""
+    """Why `node` sent `host` no ICMP (or ICMPv6, for an IPv6 host) error for a packet it rejected, as far as its
+    counters (`delta`: what moved during the probe) and the ICMP it was seen sending before show it; the cause
+    left unknown where they do not."""
     earlier = [s for s in before if s.node == node and host in s.to]
-    redirects = [s for s in earlier if s.counter == "IcmpOutRedirects"]
-    errors = [s for s in earlier if s.counter != "IcmpOutRedirects"]
-    if limited := delta.get("IcmpOutRateLimitHost", 0):
-        said = f"{node} sent no ICMP error: IcmpOutRateLimitHost +{limited} (its ICMP budget for {host} was spent; "
-        said += BUDGET.format(ms=ms) + ")"
-        if redirects:
+    redirects = [s for s in earlier if s.counter in _REDIRECTS]
+    errors = [s for s in earlier if s.counter not in _REDIRECTS]
+    icmp, per_host = ("ICMP", "IcmpOutRateLimitHost") if budget.version == 4 else ("ICMPv6", "Icmp6OutRateLimitHost")
+    if limited := delta.get(per_host, 0):
+        said = f"{node} sent no {icmp} error: {per_host} +{limited} (its {icmp} budget for {host} was spent; "
+        said += BUDGET.format(ms=budget.ms, sysctl=budget.sysctl) + ")"
+        if redirects and budget.version == 4:
             redirected = _sent(redirects, f"an ICMP redirect for {host}", host, now)
             said += f"; {node} had counted {redirected}, which shares that budget: {REDIRECT_SHARES}"
+        elif redirects:  # ndisc_send_redirect limits them by the host's same entry, 1 s each: what that left is unread
+            redirected = _sent(redirects, f"an ICMPv6 redirect for {host}", host, now)
+            said += f"; {node} had counted {redirected}, whose share of that budget is not known"
         if errors:
-            said += f"; {node} had counted {_sent(errors, f'ICMP errors to {host}', host, now)}"
+            said += f"; {node} had counted {_sent(errors, f'{icmp} errors to {host}', host, now)}"
         if not earlier:
-            said += f"; what spent it is not known: no ICMP from {node} to {host} was seen before"
-        return f"{said}; {TIMING.format(ms=ms)}"
+            said += f"; what spent it is not known: no {icmp} from {node} to {host} was seen before"
+        return f"{said}; {TIMING.format(ms=budget.ms)}"
     if spent := delta.get("IcmpOutRateLimitGlobal", 0):
         return (
-            f"{node} sent no ICMP error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
-            "net.ipv4.icmp_msgs_per_sec, was spent); this verdict depends on timing"
+            f"{node} sent no {icmp} error: IcmpOutRateLimitGlobal +{spent} (its budget for all hosts, "
+            "net.ipv4.icmp_msgs_per_sec, which ICMPv6 shares, was spent); this verdict depends on timing"
         )
-    moved = f"({counted(delta)})" if delta else "(none of its ICMP counters moved)"
+    moved = f"({counted(delta)})" if delta else f"(none of its {icmp} counters moved)"
     if not counts_limits:
         said = (
-            f"{node} sent no ICMP error {moved}, and this kernel does not count the ICMP errors it rate-limits "
-            "(IcmpOutRateLimitHost came with Linux 6.2, d0941130c935): the cause is not known"
+            f"{node} sent no {icmp} error {moved}, and this kernel does not count the {icmp} errors it rate-limits "
+            f"({per_host} came with Linux 6.2, d0941130c935): the cause is not known"
         )
         if earlier:
-            said += f"; {node} had counted {_sent(earlier, f'ICMP for {host}', host, now)}"
+            said += f"; {node} had counted {_sent(earlier, f'{icmp} for {host}', host, now)}"
         return said
-    return f"{node} sent no ICMP error and its counters do not say why {moved}: the cause is not known"
+    return f"{node} sent no {icmp} error and its counters do not say why {moved}: the cause is not known"
 
 
 def _sent(sent: list[SentIcmp], what: str, host: str, now: float) -> str:
@@ -113,6 +136,11 @@ def path_lines(frames: list[Frame]) -> tuple[str, ...]:
         if not lines or lines[-1] != line:
             lines.append(line)
     return tuple(lines)
+
+
+def is_icmp(frame: Frame) -> bool:
+    """An ICMP or ICMPv6 message: what a REJECT answers with in either family."""
+    return frame.packet is not None and frame.packet.protocol in (1, IPPROTO_ICMPV6)
 
 
 def tcp_flags(frame: Frame) -> str:
@@ -166,11 +194,12 @@ def explain(
         said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} on {node} by {hit}"
         if outcome != "dropped":
             return f"{said}; the client got: {answer}"
-        if hit.verdict == "REJECT" and not any(" icmp " in (f.summary() or "") for f in frames):
-            return f"{said}, but no ICMP error was sent back: {unanswered(node)}"
+        if hit.verdict == "REJECT" and not any(is_icmp(f) for f in frames):
+            icmp = "ICMPv6" if any(f.packet is not None and f.packet.version == 6 for f in frames) else "ICMP"
+            return f"{said}, but no {icmp} error was sent back: {unanswered(node)}"
         return said
     if outcome != "dropped":  # a RST or an ICMP error came back: where it was seen nearest the client
-        came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or " icmp " in (f.summary() or "")), None)
+        came = next((f for f in reversed(frames) if "R" in tcp_flags(f) or is_icmp(f)), None)
         return f"{answer}: {came.where} carried {came.summary()}" if came else answer
     if reply_lost:
         said = "the backend received it, but its answer never reached the client"
@@ -185,7 +214,7 @@ def crafted_fate(frames: list[Frame], craft: Craft, seq: int, client: str, names
     if not seen:
         return f"the crafted {craft.what} was never seen on a node interface", False
     index, last, seg = seen[-1]
-    source = f"{seg.src}:{seg.sport}" + (f" ({names[seg.src]})" if seg.src in names else "")
+    source = endpoint(seg.src, seg.sport) + (f" ({names[seg.src]})" if seg.src in names else "")
     at_client = seg.dst == client and last.outgoing
     where = (
         f"reached the client from {source}"

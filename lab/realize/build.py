@@ -22,6 +22,9 @@ Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's name
            `routes`) forwards, hashes multipath routes on L4 (fib_multipath_hash_policy=1) and holds
            bridge lan0 with its network's first address; a host `behind` it hangs off lan0
 Interfaces are created straight into their namespaces (veth with a peer namespace), never in the host.
+Dual-stack: every interface above that holds an address holds one of each family (br0 the secondary underlay's
+gateway, eth0 the secondary node or host address, cni0 the secondary pod block's first, a pod its status.podIPs[1]),
+each actor has a default route per family, and each route to a node's pod block has its secondary twin.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
@@ -85,32 +88,75 @@ def _vtep_mac(index: int) -> str:
 
 
 @dataclass(frozen=True)
+class _Grown:
+    """The live maps behind a Realized's read-only views, which plug_pods (and nothing else) adds to."""
+
+    namespaces: dict[str, str]
+    pod_ports: dict[str, str]
+    pods: dict[str, PodSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Realized:
     """A built topology: which namespace each actor lives in, and how long building took. Later stages only
     read it: what they start is theirs to stop, and a step's new Topology travels beside it (lab.pipeline)."""
 
     prefix: str
-    topology: Topology  # the one built; a step changes only what kube-proxy is told, never what was built
+    topology: Topology  # the one built; a step changes only what kube-proxy is told, and plugs the pods it creates
     namespaces: Mapping[str, str]
     seconds: float
     pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
     tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
+    _grown: _Grown = field(default_factory=lambda: _Grown({}, {}), compare=False, repr=False)
+
+    @property
+    def plugged(self) -> Mapping[str, PodSpec]:
+        """Pods plugged in after the build (plug_pods), by name, in the order they were."""
+        return MappingProxyType(self._grown.pods)
+
+    def pod(self, name: str) -> PodSpec:
+        """A pod built at the start or plugged in since."""
+        return self._grown.pods.get(name) or self.topology.pod(name)
+
+    def has_pod(self, name: str) -> bool:
+        return name in self._grown.pods or name in self._built_pods
 
     @cached_property
-    def _host_network(self) -> dict[str, str]:
-        """hostNetwork pods → their node: looked up for every actor of every probe, so not searched each time."""
+    def _built_pods(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.topology.built_pods)
+
+    @cached_property
+    def _on_node_network(self) -> Mapping[str, str]:
+        """hostNetwork pod → its node, whose namespace it shares (pods plugged in later are never such)."""
         return {p.name: p.node for p in self.topology.built_pods if p.host_network}
 
     def ns_of(self, actor: str) -> str:
-        return self.namespaces[self._host_network.get(actor, actor)]
+        return self.namespaces[self._on_node_network.get(actor, actor)]
 
 
 def unplug_pod(realized: Realized, pod: str) -> None:
     """A deleted pod's network goes: its veth pair is removed from the node's side (with it the pod's address
     and, for cni routed-tunnel, its /32 route). The namespace stays until the run ends, unreachable, so that
     what a backend had open there is closed by its owner."""
-    node = realized.topology.pod(pod).node
+    node = realized.pod(pod).node
     _run(realized.namespaces[node], ("ip", "link", "del", realized.pod_ports[pod]))
+
+
+def plug_pods(realized: Realized, pods: Sequence[PodSpec]) -> None:
+    """Pods a step creates that the build did not foresee (a scale-up asked through lab.api), networked as the
+    build networks its own: each one's namespace (recorded before it is made), a veth into its node's cni0 or
+    cni routed-tunnel's /32 route with proxy ARP, its address and default route. Realized's maps then name them,
+    and the run's teardown removes them with the rest. Pods on the pod network only (the caller refuses others)."""
+    grown = realized._grown
+    with ExitStack() as stack:
+        builder = _Builder(realized.topology, realized.prefix, stack, {}, "")
+        builder.names = grown.namespaces  # the run's own map: what is made here is torn down with the rest
+        for node in dict.fromkeys(p.node for p in pods):
+            builder.join(node)
+        first = len(realized.topology.built_pods) + len(grown.pods)  # veth indexes no pod of the run took
+        ports = builder.pods([(first + i, pod) for i, pod in enumerate(pods)])
+    grown.pod_ports.update(ports)
+    grown.pods.update({pod.name: pod for pod in pods})
 
 
 def _prefixlen(cidr: str) -> int:
@@ -120,8 +166,17 @@ def _prefixlen(cidr: str) -> int:
 def _versions(topo: Topology) -> frozenset[int]:
     """The IP versions the topology's addresses are of: what each router forwards, and whether its namespaces
     need IPv6 on. A pod's address is of its node's pod CIDR: the CIDRs stand for the (many) pods."""
-    nodes = [address for n in topo.nodes for address in (n.ip, n.pod_cidr)]
-    return versions([topo.cluster.gateway_ip, *nodes, *(e.ip for e in topo.externals)])
+    nodes = [address for n in topo.nodes for address in (n.ip, n.pod_cidr, n.secondary_ip, n.secondary_pod_cidr)]
+    externals = [address for e in topo.externals for address in (e.ip, e.secondary_ip)]
+    return versions([a for a in (topo.cluster.gateway_ip, topo.cluster.secondary_gateway_ip, *nodes, *externals) if a])
+
+
+def _pod_blocks(node: NodeSpec) -> list[tuple[str, str]]:
+    """The node's pod blocks with its address of each one's family, where the others route them (cni bridge)."""
+    blocks = [(node.pod_cidr, node.ip)]
+    if node.secondary_pod_cidr:
+        blocks.append((node.secondary_pod_cidr, node.secondary_ip))
+    return blocks
 
 
 def _veth_name(pod: PodSpec, index: int) -> str:
@@ -143,8 +198,11 @@ class _Builder(NetBuilder):
 
     def fabric(self) -> None:
         self.open(FABRIC)
-        underlay = self.topo.cluster.underlay
-        self.bridge(FABRIC, "br0", self.topo.cluster.gateway_ip, _prefixlen(underlay))
+        cluster = self.topo.cluster
+        underlay = cluster.underlay
+        br0 = self.bridge(FABRIC, "br0", cluster.gateway_ip, _prefixlen(underlay))
+        if cluster.secondary_gateway_ip:
+            self.address(FABRIC, br0, cluster.secondary_gateway_ip, _prefixlen(cluster.secondary_underlay))
         sysctls = forwarding(self.versions) | bridge_filtering(self.versions, on=False)
         if self.topo.has_actors:
             sysctls |= {f"net.ipv4.conf.{d}.send_redirects": "0" for d in ("all", "default", "br0")}
@@ -159,9 +217,10 @@ class _Builder(NetBuilder):
                 prefixlen = _prefixlen(underlay) if inside else host_prefixlen(lb.address)
                 self.address(FABRIC, self.index(FABRIC, "br0"), lb.address, prefixlen)
 
-    def attach_to_underlay(self, actor: str, ip: str, mtu: int = DEFAULT_MTU) -> None:
+    def attach_to_underlay(self, actor: str, ip: str, mtu: int = DEFAULT_MTU, secondary_ip: str = "") -> None:
         """The actor's eth0 on the underlay's bridge, both ends of the link at `mtu`: a frame bigger than a
-        node's link is dropped by the bridge on its way there, without a word, as a switch port does."""
+        node's link is dropped by the bridge on its way there, without a word, as a switch port does. With a
+        `secondary_ip` (dual-stack) eth0 holds it too, with a default route of its family."""
         port = ifname(actor)
         self.veth(actor, "eth0", FABRIC, port)
         self.up(FABRIC, port, master=self.index(FABRIC, "br0"), mtu=mtu)
@@ -169,25 +228,33 @@ class _Builder(NetBuilder):
             # br_netfilter DNATs a load balancer's frame at the bridge: sent back to the node it came from,
             # the bridge would need hairpin mode on that port (a cloud network delivers it, so allow it).
             self.ipr[FABRIC].brport("set", index=self.index(FABRIC, port), mode=1)
-        self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay), mtu=mtu)
+        eth0 = self.up(actor, "eth0", ip, _prefixlen(self.topo.cluster.underlay), mtu=mtu)
         if any(node.mtu != DEFAULT_MTU for node in self.topo.nodes):
             # Links of different MTUs: the underlay carries frames, each checked against the MTU of the link it
             # goes down, as a switch does.
             self.frames_only(FABRIC, port)
         gateway = self.topo.cluster.gateway_ip
         self.ipr[actor].route("add", dst=default_route(gateway), gateway=gateway)
+        if secondary_ip:
+            cluster = self.topo.cluster
+            self.address(actor, eth0, secondary_ip, _prefixlen(cluster.secondary_underlay))
+            gateway = cluster.secondary_gateway_ip
+            self.ipr[actor].route("add", dst=default_route(gateway), gateway=gateway)
 
     def node(self, node: NodeSpec) -> None:
         self.open(node.name)
-        self.attach_to_underlay(node.name, node.ip, node.mtu)
+        self.attach_to_underlay(node.name, node.ip, node.mtu, node.secondary_ip)
         if self.topo.cluster.cni == "routed-tunnel":
             self.tunnel_to_other_nodes(node)
         else:
-            self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
-            routes = self.batch(node.name)  # one per other node: thousands at a hundred nodes
+            cni0 = self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
+            if node.secondary_bridge_ip:
+                self.address(node.name, cni0, node.secondary_bridge_ip, _prefixlen(node.secondary_pod_cidr))
+            routes = self.batch(node.name)  # one per other node and family: thousands at a hundred nodes
             for other in self.topo.nodes:
                 if other.name != node.name:
-                    routes.route(other.pod_cidr, gateway=other.ip)
+                    for block, via in _pod_blocks(other):
+                        routes.route(block, gateway=via)
             routes.commit()
         write_sysctls(
             self.ns(node.name),
@@ -311,8 +378,12 @@ class _Builder(NetBuilder):
         else:
             node = self.topo.node(pod.node)
             batch.address(POD_ETH0, pod.ip, _prefixlen(node.pod_cidr))
+            if pod.secondary_ip:
+                batch.address(POD_ETH0, pod.secondary_ip, _prefixlen(node.secondary_pod_cidr))
             batch.up(POD_ETH0)
-            batch.route(default_route(node.bridge_ip), gateway=node.bridge_ip)
+            for gateway in (node.bridge_ip, node.secondary_bridge_ip if pod.secondary_ip else ""):
+                if gateway:
+                    batch.route(default_route(gateway), gateway=gateway)
         batch.commit()
 
     def routes_to_vips(self) -> None:
@@ -325,7 +396,8 @@ class _Builder(NetBuilder):
             # as it does for a host's. (A tunnel CNI's underlay knows no pod address: that is why it tunnels.)
             routes = self.batch(FABRIC)
             for node in self.topo.nodes:
-                routes.route(node.pod_cidr, gateway=node.ip)
+                for block, via in _pod_blocks(node):
+                    routes.route(block, gateway=via)
             routes.commit()
 
     def external(self, ext: ExternalSpec) -> None:
@@ -338,7 +410,7 @@ class _Builder(NetBuilder):
             self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))
             self.ipr[ext.name].route("add", dst=default_route(router.lan_ip), gateway=router.lan_ip)
             return
-        self.attach_to_underlay(ext.name, ext.ip)
+        self.attach_to_underlay(ext.name, ext.ip, secondary_ip=ext.secondary_ip)
         if not ext.is_router:
             return
         write_sysctls(self.ns(ext.name), forwarding(self.versions) | multipath_hash_l4(self.versions))
@@ -384,8 +456,15 @@ def realize(
                     builder.promiscuous_bridge(node)
             builder.routes_to_vips()
         seconds = time.perf_counter() - start
+        grown = _Grown(names, pod_ports)  # plug_pods adds to them: the views below show it, the teardown removes it
         yield Realized(
-            prefix, topo, MappingProxyType(dict(names)), seconds, MappingProxyType(pod_ports), builder.tunnel_device
+            prefix,
+            topo,
+            MappingProxyType(names),
+            seconds,
+            MappingProxyType(pod_ports),
+            builder.tunnel_device,
+            grown,
         )
     finally:
         remove_namespaces(list(names.values()))

@@ -19,6 +19,10 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
+# Written and read where every stage can reach them (describe names a probe's destination so too).
+from lab.describe.families import endpoint as endpoint
+from lab.describe.families import host_port as host_port
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -78,11 +82,6 @@ def multipath_hash_l4(ip_versions: Iterable[int]) -> dict[str, str]:
 
 _FORWARDING = {4: "net.ipv4.ip_forward", 6: "net.ipv6.conf.all.forwarding"}
 _BRIDGE_NF = {4: "net.bridge.bridge-nf-call-iptables", 6: "net.bridge.bridge-nf-call-ip6tables"}
-
-
-def endpoint(host: str, port: int) -> str:
-    """ "host:port" as a socket's address is written: "[host]:port" for IPv6, whose address holds colons."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def socket_family(host: str) -> int:

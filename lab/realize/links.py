@@ -76,6 +76,14 @@ class NetBuilder:
         ipr.link("set", index=self.index(actor, "lo"), state="up")
         return ipr
 
+    def join(self, actor: str) -> None:
+        """Requests into an actor's namespace that another builder of the run made (`ns` names it already)."""
+        sock = in_netns(self.ns(actor), _netlink)
+        with deferred():
+            made = IPRoute(fileno=sock.detach())
+        self.stack.callback(Requests(made).close)
+        self.ipr[actor] = Requests(made)
+
     def open_all(self, actors: list[str]) -> dict[str, Batch]:
         """Namespaces for many actors at once (recorded in one write, made on every core), each with an empty
         batch of requests on its own raw netlink socket; its `lo` is not up yet (the caller's batch says so)."""

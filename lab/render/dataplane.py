@@ -51,6 +51,11 @@ class NodeDataplane:
     family: Family = "IPv4"
     other_family: NodeDataplane | None = None
 
+    @property
+    def proxiers(self) -> tuple[NodeDataplane, ...]:
+        """Each family's proxier's output, the primary first: what each loads on the node."""
+        return (self, self.other_family) if self.other_family else (self,)
+
     def proxied(self) -> list[str]:
         """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
         return [
@@ -63,8 +68,9 @@ class NodeDataplane:
         proxier under its own heading when the cluster is not IPv4 alone."""
         if self.family == "IPv4" and self.other_family is None:
             return self._family_text()
-        planes = (self, self.other_family) if self.other_family else (self,)
-        return "".join(f"# ==== {p.family} proxier ({_LOADER[p.mode, p.family]})\n{p._family_text()}" for p in planes)
+        return "".join(
+            f"# ==== {p.family} proxier ({_LOADER[p.mode, p.family]})\n{p._family_text()}" for p in self.proxiers
+        )
 
     def _family_text(self) -> str:
         if self.mode == "iptables":
@@ -74,7 +80,7 @@ class NodeDataplane:
         parts = [
             (f"ip addr add <each> dev {IPVS_DEVICE}", "\n".join(self.dummy_addresses)),
             ("ipset restore", self.ipsets),
-            ("iptables-restore", self.iptables),
+            (_LOADER["iptables", self.family], self.iptables),
             ("ipvsadm-restore", self.ipvs),
             ("sysctl", "\n".join(f"{k} = {v}" for k, v in self.sysctls)),
         ]
@@ -87,6 +93,7 @@ _LOADER = {
     ("nftables", "IPv4"): "nft -f: table ip kube-proxy",
     ("nftables", "IPv6"): "nft -f: table ip6 kube-proxy",
     ("ipvs", "IPv4"): "ipvs",
+    ("ipvs", "IPv6"): "ipvs",
 }
 
 
@@ -110,40 +117,56 @@ def _local(topo: Topology, node_name: str) -> tuple[str, ...]:
     return (*topo.node(node_name).addresses, *loopback)
 
 
-def ipvs_rules(topo: Topology, node_name: str) -> IpvsRules:
-    """Everything kube-proxy's ipvs mode writes on the node for this topology."""
-    services, config, version = service_ports(topo, node_name), proxy_config(topo), topo.cluster.kube_version
+def ipvs_rules(topo: Topology, node_name: str, family: Family | None = None) -> IpvsRules:
+    """Everything the ipvs proxier of `family` (the primary one by default) writes on the node for this topology."""
+    services, config = service_ports(topo, node_name, family), proxy_config(topo, family)
+    version = topo.cluster.kube_version
     # kube-proxy makes NodePort virtual servers on every address of the node's own interfaces.
     # The kernel the variant is described for (the pipeline read it); without one, render_ipvs's default.
     kernel = {"kernel": kernel_version(topo.kernel)} if topo.kernel else {}
     return render_ipvs(services, config, _local(topo, node_name), version, **kernel)
 
 
-def ipvs_dataplane(topo: Topology, node_name: str, rules: IpvsRules, previous: IpvsRules | None) -> NodeDataplane:
-    """What kube-proxy's ipvs mode loads on the node: `rules` (with `previous`, as its sync after those: the
-    changes to the virtual servers rather than all of them)."""
+def ipvs_plane(rules: IpvsRules, family: Family = "IPv4", previous: IpvsRules | None = None) -> NodeDataplane:
+    """The texts install loads of one ipvs proxier's `rules` (with `previous`, as its sync after those: the changes
+    to the virtual servers rather than all of them)."""
     virtual_servers = (
         "".join(f"{line}\n" for line in sync_lines(previous, rules))
         if previous is not None
         else rules.ipvsadm_restore()
     )
-    sysctls = tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items())
+    return NodeDataplane(
+        "ipvs",
+        iptables=rules.iptables_restore(),  # ip6tables-restore's for the IPv6 proxier
+        ipsets=rules.ipset_restore(),
+        ipvs=virtual_servers,
+        dummy_addresses=rules.dummy_addresses,
+        sysctls=tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items()),
+        family=family,
+    )
+
+
+def ipvs_dataplane(
+    topo: Topology, node_name: str, rules: IpvsRules, previous: IpvsRules | None, family: Family | None = None
+) -> NodeDataplane:
+    """What the ipvs proxier of `family` (the primary one by default) loads on the node (ipvs_plane), and what the
+    node needs with it. A dual-stack node's two proxiers share the one IPVS table and the one kube-ipvs0, each
+    adding its own family's (NewDualStackProxier in openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/
+    proxier.go at 70cefcddca885822c5e7214eaf9f0da33eccb26b)."""
+    family = family or topo.cluster.families[0]
+    plane = ipvs_plane(rules, family, previous)
     # ipvsBindLoadBalancerIPs false: kube-proxy patched as TKE's ipvs mode is, LB IPs stay off kube-ipvs0.
     unbound = set() if topo.cluster.ipvs_bind_lb_ips else {ip for s in topo.services for ip in s.ingress_ips}
     dummy = tuple(a for a in rules.dummy_addresses if a.split("/")[0] not in unbound)
     release = Release.of(topo.cluster.kube_version)
-    return NodeDataplane(
-        "ipvs",
-        iptables=rules.iptables_restore(),
-        ipsets=rules.ipset_restore(),
-        ipvs=virtual_servers,
+    return replace(
+        plane,
         dummy_addresses=dummy,
-        sysctls=sysctls,
-        setup=_setup(topo, dict(sysctls).get(ROUTE_LOCALNET) == "1"),
+        setup=_setup(topo, dict(plane.sysctls).get(ROUTE_LOCALNET) == "1"),
         # After its first sync kube-ipvs0's addresses are the node's too: an externalIP on it is held.
         held_ports=held_ports(
-            service_ports(topo, node_name),
-            proxy_config(topo),
+            service_ports(topo, node_name, family),
+            proxy_config(topo, family),
             (*_local(topo, node_name), *(a.split("/")[0] for a in dummy)),
             release,
         ),
@@ -167,10 +190,10 @@ def node_dataplane(
 def _family_dataplane(
     topo: Topology, node_name: str, previous: Topology | None, family: Family, shared: SharedRules | None
 ) -> NodeDataplane:
-    """What the proxier of one family writes on the node (ipvs: IPv4 only, describe refuses it with IPv6)."""
+    """What the proxier of one family writes on the node."""
     if topo.cluster.proxy_mode == "ipvs":
-        before = ipvs_rules(previous, node_name) if previous is not None else None
-        return ipvs_dataplane(topo, node_name, ipvs_rules(topo, node_name), before)
+        before = ipvs_rules(previous, node_name, family) if previous is not None else None
+        return ipvs_dataplane(topo, node_name, ipvs_rules(topo, node_name, family), before, family)
     node = topo.node(node_name)
     services, config = service_ports(topo, node_name, family), proxy_config(topo, family)
     version = topo.cluster.kube_version
@@ -208,7 +231,7 @@ def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
     """The sockets kube-proxy holds on this actor, if it is a node (none elsewhere)."""
     if all(node.name != node_name for node in topo.nodes):
         return ()
-    return node_dataplane(topo, node_name).held_ports
+    return tuple(port for proxier in node_dataplane(topo, node_name).proxiers for port in proxier.held_ports)
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:

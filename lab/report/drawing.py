@@ -36,6 +36,11 @@ def _id(name: str) -> str:
     return _quote(f"a:{name}")
 
 
+def _both(primary: str, secondary: str = "") -> str:
+    """An address (or network) of each family a dual-stack actor has, the primary first."""
+    return f"{primary}, {secondary}" if secondary else primary
+
+
 def path_actors(hops: Sequence[Hop]) -> list[str]:
     """The actors whose interfaces saw the probe, in the order they first did."""
     return list(dict.fromkeys(h.actor for h in hops))
@@ -77,13 +82,17 @@ def topology_dot(
         '  node [shape=box, style="rounded", fontname="Helvetica", fontsize=10];',
         '  edge [color="#888888"];',
     ]
-    gateway = f"{UNDERLAY}\n{topo.cluster.underlay}\ngateway {topo.cluster.gateway_ip}"
+    cluster = topo.cluster
+    gateway = f"{UNDERLAY}\n{_both(cluster.underlay, cluster.secondary_underlay)}\n"
+    gateway += f"gateway {_both(cluster.gateway_ip, cluster.secondary_gateway_ip)}"
     lines.append(f"  {_id(UNDERLAY)} [label={_quote(gateway)}, shape=ellipse];")
     for node in topo.nodes:
         extra, mark = style(node.name)
-        addresses = [f"eth0 {node.ip}"] + ([f"cni0 {node.bridge_ip}"] if node.bridge_ip else [])
+        addresses = [f"eth0 {_both(node.ip, node.secondary_ip)}"]
+        addresses += [f"cni0 {_both(node.bridge_ip, node.secondary_bridge_ip)}"] if node.bridge_ip else []
         lines.append(f"  subgraph {_quote('cluster_' + node.name)} {{")
-        lines.append(f'    label={_quote("pods " + node.pod_cidr)}; style="dashed"; color="#bbbbbb";')
+        pods = "pods " + _both(node.pod_cidr, node.secondary_pod_cidr)
+        lines.append(f'    label={_quote(pods)}; style="dashed"; color="#bbbbbb";')
         lines.append(
             f"    {_id(node.name)} [label={_quote(node.name + mark + chr(10) + chr(10).join(addresses))}{extra}];"
         )
@@ -91,14 +100,16 @@ def topology_dot(
             if pod.host_network:
                 continue
             pextra, pmark = style(pod.name)
-            lines.append(f"    {_id(pod.name)} [label={_quote(f'{pod.name}{pmark}{chr(10)}{pod.ip}')}{pextra}];")
+            label = f"{pod.name}{pmark}\n{_both(*pod.ips)}"
+            lines.append(f"    {_id(pod.name)} [label={_quote(label)}{pextra}];")
             lines.append(f"    {_id(node.name)} -- {_id(pod.name)};")
         lines.append("  }")
         lines.append(f"  {_id(UNDERLAY)} -- {_id(node.name)};")
     for ext in topo.externals:
         extra, mark = style(ext.name)
         kind = "router" if ext.is_router else "host"
-        lines.append(f"  {_id(ext.name)} [label={_quote(f'{ext.name}{mark} ({kind}){chr(10)}{ext.ip}')}{extra}];")
+        label = f"{ext.name}{mark} ({kind})\n{_both(ext.ip, ext.secondary_ip)}"
+        lines.append(f"  {_id(ext.name)} [label={_quote(label)}{extra}];")
         lines.append(f"  {_id(ext.behind or UNDERLAY)} -- {_id(ext.name)};")
     for lb in topo.load_balancers:
         vips = ", ".join(dict.fromkeys(f.vip for f in lb.frontends))

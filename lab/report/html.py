@@ -125,7 +125,7 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     parts = [
         f'<article class="probe {state}" id="{anchor}">',
         f'<h4><span class="badge">{state.upper()}</span> {_e(p.name)}: {_e(p.source)} → {_e(p.target)} '
-        f'<span class="muted">({_e(p.dst_ip)}:{p.dst_port}/{_e(p.protocol)})</span></h4>',
+        f'<span class="muted">({_e(p.destination)}/{_e(p.protocol)})</span></h4>',
         f"<p>expected <b>{_e(expected_text(result))}</b>, observed <b>{_e(observed_text(result))}</b></p>",
     ]
     parts += [f'<p class="reason">✗ {_e(reason)}</p>' for reason in result.verdict.reasons]

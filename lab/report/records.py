@@ -53,7 +53,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
         "kernel": topology.kernel or None,
         "probe": probe.name,
         "from": probe.source,
-        "to": {"target": probe.target, "address": f"{probe.dst_ip}:{probe.dst_port}", "protocol": probe.protocol},
+        "to": {"target": probe.target, "address": probe.destination, "protocol": probe.protocol},
         "before": [str(step) for step in probe.before],
         "expected": {
             "outcome": e.outcome,
@@ -168,7 +168,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
 
 def headline(result: ProbeResult) -> str:
     p = result.probe
-    return f"{p.name} [{result.topology.variant_label}] {p.source} → {p.target} ({p.dst_ip}:{p.dst_port}/{p.protocol})"
+    return f"{p.name} [{result.topology.variant_label}] {p.source} → {p.target} ({p.destination}/{p.protocol})"
 
 
 def json_document(results: list[ProbeResult], runs: list[VariantRun], interrupted: bool) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from contextlib import ExitStack
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 SCENARIOS = ["lb-loopback-internal-lb.yaml", "metallb-bgp-ipip.yaml"]
 

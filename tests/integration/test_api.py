@@ -12,7 +12,9 @@ import textwrap
 import time
 
 import pytest
+import yaml
 from support.host import REPO, lab_namespaces
+from support.scenario import write
 
 import lab
 from lab.api import LabError, to_json
@@ -123,8 +125,9 @@ def test_scale_to_zero_and_back_reproduces_kubernetes_139628(own_namespaces):
         )
         assert back.verdict.ok, back.verdict.reasons
         assert to_json(back)["before"], to_json(back)
-        with pytest.raises(LabError, match=r"statsd-2 would be created, and this lab did not build them"):
-            cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+        # A replica the file's own steps never create: plugged in on the fly, at node2's next free address.
+        cluster.step({"scale": "Deployment/statsd", "replicas": 2})
+        assert cluster["statsd-2"].address == "10.244.2.4"
     assert own_namespaces() == []
 
 
@@ -188,4 +191,114 @@ def test_a_failed_step_is_named_and_the_cluster_refuses_what_follows(own_namespa
             cluster.step({"run": "ip addr del 10.9.9.9/32 dev eth0", "nodes": ["node1"]})
         with pytest.raises(LabError, match=r"a step failed .*what it left is unknown"):
             cluster.probe(from_="client", to=NODEPORT)
+    assert own_namespaces() == []
+
+
+def scenario(name: str, nodes: int, workload: list[dict], probe: dict, cni: str = "bridge", **extra: object) -> str:
+    """A scenario's text: kube-proxy 1.34, `nodes` nodes (node1 on 10.244.1.0/24, ...), the workload, one probe."""
+    cluster = {"kubeVersion": "1.34", "clusterCIDR": "10.244.0.0/16", "serviceCIDR": "10.96.0.0/16", "cni": cni}
+    return yaml.safe_dump(
+        {
+            "name": name,
+            "cluster": cluster,
+            "nodes": [
+                {"name": f"node{i}", "ip": f"192.168.56.1{i}", "podCIDR": f"10.244.{i}.0/24"}
+                for i in range(1, nodes + 1)
+            ],
+            "workload": workload,
+            "probes": [{"expect": {"outcome": "delivered"}, **probe}],
+            **extra,
+        }
+    )
+
+
+def deployment(name: str) -> list[dict]:
+    """A Deployment of one replica (on any node, replicas going to the nodes in turn), its pods listening on 8080,
+    and a Service of port 80 in front of them."""
+    labels = {"app": name}
+    container = {"name": "c", "ports": [{"containerPort": 8080}]}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        },
+        {
+            "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    ]
+
+
+CLIENT = {"kind": "Pod", "metadata": {"name": "client"}, "spec": {"nodeName": "node1"}}
+WEB = {"service": "web", "port": 80}
+
+
+@pytest.mark.parametrize(
+    ("mode", "cni"), [("iptables", "bridge"), ("nftables", "bridge"), ("nftables", "routed-tunnel")]
+)
+def test_a_scale_up_beyond_the_build_plugs_new_pods_in_and_kube_proxy_sends_to_them(
+    tmp_path, own_namespaces, mode, cni
+):
+    # A client pod on node1 and a Deployment of one replica, web, which the file's own probes never scale: its
+    # replicas 2 and 3 are created on the fly, as the kubelet starts a pod, each at the next free address of its
+    # node's podCIDR (replicas go to the nodes in turn: web-1 on node2, web-2 on node1 beside web-0), and
+    # kube-proxy's next sync sends to them.
+    one = {"name": "one-replica", "from": "client", "to": WEB, "expect": {"backend": "web-0"}}
+    scaled = scenario("api-scale-up", 2, [CLIENT, *deployment("web")], one, cni, matrix={"proxyMode": [mode]})
+    with lab.up(write(tmp_path, scaled)) as cluster:
+        assert "web-1" not in cluster and cluster.probe("one-replica").verdict.ok
+        (scaled,) = cluster.step({"scale": "Deployment/web", "replicas": 3})
+        assert str(scaled.step) == "scale Deployment web to 3: create pod web-1, web-2 (kube-proxy resyncs every node)"
+        web1, web2 = cluster["web-1"], cluster["default/web-2"]
+        # routed-tunnel: the block's network address is the tunnel's, each pod holds a /32.
+        first, prefixlen = (1, 32) if cni == "routed-tunnel" else (2, 24)
+        assert (web1.address, web2.address) == (f"10.244.2.{first}", f"10.244.1.{first + 2}")
+        assert f"inet {web1.address}/{prefixlen}" in web1.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).stdout
+        assert web1.namespace.startswith(f"{cluster.prefix}-")
+        # web-0 and web-1 not ready: the Service's only endpoint is web-2, a pod the build did not make.
+        cluster.step({"set": "Pod/web-0", "ready": False})
+        cluster.step({"set": "Pod/web-1", "ready": False})
+        reached = cluster.probe(from_="client", to=WEB, expect={"backend": "web-2", "source": "client"})
+        assert reached.verdict.ok, reached.verdict.reasons
+        # Across nodes: web-1, on node2, answers once ready again.
+        cluster.step({"set": "Pod/web-1", "ready": True})
+        cluster.step({"set": "Pod/web-2", "ready": False})
+        across = cluster.probe(from_="client", to=WEB, expect={"backend": "web-1"})
+        assert across.verdict.ok, across.verdict.reasons
+        # Scaled back to one: the newest replicas go, their veths with them; web-0, not ready, leaves none.
+        cluster.step({"scale": "Deployment/web", "replicas": 1})
+        assert {p.name for p in cluster.running.pods} == {"client", "web-0"}
+        assert web1.exec(["ip", "link", "show", "dev", "eth0"]).returncode != 0
+        assert cluster.probe(from_="client", to=WEB, expect={"outcome": "refused"}).verdict.ok
+        assert any(ns.endswith("-web-2") for ns in own_namespaces())
+    assert own_namespaces() == []
+
+
+# Two Deployments of one replica each, on the only node.
+TWO_DEPLOYMENTS = scenario(
+    "two-deployments",
+    1,
+    [*deployment("a"), *deployment("b")],
+    {"name": "a-to-b", "from": "a-0", "to": {"service": "b", "port": 80}},
+)
+
+
+def test_a_scale_up_that_would_move_a_running_pods_address_is_refused_and_the_lab_stays(tmp_path, own_namespaces):
+    # describe addresses new replicas in the workload's order: b scaled first, then a, would give a's new replica
+    # the address b-1 runs at, and b-1 another. Refused before anything is done.
+    with lab.up(write(tmp_path, TWO_DEPLOYMENTS)) as cluster:
+        cluster.step({"scale": "Deployment/b", "replicas": 2})
+        assert cluster["b-1"].address == "10.244.1.4"
+        moved = r"describe now gives b-1 the address 10.244.1.5, and it runs at 10.244.1.4"
+        with pytest.raises(LabError, match=moved):
+            cluster.step({"scale": "Deployment/a", "replicas": 2})
+        assert "a-1" not in cluster
+        assert cluster.probe(from_="a-0", to={"service": "b", "port": 80}).verdict.ok
     assert own_namespaces() == []

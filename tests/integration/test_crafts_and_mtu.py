@@ -10,8 +10,8 @@ import pytest
 from support.host import REPO
 from support.scenario import write
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 INVALID_RESET = REPO / "topologies" / "invalid-reset.yaml"
 PMTU = REPO / "topologies" / "pmtu-tunnel.yaml"

@@ -16,8 +16,14 @@ from lab.replay.diff.nodediff import Dumps, diff_node
 # nftables-long-comment's rules are refused by nft by design (a comment over 128 characters): nothing to read back.
 # The catalogue, and a fixture with what it leaves out (session affinity, source ranges, UDP, no endpoints) in
 # every mode and ten releases.
+# An IPv6-only file's primary proxier writes ip6tables text, whose saved forms (ICMPv6's REJECT default) lab diff
+# does not read yet: the catalogue's IPv6-only files are left out (a dual-stack file's IPv4 proxier is compared).
 SCENARIOS = [
-    *sorted(p for p in (REPO / "topologies").glob("*.yaml") if p.stem != "nftables-long-comment"),
+    *sorted(
+        p
+        for p in (REPO / "topologies").glob("*.yaml")
+        if p.stem != "nftables-long-comment" and load_scenario(p).variants[0].cluster.families[0] == "IPv4"
+    ),
     REPO / "tests" / "fixtures" / "diff" / "many-features.yaml",
 ]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from support.host import REPO, lab_namespaces
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 from lab.render.dataplane import render, setups
 
 

@@ -274,3 +274,70 @@ def _address_barrier(monitor, ns: str) -> None:
                 time.sleep(0.01)
             return
     raise AssertionError("ip monitor address never reported the marker address")
+
+
+# --- the IPv6 proxier, and a dual-stack node's two ------------------------------------------------------------
+
+
+def _v6(text: str) -> str:
+    """An IPv4 address or CIDR of these cases in IPv6: 127.0.0.1 is ::1, a.b.c.d is fd00::a:b:c:d and a /n a /96+n,
+    so that what holds what is kept (the node IP stays inside the LB's source ranges)."""
+    address, _, prefix = text.partition("/")
+    mapped = "::1" if address == "127.0.0.1" else "fd00::" + ":".join(address.split("."))
+    return f"{mapped}/{96 + int(prefix)}" if prefix else mapped
+
+
+def _in_ipv6(port: ServicePort) -> ServicePort:
+    return replace(
+        port,
+        cluster_ip=_v6(port.cluster_ip or ""),
+        external_ips=tuple(map(_v6, port.external_ips)),
+        load_balancer_ips=tuple(map(_v6, port.load_balancer_ips)),
+        load_balancer_source_ranges=tuple(map(_v6, port.load_balancer_source_ranges)),
+        endpoints=tuple(replace(ep, ip=_v6(ep.ip)) for ep in port.endpoints),
+    )
+
+
+NODE_IPS6 = tuple(map(_v6, NODE_IPS))
+CONFIG6 = ProxyConfig(family="IPv6", cluster_cidr=_v6("10.0.0.0/8"))
+LOAD6 = LOAD.replace("iptables-restore", "ip6tables-restore").replace("iptables-save", "ip6tables-save")
+
+
+def _services6() -> list[ServicePort]:
+    """_services() as the IPv6 proxier's, every address mapped into IPv6."""
+    return [_in_ipv6(port) for port in _services()]
+
+
+@pytest.mark.parametrize("version", ["1.20", "1.24", "1.26", "1.31", "1.37"])
+def test_ipv6_ipsets_and_ip6tables_load(version, tmp_path, fresh_netns, host_unchanged):
+    """The IPv6 proxier's inet6 sets (KUBE-6-...) with ipset restore, then its rules with ip6tables-restore; read back
+    the same. ipset save prints each member as the proxier wrote it, so a later sync finds nothing to change."""
+    from lab.install.kernel_state import parse_set_members
+    from lab.render.kubeproxy.ipvs_resync import set_changes
+
+    rules = render_ipvs(_services6(), CONFIG6, NODE_IPS6, version)
+    assert "-m ipvs" not in rules.iptables_restore()
+    output = _run_in_fresh_netns(fresh_netns, tmp_path, rules, LOAD6)
+    _check_loaded(rules, output)
+    changes = set_changes(rules.ipset_restore(), parse_set_members(output.split("%%%\n")[0]))
+    assert all(line.startswith("create ") for line in changes), changes
+
+
+def test_a_dual_stack_nodes_two_proxiers_sets_and_rules_load_side_by_side(tmp_path, fresh_netns, host_unchanged):
+    """Both proxiers' sets in one namespace (their names differ: KUBE-... and KUBE-6-...), each family's rules in
+    its own tables (iptables-restore, ip6tables-restore)."""
+    v4, v6 = render_ipvs(_services(), CONFIG, NODE_IPS, "1.31"), render_ipvs(_services6(), CONFIG6, NODE_IPS6, "1.31")
+    (tmp_path / "ipset4").write_text(v4.ipset_restore())
+    (tmp_path / "ip4").write_text(v4.iptables_restore())
+    (tmp_path / "ipset6").write_text(v6.ipset_restore())
+    (tmp_path / "ip6").write_text(v6.iptables_restore())
+    script = (
+        'ipset restore < "$1/ipset4"\nipset restore < "$1/ipset6"\niptables-restore < "$1/ip4"\n'
+        'ip6tables-restore < "$1/ip6"\nipset save\necho "%%%"\niptables-save\necho "%%%"\nip6tables-save\n'
+    )
+    done = fresh_netns.run(script, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    sets, saved4, saved6 = done.stdout.split("%%%\n")
+    assert _saved_sets(sets) == {s.name: set(s.entries) for s in (*v4.ipsets, *v6.ipsets)}
+    assert jump_shape(saved4) == jump_shape(v4.iptables_restore())
+    assert jump_shape(saved6) == jump_shape(v6.iptables_restore())

@@ -8,8 +8,8 @@ import re
 
 from support.scenario import write
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 SCENARIO = """\
 name: kept

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
-from lab.pipeline import run_variant, standing
+from lab.pipeline import standing
 
 pytestmark = pytest.mark.nftables
 

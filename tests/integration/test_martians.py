@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 MARTIANS = REPO / "tests" / "integration" / "topologies" / "martians.yaml"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.judge.results import VariantRun
-from lab.pipeline import run_variant
 
 SCENARIO = REPO / "topologies" / "lb-local-from-pods.yaml"
 NO_ENDPOINT_DROP = (

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
-from lab.pipeline import run_variant
 from lab.render.kubeproxy.nftables import render_nftables
 from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 

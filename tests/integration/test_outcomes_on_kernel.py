@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 OUTCOMES = REPO / "tests" / "integration" / "topologies" / "outcomes.yaml"
 GATEWAY = "ICMP net unreachable (type 3 code 0) from 192.168.56.1 (the underlay's gateway, outside the cluster: not "

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import cannot_run, run_variant
+from lab.pipeline import cannot_run
 from lab.probe import observe
 
 SCENARIOS = ["nodeport-source-ip.yaml", "lb-local-from-pods.yaml", "hairpin.yaml", "metallb-bgp-ipip.yaml"]

@@ -9,10 +9,10 @@ import time
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.install.bounded import run_bounded
 from lab.install.tools import InstallError
-from lab.pipeline import run_variant
 from lab.realize import runs
 
 STEPS = REPO / "tests" / "integration" / "topologies" / "steps.yaml"

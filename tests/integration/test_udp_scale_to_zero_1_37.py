@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import run_variant
 
 SCENARIO = REPO / "topologies" / "udp-scale-to-zero.yaml"
 

@@ -36,9 +36,9 @@ import pytest
 from plumbum import local
 
 from lab import pipeline
+from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.install import dataplane as install
-from lab.pipeline import run_variant
 
 SCENARIO = """\
 name: xtables-sync-failure

@@ -13,14 +13,21 @@ from collections.abc import Callable
 import pytest
 from support.host import REPO
 
+from lab.api import run_variant
 from lab.describe.load import load_scenario
-from lab.pipeline import cannot_run, run_variant
+from lab.pipeline import cannot_run
 from lab.probe import session
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 
-CATALOGUE = sorted(p.name for p in (REPO / "topologies").glob("*.yaml"))
+# Files with IPv6 are left out: there the two readers, read a moment apart, sometimes differ by a few packets to
+# or through a node (seen on the catalogue's IPv6 files, not on every run; neighbour discovery's packets, which
+# cross ip6tables' chains at any moment where ARP crosses none of iptables', are the likely ones), and the
+# counters would need ip6tables' beside iptables' (CounterEvidence's ipv6).
+CATALOGUE = sorted(
+    p.name for p in (REPO / "topologies").glob("*.yaml") if "IPv6" not in load_scenario(p).variants[0].cluster.families
+)
 
 
 class Both:

@@ -90,5 +90,13 @@ def frame(where: str, outgoing: bool, src: str, dst: str, proto: int, l4: bytes)
     return Frame(actor, ifname, outgoing, 0.0, bytes(12) + b"\x08\x00" + ip + l4)
 
 
+def frame6(where: str, outgoing: bool, src: str, dst: str, proto: int, l4: bytes) -> Frame:
+    """An IPv6 frame (no extension headers) carrying `l4` as next header `proto`."""
+    actor, ifname = where.split("/")
+    addresses = [socket.inet_pton(socket.AF_INET6, a) for a in (src, dst)]
+    ip = struct.pack("!IHBB16s16s", 6 << 28, len(l4), proto, 64, *addresses)
+    return Frame(actor, ifname, outgoing, 0.0, bytes(12) + b"\x86\xdd" + ip + l4)
+
+
 def tcp(flags: int) -> bytes:
     return struct.pack("!HHIIBBHHH", 80, 40000, 0, 0, 0x50, flags, 0, 0, 0)

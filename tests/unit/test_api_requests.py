@@ -60,4 +60,4 @@ def test_every_actor_has_its_address_and_pods_their_namespaced_name():
     (topo,) = load_scenario(CATALOGUE / "hairpin.yaml", {"proxyMode": ["iptables"], "hairpinMode": ["none"]}).variants
     known = addresses(topo)
     assert known["node1"] == "192.168.56.11" and known["web"] == topo.pod("web").ip
-    assert pod_aliases(topo)["default/web"] == "web"
+    assert pod_aliases(topo.built_pods)["default/web"] == "web"

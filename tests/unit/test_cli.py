@@ -107,7 +107,11 @@ def test_version():
 def test_vm_run_refuses_a_user_who_is_not_root():
     import os
 
-    as_nobody = [] if os.geteuid() else ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # nobody keeps the right to read directories (CAP_DAC_READ_SEARCH): a checkout inside a mode-700 directory,
+    # as `mktemp -d` makes, must still be importable; the user is no more root for it.
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    can_read = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    as_nobody = [] if os.geteuid() else [*nobody, *can_read]
     done = subprocess.run(
         [*as_nobody, sys.executable, "-m", "lab", "vm", "run", "--", "true"],
         capture_output=True, text=True, cwd=REPO, check=False,

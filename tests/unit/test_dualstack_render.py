@@ -24,7 +24,7 @@ def plane(mode: str):
     return node_dataplane(topo, "node2")
 
 
-@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+@pytest.mark.parametrize("mode", ["iptables", "ipvs", "nftables"])
 def test_both_proxiers_as_lab_render_prints_them(mode):
     assert plane(mode).text() == (GOLDEN / f"{mode}-node2.txt").read_text()
 
@@ -42,6 +42,23 @@ def test_each_proxier_has_its_family_only(mode):
     assert "10.244.1.2" in text4 and "fd00:10:244:1::2" in text6 and "10.244.1.2" not in text6
     # The local-traffic detector is the family's clusterCIDR.
     assert "10.244.0.0/16" in text4 and "fd00:10:244::/56" in text6
+
+
+def test_each_ipvs_proxier_adds_its_own_family_to_the_one_ipvs_table_and_kube_ipvs0():
+    """NewDualStackProxier: two ipvs proxiers on one IPVS table and one kube-ipvs0, each with its own family's
+    virtual servers, addresses, sets (KUBE-6-... for IPv6) and ip6tables rules; nothing of one family in the other's."""
+    v4 = plane("ipvs")
+    v6 = v4.other_family
+    assert v6 is not None and (v4.family, v6.family) == ("IPv4", "IPv6")
+    assert v4.dummy_addresses == ("10.96.0.10/32",)
+    assert v6.dummy_addresses == ("fd00:10:96::a/128", "fd00:10:96::b/128")
+    assert "-A -t [fd00:10:96::a]:80 -s rr" in v6.ipvs.splitlines() and "[" not in v4.ipvs and "10.96" not in v6.ipvs
+    assert "-a -t [fd00:56::12]:30000 -r [fd00:10:244:1::2]:8080 -m -w 1" in v6.ipvs.splitlines()
+    creates6 = [line.split()[1] for line in v6.ipsets.splitlines() if line.startswith("create ")]
+    creates4 = [line.split()[1] for line in v4.ipsets.splitlines() if line.startswith("create ")]
+    assert all(name.startswith("KUBE-6-") for name in creates6) and not set(creates6) & set(creates4)
+    assert "! -s fd00:10:244::/56 -j KUBE-MARK-MASQ" in v6.iptables and "-s ::1/128 -j RETURN" in v6.iptables
+    assert "10.244" not in v6.iptables and "fd00" not in v4.iptables
 
 
 def test_ip6tables_serves_no_nodeport_on_loopback_and_sets_no_route_localnet():

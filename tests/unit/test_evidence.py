@@ -115,7 +115,8 @@ def _trace_message(trace_id: int, family: int, table: str, chain: str, kind: int
     if "policy" in fields:
         body += attr(16, struct.pack("!I", fields["policy"]))
     if "network" in fields:
-        body += attr(15, struct.pack("!I", 2)) + attr(8, fields["network"]) + attr(9, fields["transport"])
+        nfproto = struct.pack("!I", fields.get("nfproto", 2))
+        body += attr(15, nfproto) + attr(8, fields["network"]) + attr(9, fields["transport"])
     body = struct.pack("=BBH", family, 0, 0) + body
     return struct.pack("=IHHII", 16 + len(body), 10 << 8 | 17, 0, 0, 0) + body
 
@@ -159,17 +160,50 @@ def test_the_trace_counts_the_probes_packets_and_the_printer_names_the_rules():
 
     counts = traced_counts(parse_messages(TRACE))
     assert counts == {
-        ("nat", "PREROUTING", 14, ""): 1,
-        ("nat", "KUBE-SERVICES", 33, ""): 1,
-        ("nat", "KUBE-NODEPORTS", 48, ""): 1,
-        ("nat", "PREROUTING", -1, "policy ACCEPT"): 1,
-        ("filter", "INPUT", 9, ""): 1,
+        ("ip", "nat", "PREROUTING", 14, ""): 1,
+        ("ip", "nat", "KUBE-SERVICES", 33, ""): 1,
+        ("ip", "nat", "KUBE-NODEPORTS", 48, ""): 1,
+        ("ip", "nat", "PREROUTING", -1, "policy ACCEPT"): 1,
+        ("ip", "filter", "INPUT", 9, ""): 1,
     }
     assert printed_rules(PRINTED.splitlines()) == {
-        ("nat", "PREROUTING", 14): "-j KUBE-SERVICES",
-        ("nat", "KUBE-SERVICES", 33): "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS",
-        ("nat", "KUBE-NODEPORTS", 48): "-p tcp -j RETURN",
+        ("ip", "nat", "PREROUTING", 14): "-j KUBE-SERVICES",
+        ("ip", "nat", "KUBE-SERVICES", 33): "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS",
+        ("ip", "nat", "KUBE-NODEPORTS", 48): "-p tcp -j RETURN",
     }
+
+
+# ip6tables-nft's rules in the trace (the ip6 family's tables), and what xtables-monitor 1.8.9 printed for one: the
+# rule's text empty after "Parsing nftables rule failed" (this machine, kernel 6.18).
+UDP6 = {
+    "nfproto": 10,
+    "network": struct.pack(
+        "!IHBB16s16s",
+        6 << 28,
+        8,
+        17,
+        64,
+        socket.inet_pton(socket.AF_INET6, "::1"),
+        *[socket.inet_pton(socket.AF_INET6, "::1")],
+    ),
+    "transport": struct.pack("!HHHH", 45412, 80, 8, 0),
+}
+UDP4 = {"network": _ipv4("127.0.0.1", "127.0.0.1", 17, 28), "transport": struct.pack("!HHHH", 45413, 80, 8, 0)}
+TRACE6 = _trace_message(0x06D08761, 10, "filter", "OUTPUT", 3, handle=2, **UDP6) + _trace_message(
+    0x06D08762, 2, "filter", "OUTPUT", 3, handle=2, **UDP4
+)
+PRINTED6 = " TRACE: 10 06d08761 filter:OUTPUT:rule:0x2:ACCEPT  -6 -t filter \n"
+
+
+def test_each_familys_tables_are_counted_apart_and_an_ip6_rule_left_to_the_listing():
+    from lab.probe.evidence.nltrace import parse_messages
+    from lab.probe.evidence.xtrace import printed_rules, traced_counts
+
+    assert traced_counts(parse_messages(TRACE6)) == {
+        ("ip6", "filter", "OUTPUT", 2, ""): 1,
+        ("ip", "filter", "OUTPUT", 2, ""): 1,
+    }
+    assert printed_rules(PRINTED6.splitlines()) == {}
 
 
 def test_a_tables_listing_names_its_rules_by_handle_in_each_chains_order():
@@ -189,8 +223,12 @@ table ip filter { # handle 1
     save = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FIREWALL - [0:0]\n-A INPUT -p tcp -m tcp --dport 30080 -j DROP\n"
     save += "-A INPUT -j KUBE-FIREWALL\nCOMMIT\n"
     assert listed_rules(nft, save, "filter") == {
-        ("filter", "INPUT", 9): "-p tcp -m tcp --dport 30080 -j DROP",
-        ("filter", "INPUT", 12): "-j KUBE-FIREWALL",
+        ("ip", "filter", "INPUT", 9): "-p tcp -m tcp --dport 30080 -j DROP",
+        ("ip", "filter", "INPUT", 12): "-j KUBE-FIREWALL",
+    }
+    assert listed_rules(nft.replace("table ip ", "table ip6 "), save, "filter", "ip6") == {
+        ("ip6", "filter", "INPUT", 9): "-p tcp -m tcp --dport 30080 -j DROP",
+        ("ip6", "filter", "INPUT", 12): "-j KUBE-FIREWALL",
     }
 
 

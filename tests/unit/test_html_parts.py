@@ -75,3 +75,18 @@ def test_the_kernel_counters_are_shown_under_the_why(tmp_path):
     why = html.index("<p>why: node2 sent no ICMP error</p>")
     shown = "kernel counters that moved: node2: IcmpOutRateLimitHost +1, IcmpOutDestUnreachs +6"
     assert html.index(shown) > why
+
+
+def test_a_dual_stack_actor_is_drawn_with_an_address_of_each_family():
+    dual = "tests/fixtures/dualstack/dual-stack-nodeport.yaml"
+    (topo,) = load_scenario(dual, {"proxyMode": ["iptables"]}).variants
+    dot = topology_dot(topo)
+    for label in (
+        "gateway 192.168.56.1, fd00:56::1",
+        "eth0 192.168.56.12, fd00:56::12",
+        "cni0 10.244.2.1, fd00:10:244:2::1",
+        "pods 10.244.2.0/24, fd00:10:244:2::/64",
+        "toolbox\\n10.244.2.2, fd00:10:244:2::2",
+        "client (host)\\n192.168.56.100, fd00:56::100",
+    ):
+        assert label in dot, label

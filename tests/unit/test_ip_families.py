@@ -127,11 +127,12 @@ def test_a_service_the_api_server_refuses_is_refused_at_its_field(tmp_path, adde
 
 
 DUAL_FILE = "tests/fixtures/dualstack/dual-stack-nodeport.yaml"
-DUAL_TEXT = Path(DUAL_FILE).read_text()
+# One variant: the file's matrix (proxyMode) left out, as describe sees each variant alike.
+DUAL_TEXT = Path(DUAL_FILE).read_text().replace("matrix:\n  proxyMode: [iptables, nftables]\n", "")
 
 
 def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
-    (topo,) = load_scenario(DUAL_FILE).variants
+    (topo,) = load_scenario(DUAL_FILE, {"proxyMode": ["iptables"]}).variants
     assert topo.cluster.families == DUAL
     node1 = topo.node("node1")
     assert (node1.ip_of("IPv6"), node1.pod_cidr_of("IPv6"), node1.secondary_bridge_ip) == (
@@ -151,10 +152,24 @@ def test_a_dual_stack_cluster_gives_every_object_an_address_per_family():
     assert {p.name: (p.dst_ip, p.family) for p in topo.probes} == {
         "nodeport-v4": ("192.168.56.12", "IPv4"),
         "nodeport-v6": ("fd00:56::12", "IPv6"),
+        "clusterip-v4-from-pod": ("10.96.0.10", "IPv4"),
+        "clusterip-v6-from-pod": ("fd00:10:96::a", "IPv6"),
         "clusterip-v6-only": ("fd00:10:96::b", "IPv6"),
     }
+    # An expected source is the name's address of the probe's family.
+    by_name = {p.name: p.expected.source_ip for p in topo.probes}
+    assert (by_name["nodeport-v4"], by_name["nodeport-v6"]) == ("192.168.56.12", "fd00:56::12")
+    assert (by_name["clusterip-v4-from-pod"], by_name["clusterip-v6-from-pod"]) == ("10.244.2.2", "fd00:10:244:2::2")
+    assert topo.address_of("node1/eth0", "IPv6") == "fd00:56::11" and topo.address_of("node1/eth0") == "192.168.56.11"
     assert topo.address_of("node1") == "192.168.56.11" and topo.address_names()["fd00:56::11"] == "node1"
-    assert "not yet built on the kernel" in topo.not_yet_built
+    assert topo.not_yet_built == ""  # lab run builds it (iptables and nftables modes)
+
+
+def test_promiscuous_bridge_with_ipv6_is_refused_at_run_in_words(tmp_path):
+    text = DUAL_TEXT.replace("  underlay:", "  hairpinMode: promiscuous-bridge\n  underlay:", 1)
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    assert "hairpinMode promiscuous-bridge with IPv6 is not built on the kernel yet" in topo.not_yet_built
+    assert "IPv4 frames only" in topo.not_yet_built
 
 
 def test_an_ipv6_only_cluster_describes(tmp_path):
@@ -212,12 +227,6 @@ def test_an_ipv6_only_cluster_describes(tmp_path):
             "10.244.0.0/16,10.245.0.0/16",
             "cluster.clusterCIDR",
             "one value per family",
-        ),
-        (
-            "  underlay: 192.168.56.0/24,fd00:56::/64",
-            "  underlay: 192.168.56.0/24,fd00:56::/64\n  proxyMode: ipvs",
-            "cluster.proxyMode",
-            "ipvs mode is modelled for IPv4 clusters only yet",
         ),
         # A node gives an address and a pod block per family, each inside its family's network.
         ('ip: "192.168.56.11,fd00:56::11"', "ip: 192.168.56.11", "nodes[0].ip", "one value per family of the cluster"),
@@ -280,12 +289,20 @@ def test_dual_stack_mistakes_are_named(tmp_path, old, new, field, words):
     assert field in str(error) and words in str(error), str(error)
 
 
-def test_an_ipv6_file_is_refused_by_lab_run_in_words(capsys):
+def test_what_ipv6_cannot_build_yet_is_refused_by_lab_run_in_words(tmp_path, capsys):
     from lab import cli
 
+    path = write(tmp_path, DUAL_TEXT.replace("  underlay:", "  hairpinMode: promiscuous-bridge\n  underlay:", 1))
     with pytest.raises(SystemExit) as done:
-        cli.main(["run", DUAL_FILE])
+        cli.main(["run", str(path)])
     assert done.value.code == 2
-    assert "IPv6 is described and rendered (lab validate, lab render) but not yet built on the kernel" in (
-        capsys.readouterr().err.replace("\n", " ")
+    assert "promiscuous-bridge with IPv6 is not built on the kernel yet" in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_link_below_ipv6s_minimum_mtu_is_refused_in_a_cluster_with_ipv6(tmp_path):
+    small = DUAL_TEXT.replace(
+        'podCIDR: "10.244.2.0/24,fd00:10:244:2::/64"}', 'podCIDR: "10.244.2.0/24,fd00:10:244:2::/64", mtu: 1200}'
     )
+    assert small != DUAL_TEXT
+    error = error_for(tmp_path, small)
+    assert error.field == "nodes[1].mtu" and "below IPv6's minimum link MTU, 1280" in error.message, str(error)

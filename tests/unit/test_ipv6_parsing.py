@@ -12,9 +12,12 @@ from lab.install.conntrack import family_args, parse_entries
 from lab.probe.capture import Frame
 from lab.probe.client import IcmpError, classify, parse_extended_error
 from lab.probe.craft import Segment
-from lab.probe.icmp_sent import icmp_type_of
-from lab.probe.pmtu import FragNeeded, ip_length
+from lab.probe.evidence.base import RuleHit
+from lab.probe.fib import WayBack, refusal_text
+from lab.probe.icmp_sent import icmp_of
+from lab.probe.pmtu import TooBig, ip_length
 from lab.probe.sockets import destination
+from lab.probe.why import explain
 from lab.realize.families import default_route, endpoint, host_prefixlen, versions
 
 # a's SYN to b:8080 (with MSS, SACK, timestamps and window scale options).
@@ -82,10 +85,12 @@ def test_an_icmpv6_error_tells_where_a_probe_went_but_neighbour_discovery_does_n
     assert not solicitation.opens_or_ends
 
 
-def test_ipv4_only_readers_leave_icmpv6_alone():
-    # The ICMP budget (net.ipv4's) and "fragmentation needed" are IPv4's: an ICMPv6 error is neither.
-    assert icmp_type_of(frame(PORT_UNREACHABLE)) is None
-    assert FragNeeded.of(frame(PORT_UNREACHABLE)) is None
+def test_the_icmp_readers_tell_icmpv6_by_its_own_protocol_and_types():
+    # The ICMP budget's counters read ICMPv6's destination unreachable (type 1) as its own, never as IPv4's type 3;
+    # a port unreachable is no Packet Too Big.
+    assert icmp_of(frame(PORT_UNREACHABLE)) == (58, 1)
+    assert icmp_of(frame(SYN)) is None
+    assert TooBig.of(frame(PORT_UNREACHABLE)) is None
 
 
 def test_an_ipv6_recverr_message_names_the_icmpv6_error_and_its_sender():
@@ -120,3 +125,25 @@ def test_an_address_says_its_family(address, version, prefixlen, default, writte
     assert host_prefixlen(address) == prefixlen
     assert default_route(address) == default
     assert endpoint(address, 80) == written
+
+
+def test_a_reject_answered_with_icmpv6_is_no_silent_reject():
+    # c answered a's datagram with ICMPv6 port unreachable: the client got it, and the why says where it went.
+    reject = RuleHit("filter", "KUBE-SERVICES", "-p udp -j REJECT", 1)
+    told = frame(PORT_UNREACHABLE)
+    unanswered = "the cause is not known"
+    said = explain("dropped", [("hub", reject)], [told], False, "", lambda *_: "", lambda _: unanswered)
+    assert said == "rejected on hub by filter KUBE-SERVICES: -p udp -j REJECT" and unanswered not in said
+    refused = explain("refused", [], [told], False, "ICMPv6 port unreachable", lambda *_: "")
+    assert refused == f"ICMPv6 port unreachable: hub/to-a in carried {told.summary()}"
+    silent = explain("dropped", [("hub", reject)], [frame(DATAGRAM)], False, "", lambda *_: "", lambda _: "not known")
+    assert silent.endswith("but no ICMPv6 error was sent back: not known")
+
+
+def test_an_ipv6_loopback_source_is_a_martian_and_ipv6_has_no_rp_filter_to_blame():
+    no_way = WayBack("", False, 0)
+    assert (
+        refusal_text(errno.EINVAL, "::1", "fd00:24:1::3", "eth0", no_way) == "martian source: ::1 is a loopback address"
+    )
+    said = refusal_text(errno.EINVAL, "fd00:24:9::1", "fd00:24:1::3", "eth0", no_way)
+    assert said == "martian: fd00:24:9::1 > fd00:24:1::3 cannot arrive on eth0"

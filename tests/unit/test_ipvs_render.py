@@ -252,6 +252,50 @@ def test_current_expectations_hold_for_1_30_to_1_37(version):
         check_golden(render(case.services, version, case.node_ips, config), GOLDEN / "current" / f"{case.golden}.txt")
 
 
+# TestNodePortIPv6 and TestIPv6Proxier: the same fake (NewFakeProxier) built for v1.IPv6Protocol; each proxier takes
+# its own family's ClusterIP, endpoints and node addresses and leaves the other family's alone.
+IPV6 = replace(FAKE, family="IPv6")
+IPV6_CASES = [
+    Case(
+        "node_port_ipv6-two_endpoints",
+        (svc("ns1", "svc1", "2020::1", **NODE_PORT, endpoints=(ep("10.180.0.1"), ep("1002:ab8::2:10"))),),
+        ("100.101.102.103", "2001:db8::1:1"),
+    ),
+    # The Service's ClusterIP is IPv4 (its slice says IPv6 but holds an IPv4 address): nothing for this proxier.
+    Case(
+        "node_port_ipv6-udp_ipv4_service",
+        (svc("ns1", "svc1", "10.20.30.41", protocol="UDP", **NODE_PORT, endpoints=(ep("10.180.0.1"),)),),
+        ("100.101.102.103",),
+        ("0.0.0.0/0",),
+    ),
+    Case(
+        "node_port_ipv6-no_endpoints",
+        (svc("ns1", "svc1", "2020::1", **NODE_PORT),),
+        ("100.101.102.103", "2001:db8::1:1"),
+    ),
+    Case(
+        "node_port_ipv6-sctp_multiple_node_ips",
+        (svc("ns1", "svc1", "2020::1", protocol="SCTP", **NODE_PORT, endpoints=(ep("2001::1"),)),),
+        ("2001:db8::1:1", "2001:db8::1:2"),
+    ),
+    Case(
+        "ipv6_proxier-with_endpoints",
+        (
+            svc("ns1", "svc1", "10.20.30.41", endpoints=(ep("10.180.0.1"),)),
+            svc("ns2", "svc2", "1002:ab8::2:1", 8080, "p8080", endpoints=(ep("1009:ab8::5:6", 8080),)),
+        ),
+    ),
+    Case("ipv6_proxier-no_endpoints", (svc("ns1", "svc1", "2001::1"),)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["1.30", "1.31", "1.37"])
+@pytest.mark.parametrize("case", IPV6_CASES, ids=lambda c: c.golden)
+def test_ipv6_kube_proxy_expectations(case: Case, version: str):
+    config = replace(IPV6, node_port_addresses=case.node_port_addresses)
+    check_golden(render(case.services, version, case.node_ips, config), GOLDEN / "ipv6" / f"{case.golden}.txt")
+
+
 def external_ip_servers(rules: IpvsRules, external_ips: set[str]) -> dict[str, list[str]]:
     return {s: rs for s, (_, rs) in rendered_ipvs(rules).items() if s.split()[1].rsplit(":", 1)[0] in external_ips}
 
@@ -298,10 +342,12 @@ def test_multi_port_service_bind_addr():
     assert render([]).dummy_addresses == ()
 
 
-def test_dismiss_localhost_rule_exist():
-    """TestDismissLocalhostRuleExist (IPv4): KUBE-SERVICES starts with -s 127.0.0.0/8 -j RETURN."""
-    first = next(r for r in render([]).nat_rules if r.startswith("-A KUBE-SERVICES "))
-    assert first == "-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN"
+@pytest.mark.parametrize(("config", "source"), [(FAKE, "127.0.0.0/8"), (IPV6, "::1/128")], ids=["ipv4", "ipv6"])
+def test_dismiss_localhost_rule_exist(config, source):
+    """TestDismissLocalhostRuleExist, its "ipv4 rule" and "ipv6 rule" (the IPv6 one on iptablestest.NewIPv6Fake):
+    KUBE-SERVICES starts with a RETURN of the family's loopback source."""
+    first = next(r for r in render([], config=config).nat_rules if r.startswith("-A KUBE-SERVICES "))
+    assert first == f"-A KUBE-SERVICES -s {source} -j RETURN"
 
 
 def real_servers(rules: IpvsRules, address: str) -> list[str]:

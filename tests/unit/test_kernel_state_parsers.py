@@ -37,6 +37,15 @@ def test_kube_ipvs0_addresses_with_their_prefix():
     assert parse_addresses(listing) == ("10.96.0.10/32", "10.96.0.20/32")
 
 
+def test_kube_ipvs0_addresses_of_both_families():
+    """A dual-stack node's kube-ipvs0 (`ip -o addr show dev D scope global`, as this kernel printed it)."""
+    listing = (
+        "3: kube-ipvs0    inet 10.96.0.10/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n"
+        "3: kube-ipvs0    inet6 fd00:10:96::a/128 scope global \\       valid_lft forever preferred_lft forever\n"
+    )
+    assert parse_addresses(listing) == ("10.96.0.10/32", "fd00:10:96::a/128")
+
+
 def test_set_members_as_ipset_save_prints_them():
     save = (
         "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\n"

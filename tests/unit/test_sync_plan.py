@@ -14,7 +14,8 @@ from lab.describe.topology import Topology
 from lab.render.kubeproxy.kernel_state import ConntrackEntry, KernelState, Reads, RealServerState
 from lab.render.kubeproxy.sync import SyncPlan, reads, sync
 
-TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGIES = REPO / "topologies"
 CLIENT, STATSD_0, STATSD_1, CLUSTER_IP = "10.244.1.2", "10.244.2.2", "10.244.2.3", "10.96.0.10"
 
 
@@ -190,3 +191,60 @@ def test_ipvs_addresses_and_set_members_by_their_differences():
     assert f"add KUBE-CLUSTER-IP {CLUSTER_IP},udp:8125" in plan.set_changes
     kept = sync(topo, topo, "node1", replace(state, bound_addresses=(f"{CLUSTER_IP}/32",)))
     assert kept.addresses_added == () and kept.addresses_deleted == ()
+
+
+DUAL = Path(__file__).resolve().parents[1] / "fixtures" / "dualstack" / "dual-stack-nodeport.yaml"
+
+
+def _dual_udp(version: str, endpoints: bool) -> Topology:
+    """The dual-stack fixture's PreferDualStack Service `web` served over UDP, with its endpoints or without."""
+    (topo,) = load_scenario(DUAL, {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    web, *rest = topo.services
+    ports = tuple(replace(p, protocol="UDP", endpoints=p.endpoints if endpoints else ()) for p in web.ports)
+    return replace(topo, services=(replace(web, ports=ports), *rest))
+
+
+def test_a_dual_stack_nodes_cleanup_is_each_proxiers_the_ipv6_one_with_its_family():
+    plan = sync(_dual_udp("1.31", True), _dual_udp("1.31", False), "node2", KernelState())
+    assert plan.cleanup.commands == (
+        ("-D", "--orig-dst", "10.96.0.10", "--dst-nat", "10.244.1.2", "-p", "udp"),
+        ("-D", "-p", "udp", "--dport", "30000", "--dst-nat", "10.244.1.2"),
+        ("-D", "--orig-dst", "fd00:10:96::a", "--dst-nat", "fd00:10:244:1::2", "-p", "udp", "-f", "ipv6"),
+        ("-D", "-p", "udp", "--dport", "30000", "--dst-nat", "fd00:10:244:1::2", "-f", "ipv6"),
+    )
+    # The reconciler (1.37, scaled to zero) deletes an IPv6 entry to the ClusterIP within its family.
+    entry = ConntrackEntry("udp ...", "fd00:10:244:2::2", "fd00:10:96::a", 80, "fd00:10:244:1::2")
+    plan = sync(_dual_udp("1.37", True), _dual_udp("1.37", False), "node2", KernelState(conntrack=(entry,)))
+    assert [d.args for d in plan.conntrack] == [
+        ("-D", "-p", "udp", "--orig-dst", "fd00:10:96::a", "--orig-port-dst", "80", "--reply-src", "fd00:10:244:1::2")
+        + ("-f", "ipv6")
+    ]
+
+
+def test_each_ipvs_proxier_of_a_dual_stack_node_changes_only_its_own_family():
+    """Dual-stack ipvs: the node's one kube-ipvs0 and one IPVS table hold both families'; each proxier unbinds only
+    its own family's stale addresses (GetLocalAddresses keeps its family, S1.30), checks only its own family's real
+    servers and changes only its own sets (KUBE-6-... for IPv6); link-local addresses are never read (install reads
+    global ones)."""
+    (topo,) = load_scenario(
+        REPO / "tests/fixtures/dualstack/dual-stack-nodeport.yaml", {"proxyMode": ["ipvs"]}
+    ).variants
+    state = KernelState(
+        bound_addresses=("10.96.0.99/32", "fd00:10:96::99/128", "fd00:10:96::a/128"),
+        set_members=("add KUBE-CLUSTER-IP 10.96.0.99,tcp:80", "add KUBE-6-CLUSTER-IP fd00:10:96::99,tcp:80"),
+        real_servers=(
+            RealServerState("TCP", "10.96.0.10:80", "10.244.9.9:8080", 0, 0, 0),
+            RealServerState("TCP", "[fd00:10:96::a]:80", "[fd00:10:244:9::9]:8080", 0, 0, 1),
+        ),
+    )
+    plan = sync(topo, topo, "node2", state)
+    v6 = plan.other_family
+    assert v6 is not None and plan.dataplane.other_family == v6.dataplane and v6.dataplane.family == "IPv6"
+    assert (plan.addresses_added, plan.addresses_deleted) == (("10.96.0.10/32",), ("10.96.0.99/32",))
+    assert (v6.addresses_added, v6.addresses_deleted) == (("fd00:10:96::b/128",), ("fd00:10:96::99/128",))
+    assert "del KUBE-CLUSTER-IP 10.96.0.99,tcp:80" in plan.set_changes
+    assert not any("KUBE-6-" in line for line in plan.set_changes)
+    assert "del KUBE-6-CLUSTER-IP fd00:10:96::99,tcp:80" in v6.set_changes
+    assert [d.server.service for d in plan.real_servers] == ["10.96.0.10:80"]
+    assert [(d.server.service, d.delete) for d in v6.real_servers] == [("[fd00:10:96::a]:80", False)]
+    assert v6.conntrack == () and not v6.cleanup.why  # the conntrack cleanup is the plan's own, once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from lab.describe import schema
+from lab.describe.families import family_of
 from lab.describe.refs import ObjectRef
 from lab.describe.resolve.checks import disjoint, inside, node_names, unique
 from lab.describe.topology import (
@@ -212,6 +213,6 @@ def gateway_routes(
         # A cloud sends an ipMode: Proxy address to its proxy (a declared load balancer), never to a node.
         direct = tuple(ip for ip in svc.ingress_ips if ip not in svc.proxy_ingress_ips)
         for vip in svc.external_ips + direct:
-            if vip not in {n.ip for n in nodes}:
-                routes.setdefault(vip, target.ip)
+            if vip not in {address for n in nodes for address in (n.ip, n.secondary_ip)}:
+                routes.setdefault(vip, target.ip_of(family_of(vip) or "IPv4"))  # the node's address of its family
     return tuple(r for r in routes.items() if r[0] not in served)

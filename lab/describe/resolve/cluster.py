@@ -31,12 +31,6 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
                 " order: each of clusterCIDR, serviceCIDR and underlay gives one network per family of the cluster,"
                 " the primary family first",
             )
-    if "IPv6" in families and c.proxy_mode == "ipvs":
-        raise src.error(
-            ("cluster", "proxyMode"),
-            "ipvs mode is modelled for IPv4 clusters only yet (its IPv6 proxier is rendered alone, not beside the"
-            " IPv4 one on a node's IPVS table and kube-ipvs0): use iptables or nftables with IPv6",
-        )
     for (a, na), (b, nb) in itertools.combinations(nets.items(), 2):
         for x, y in itertools.product(na, nb):
             if overlap(x, y):

@@ -14,6 +14,7 @@ from lab.describe.yamlsrc import FieldPath, Source
 # Bytes a tunnel adds to each packet: ipip an outer IPv4 header; VXLAN outer IPv4, UDP, VXLAN and Ethernet
 # headers. `auto` picks its kind later (ipip where the kernel has it): the wider of the two.
 TUNNEL_OVERHEAD = {"ipip": 20, "vxlan": 50, "auto": 50}
+IPV6_MIN_MTU = 1280  # RFC 8200 section 5: every link that carries IPv6
 
 
 def resolve_nodes(
@@ -48,6 +49,12 @@ def resolve_nodes(
             "secondary_bridge_ip": next(hosts(second_block)) if second_block else "",
         }
         labels = tuple(sorted((_kubelet_labels(n.name, arch) | n.labels).items()))
+        if n.mtu is not None and n.mtu < IPV6_MIN_MTU and "IPv6" in cluster.families:
+            raise src.error(
+                ("nodes", i, "mtu"),
+                f"{n.mtu} is below IPv6's minimum link MTU, {IPV6_MIN_MTU} (RFC 8200): Linux turns IPv6 off on such a"
+                " link; expected at least 1280 in a cluster with IPv6",
+            )
         if cluster.cni == "routed-tunnel":
             # No bridge: the tunnel device takes the block's first address, as Calico's tunl0 does.
             if second_block or family_of(pod_cidr) != "IPv4":

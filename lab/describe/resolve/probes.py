@@ -102,6 +102,11 @@ def _resolve_probe(
         )
     dst_ip, dst_port, protocol, target = _target(src, (*path, "to"), p.to, topo, p.family)
     _source_has_family(src, path, p.source, family_of(dst_ip) or "IPv4", topo)
+    if p.source_address and family_of(p.source_address) != (family_of(dst_ip) or "IPv4"):
+        raise src.error(
+            (*path, "sourceAddress"),
+            f"{p.source_address} is not an {family_of(dst_ip) or 'IPv4'} address: the probe travels to {dst_ip}",
+        )
     if p.craft and (p.protocol or protocol) != "TCP":
         raise src.error((*path, "craft"), f"craft: {p.craft} acts on an established TCP connection; this probe is UDP")
     if p.craft and p.attempts != 1:
@@ -118,7 +123,7 @@ def _resolve_probe(
             dst_ip=dst_ip,
             dst_port=dst_port,
             protocol=p.protocol or protocol,
-            expected=_expected(variant, path, p, topo),
+            expected=_expected(variant, path, p, topo, family_of(dst_ip) or "IPv4"),
             why=p.why,
             attempts=p.attempts,
             pause_ms=p.pause or 0,
@@ -178,7 +183,7 @@ def _flow_check(
     return replace(
         opener,
         name=p.name,
-        expected=_expected(variant, path, p, topo),
+        expected=_expected(variant, path, p, topo, opener.family),
         why=p.why,
         before=before,
         keep_every=0,
@@ -256,15 +261,16 @@ def _node_ip(src: Source, path: FieldPath, node: NodeSpec, family: Family) -> st
     return ip
 
 
-def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology) -> Expected:
-    """The first expectation whose `when` this variant matches."""
+def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topology, family: Family) -> Expected:
+    """The first expectation whose `when` this variant matches, its names resolved to their addresses of the
+    probe's `family`."""
     options = probe.expect if isinstance(probe.expect, list) else [probe.expect]
     for k, e in enumerate(options):
         epath: FieldPath = (*path, "expect", k) if isinstance(probe.expect, list) else (*path, "expect")
         if variant.applies(epath, e.when):
             if e.affinity is not None:
                 _affinity_judgeable(variant.source, (*epath, "affinity"), probe.attempts, topo)
-            chosen = _expectation(variant.source, epath, e, topo)
+            chosen = _expectation(variant.source, epath, e, topo, family)
             if any(KERNEL in o.when for o in options):  # the expectation depends on the kernel: the verdict names it
                 written = e.when.get(KERNEL)
                 said = ", which is " + " and ".join(written if isinstance(written, list) else [str(written)])
@@ -275,7 +281,7 @@ def _expected(variant: Variant, path: FieldPath, probe: schema.Probe, topo: Topo
     )
 
 
-def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology) -> Expected:
+def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topology, family: Family) -> Expected:
     """An expectation whose names (backends, node, entries, source) are the topology's; the source resolved to an
     address unless it depends on the entry node."""
     # A backend is a pod, or an external host a hand-written EndpointSlice names.
@@ -290,12 +296,12 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
     entries = node_names(src, (*path, "entries"), e.entries, topo.nodes)
     source = source_ip = local = remote = None
     if isinstance(e.source, schema.SourceByPlacement):
-        _source_name(src, (*path, "source", "local"), e.source.local, topo)
-        _source_name(src, (*path, "source", "remote"), e.source.remote, topo)
+        _source_name(src, (*path, "source", "local"), e.source.local, topo, family)
+        _source_name(src, (*path, "source", "remote"), e.source.remote, topo, family)
         local, remote = e.source.local, e.source.remote
         source = f"{local} (backend on the entry node) or {remote} (elsewhere)"
     elif e.source:
-        source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo)
+        source, source_ip = e.source, _source_name(src, (*path, "source"), e.source, topo, family)
     if e.outcome == schema.OBSERVE:
         if backends or e.node or e.source or e.entries or e.same_backend or e.affinity is not None:
             raise src.error(
@@ -337,16 +343,17 @@ def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topol
         )
 
 
-def _source_name(src: Source, path: FieldPath, name: str, topo: Topology) -> str | None:
-    """The address of a source name; None for a name relative to the entry node (checked here)."""
+def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family: Family) -> str | None:
+    """The address of a source name, of the probe's family where the name has one; None for a name relative to
+    the entry node (checked here)."""
     if (suffix := entry_suffix(name)) is not None:
         allowed = {"", "/eth0", "/cni0" if topo.cluster.cni == "bridge" else f"/{TUNNEL_NAME}"}
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
         return None
     if (pod := pod_named(src, path, name, topo.built_pods)) is not None and not pod.host_network:
-        return pod.ip
-    if (address := topo.address_of(name)) is not None:
+        return of_family(family, *pod.ips) or pod.ip
+    if (address := topo.address_of(name, family)) is not None:
         return address
     try:
         return str(ipaddress.ip_address(name))

@@ -1,7 +1,8 @@
 """iptables' packet counters as evidence: `iptables-save -c` before and after a probe, the rules that moved.
 
 On nodes with kubelet's ebtables KUBE-DEDUP chain (promiscuous-bridge) the bridge's counters are read
-with them: that chain drops frames too.
+with them: that chain drops frames too. In a cluster with IPv6, `ip6tables-save -c` is read beside iptables': a
+probe travels in one family, and a rule written alike in both families' tables counts the packets of either.
 """
 
 from __future__ import annotations
@@ -87,13 +88,20 @@ class CounterEvidence:
     """The rules whose packet counters moved since the snapshot taken after the previous probe, or, when
     packets flow between probes (kept flows), since the probe's own mark."""
 
-    def __init__(self, netns: str, backend: str, bridge: bool = False, traffic_between: bool = False) -> None:
-        self.netns, self.backend, self.bridge = netns, backend, bridge
+    def __init__(
+        self, netns: str, backend: str, bridge: bool = False, traffic_between: bool = False, ipv6: bool = False
+    ) -> None:
+        self.netns, self.backend, self.bridge, self.ipv6 = netns, backend, bridge, ipv6
         self.traffic_between = traffic_between
         self._last = self._snapshot()
 
     def _snapshot(self) -> Counters:
         counters = parse_counters(run_command(self.netns, (f"iptables-{self.backend}-save", "-c")))
+        if self.ipv6:
+            for key, packets in parse_counters(
+                run_command(self.netns, (f"ip6tables-{self.backend}-save", "-c"))
+            ).items():
+                counters[key] = counters.get(key, 0) + packets
         if self.bridge:
             # The bridge's tables are named apart from iptables' of the same name.
             bridged = parse_counters(run_command(self.netns, ("ebtables-save", "-c")))

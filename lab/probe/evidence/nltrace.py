@@ -50,6 +50,7 @@ NFT_TRACETYPE_POLICY, NFT_TRACETYPE_RETURN, NFT_TRACETYPE_RULE = 1, 2, 3
 # The table's family (nfgenmsg), named as nft names it.
 FAMILIES = {1: "inet", 2: "ip", 3: "arp", 5: "netdev", 7: "bridge", 10: "ip6"}
 NFPROTO_IPV4 = 2
+NFPROTO = {"ip": NFPROTO_IPV4, "ip6": 10}  # a table's family, by nft's name, as netlink numbers it
 POLICIES = {0: "DROP", 1: "ACCEPT"}  # NF_DROP, NF_ACCEPT: a base chain's only policies
 # nft reads its events with this buffer; a burst (a routing loop's 64 hops) fits in it.
 RECEIVE_BUFFER = 16 << 20

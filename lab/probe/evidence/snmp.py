@@ -1,12 +1,15 @@
-"""The kernel's own account of what it sent: each node's SNMP counters (/proc/net/snmp, what `nstat` reads),
-read before and after every probe. They say what no capture can: an ICMP error the kernel decided not to send,
-and why (IcmpOutRateLimitHost: the per-host budget, IcmpOutRateLimitGlobal: the host-wide one; both counted
-from torvalds/linux d0941130c935 "icmp: Add counters for rate limits", Linux 6.2 and stable 6.1.y since late 2024; not
-in 5.10), and which redirects it sent (IcmpOutRedirects).
+"""The kernel's own account of what it sent: each node's SNMP counters (/proc/net/snmp, and /proc/net/snmp6 in a run
+with IPv6: what `nstat` reads), read before and after every probe. They say what no capture can: an ICMP error the
+kernel decided not to send, and why (IcmpOutRateLimitHost: the per-host budget, IcmpOutRateLimitGlobal: the host-wide
+one; both counted from torvalds/linux d0941130c935 "icmp: Add counters for rate limits", Linux 6.2 and stable 6.1.y
+since late 2024; not in 5.10), and which redirects it sent (IcmpOutRedirects). ICMPv6 has its own:
+Icmp6OutDestUnreachs, Icmp6OutRedirects, Icmp6OutErrors, Icmp6OutPktTooBigs and Icmp6OutRateLimitHost (the same
+commit); what the host-wide budget withholds of ICMPv6 is counted in IPv4's IcmpOutRateLimitGlobal, which both
+families share (net/ipv6/icmp.c icmpv6_global_allow). TCP's counters are one table for both families.
 
 Every node is read, both times, so a counter that moved on a node the probe was not seen on is not lost. Each
-node's file is opened once, from inside its namespace (a proc file keeps the namespace it was opened in), and read
-again at every probe with no namespace switch: some microseconds a node."""
+node's files are opened once, from inside its namespace (a proc file keeps the namespace it was opened in), and
+read again at every probe with no namespace switch: some microseconds a node."""
 
 from __future__ import annotations
 
@@ -29,6 +32,13 @@ KEPT = (
     "IpOutNoRoutes",
     "TcpOutSegs",
     "TcpRetransSegs",
+    "Icmp6OutDestUnreachs",
+    "Icmp6OutRedirects",
+    "Icmp6OutErrors",
+    "Icmp6OutPktTooBigs",
+    "Icmp6OutRateLimitHost",
+    "Ip6OutDiscards",
+    "Ip6OutNoRoutes",
 )
 
 
@@ -51,23 +61,48 @@ def parse_snmp(text: str) -> Counters:
     return counters
 
 
-def _open() -> int:
+def parse_snmp6(text: str) -> Counters:
+    """/proc/net/snmp6 → {"Icmp6OutDestUnreachs": n, ...}: a name and its value per line, named as nstat names
+    them."""
+    counters: Counters = {}
+    for line in text.splitlines():
+        name, _, number = line.partition(" ")
+        if number.strip().isdigit():
+            counters[name] = int(number)
+    return counters
+
+
+def _open(name: str) -> int:
     # thread-self: the calling thread's namespace (/proc/self/net would be the main thread's, the host's).
-    return os.open("/proc/thread-self/net/snmp", os.O_RDONLY | os.O_CLOEXEC)
+    return os.open(f"/proc/thread-self/net/{name}", os.O_RDONLY | os.O_CLOEXEC)
 
 
 class CounterFiles:
-    """Each namespace's /proc/net/snmp, open while the probes run (closed before the namespaces are removed: an
-    open file holds its namespace)."""
+    """Each namespace's /proc/net/snmp (and snmp6 once a run with IPv6 asks), open while the probes run (closed
+    before the namespaces are removed: an open file holds its namespace)."""
 
     def __init__(self) -> None:
-        self._files: dict[str, int] = {}
+        self._files: dict[tuple[str, str], int] = {}  # (namespace, file name) → its descriptor
 
-    def read(self, namespaces: Sequence[str]) -> list[Counters]:
-        """Each namespace's counters, in the order given."""
-        if missing := [ns for ns in dict.fromkeys(namespaces) if ns not in self._files]:
-            self._files.update(zip(missing, in_each_netns(missing, _open), strict=True))
-        return [parse_snmp(os.pread(self._files[ns], 1 << 16, 0).decode()) for ns in namespaces]
+    def read(self, namespaces: Sequence[str], ipv6: bool = False) -> list[Counters]:
+        """Each namespace's counters, in the order given; with `ipv6`, IPv6's and ICMPv6's too (a second file,
+        read only where a run holds IPv6)."""
+        names = ("snmp", "snmp6") if ipv6 else ("snmp",)
+        if missing := [ns for ns in dict.fromkeys(namespaces) if (ns, names[-1]) not in self._files]:
+            opened = in_each_netns(missing, lambda: [_open(name) for name in names])
+            for ns, fds in zip(missing, opened, strict=True):
+                for name, fd in zip(names, fds, strict=True):
+                    if (ns, name) in self._files:
+                        os.close(fd)  # snmp, opened for an IPv4 read before
+                    else:
+                        self._files[ns, name] = fd
+        return [
+            parse_snmp(self._text(ns, "snmp")) | (parse_snmp6(self._text(ns, "snmp6")) if ipv6 else {})
+            for ns in namespaces
+        ]
+
+    def _text(self, ns: str, name: str) -> str:
+        return os.pread(self._files[ns, name], 1 << 16, 0).decode()
 
     def close(self) -> None:
         files, self._files = self._files, {}

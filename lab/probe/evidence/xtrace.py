@@ -14,6 +14,12 @@ Two readers per node, because neither alone is enough:
   rules. It reads with the default buffer and exits when a burst overflows it; then it is started again, and the
   rules it did not name are read from the node's tables (`nft -a list table` for the handles, in each chain's
   order, beside `iptables-nft-save` for the text).
+
+Both families: ip6tables-nft's rules are the `ip6` family's tables, traced alike; a rule is known by its family,
+table, chain and handle (each family's tables number their handles apart). xtables-monitor 1.8.9 prints an ip6
+rule's text empty ("Parsing nftables rule failed"), so those are named from the listing (`nft -a list table ip6`,
+`ip6tables-nft-save`). A probe travels in one family, so its hits are reported, as counters would be, by table
+and chain.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
 from lab.probe.evidence.nftrace import MARKER_PORT, MonitorLines, marker_missing
 from lab.probe.evidence.nltrace import (
-    NFPROTO_IPV4,
+    NFPROTO,
     NFT_TRACETYPE_POLICY,
     NFT_TRACETYPE_RULE,
     ChainLister,
@@ -38,7 +44,8 @@ from lab.probe.evidence.nltrace import (
 )
 from lab.realize.terminate import close_all
 
-RuleKey = tuple[str, str, int]  # table, chain, handle
+RuleKey = tuple[str, str, str, int]  # family ("ip", "ip6"), table, chain, handle
+_SAVE = {"ip": "iptables-nft-save", "ip6": "ip6tables-nft-save"}
 
 # "TRACE: 2 72995f49 nat:OUTPUT:rule:0x3:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -m comment ... -j KUBE-SERVICES"
 _PRINTED = re.compile(r"^TRACE: \d+ \w+ (\S+?):(\S+?):rule:(0x[0-9a-f]+):\S*\s+-4 -t \S+ -A \S+ (.*)$")
@@ -47,29 +54,30 @@ _LISTED_RULE = re.compile(r" # handle (\d+)$")
 
 
 def printed_rules(lines: list[str]) -> dict[RuleKey, str]:
-    """xtables-monitor's lines → each rule it printed, by table, chain and handle."""
+    """xtables-monitor's lines → each IPv4 rule it printed, by family, table, chain and handle."""
     return {
-        (m.group(1), m.group(2), int(m.group(3), 16)): m.group(4)
+        ("ip", m.group(1), m.group(2), int(m.group(3), 16)): m.group(4)
         for line in lines
         if (m := _PRINTED.match(line.strip()))
     }
 
 
-def traced_counts(records: list[TraceRecord]) -> dict[tuple[str, str, int, str], int]:
-    """The kernel's trace events → packets per (table, chain, handle, "") for a rule and (table, chain, -1,
-    "policy VERDICT") for a policy, in iptables-nft's tables (family ip). A packet whose headers came before the
-    window (the previous barrier's marker, still being traced) is not counted, nor the markers'."""
-    counts: dict[tuple[str, str, int, str], int] = {}
+def traced_counts(records: list[TraceRecord]) -> dict[tuple[str, str, str, int, str], int]:
+    """The kernel's trace events → packets per (family, table, chain, handle, "") for a rule and (family, table,
+    chain, -1, "policy VERDICT") for a policy, in iptables-nft's and ip6tables-nft's tables (families ip, ip6). A
+    packet whose headers came before the window (the previous barrier's marker, still being traced) is not counted,
+    nor the markers'."""
+    counts: dict[tuple[str, str, str, int, str], int] = {}
     counted: dict[int, bool] = {}  # trace id → its latest headers are a packet to count (ids are reused)
     for record in records:
         if record.packet is not None:
-            counted[record.trace_id] = record.family == "ip" and not record.packet.is_marker()
-        if record.family != "ip" or not counted.get(record.trace_id, False):
+            counted[record.trace_id] = record.family in _SAVE and not record.packet.is_marker()
+        if record.family not in _SAVE or not counted.get(record.trace_id, False):
             continue
         if record.kind == NFT_TRACETYPE_RULE and record.handle >= 0:
-            key = (record.table, record.chain, record.handle, "")
+            key = (record.family, record.table, record.chain, record.handle, "")
         elif record.kind == NFT_TRACETYPE_POLICY:
-            key = (record.table, record.chain, -1, f"policy {record.policy}")
+            key = (record.family, record.table, record.chain, -1, f"policy {record.policy}")
         else:
             continue
         counts[key] = counts.get(key, 0) + 1
@@ -90,9 +98,9 @@ def listed_handles(nft_listing: str) -> dict[str, list[int]]:
     return handles
 
 
-def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, str]:
-    """One table's rules by handle: `nft -a list table ip TABLE` gives each chain's handles in order, and
-    `iptables-nft-save -t TABLE` each chain's rules in the same order."""
+def listed_rules(nft_listing: str, save_text: str, table: str, family: str = "ip") -> dict[RuleKey, str]:
+    """One table's rules by handle: `nft -a list table FAMILY TABLE` gives each chain's handles in order, and
+    `iptables-nft-save -t TABLE` (ip6tables-nft-save for ip6) each chain's rules in the same order."""
     handles = listed_handles(nft_listing)
     texts: dict[str, list[str]] = {}
     for line in save_text.splitlines():
@@ -103,7 +111,7 @@ def listed_rules(nft_listing: str, save_text: str, table: str) -> dict[RuleKey, 
     for name, chain_handles in handles.items():
         if len(chain_handles) != len(texts.get(name, [])):
             continue  # a chain the two listings disagree on is left unnamed: its rules are then refused
-        rules |= {(table, name, h): text for h, text in zip(chain_handles, texts.get(name, []), strict=True)}
+        rules |= {(family, table, name, h): text for h, text in zip(chain_handles, texts.get(name, []), strict=True)}
     return rules
 
 
@@ -147,19 +155,19 @@ class XtablesTraceEvidence:
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         self.trace.barrier()
         counts = traced_counts(self.trace.records(mark))  # type: ignore[arg-type]
-        met = {key[:3] for key in counts if key[2] >= 0}
+        met = {key[:4] for key in counts if key[3] >= 0}
         self._name(met - self.names.keys())
         # A rule's place orders it only beside another entry of its chain (a rule, or the policy): a chain with one
         # (a Service's chain of a thousand endpoints, where one was picked) is never listed.
-        entries = Counter(key[:2] for key in counts)
-        self._position({key for key in met if entries[key[:2]] > 1} - self.positions.keys())
-        counters: Counters = {
-            (table, chain, handle, text or self.names[(table, chain, handle)]): packets
-            for (table, chain, handle, text), packets in counts.items()
-        }
+        entries = Counter(key[:3] for key in counts)
+        self._position({key for key in met if entries[key[:3]] > 1} - self.positions.keys())
         # In chain order, as the counters list them: not by handle (a step's `iptables -I` rule stands first).
-        in_order = sorted(counters.items(), key=lambda item: (*item[0][:2], self.positions.get(item[0][:3], -1)))
-        return counter_hits({}, dict(in_order))
+        in_order = sorted(counts.items(), key=lambda item: (*item[0][:3], self.positions.get(item[0][:4], -1)))
+        counters: Counters = {}
+        for (family, table, chain, handle, text), packets in in_order:
+            key = (table, chain, handle, text or self.names[(family, table, chain, handle)])
+            counters[key] = counters.get(key, 0) + packets
+        return counter_hits({}, counters)
 
     def _name(self, unnamed: set[RuleKey]) -> None:
         """Learn the text of rules met: from what xtables-monitor printed (once it has printed this barrier's
@@ -174,13 +182,14 @@ class XtablesTraceEvidence:
         if not self.printer.alive():  # overflowed by a burst: start it again for the next probe
             self.printer.close()
             self.printer, self.printed = MonitorLines(self.netns, ("xtables-monitor", "--trace")), 0
-        for table in sorted({table for table, _, _ in unnamed - self.names.keys()}):
-            nft = run_command(self.netns, ("nft", "-a", "list", "table", "ip", table))
-            self.names |= listed_rules(nft, run_command(self.netns, ("iptables-nft-save", "-t", table)), table)
+        for family, table in sorted({(family, table) for family, table, _, _ in unnamed - self.names.keys()}):
+            nft = run_command(self.netns, ("nft", "-a", "list", "table", family, table))
+            save = run_command(self.netns, (_SAVE[family], "-t", table))
+            self.names |= listed_rules(nft, save, table, family)
         if missing := sorted(unnamed - self.names.keys()):
-            table, chain, handle = missing[0]
+            family, table, chain, handle = missing[0]
             raise EvidenceError(
-                f"{self.netns}: the trace names rule handle {handle} of {table} {chain}, which neither "
+                f"{self.netns}: the trace names rule handle {handle} of {family} {table} {chain}, which neither "
                 "xtables-monitor nor the table's listing names: the rules that acted cannot be read"
             )
 
@@ -188,9 +197,9 @@ class XtablesTraceEvidence:
         """Learn where the rules met stand in their chains, from each chain's listing (once per chain until its
         rules change: a rule not seen before sends for the listing again). A chain alone costs its own rules, where
         its table's listing cost every endpoint's; asked over netlink, it costs no process."""
-        for table, chain in sorted({(table, chain) for table, chain, _ in unplaced}):
-            handles = self.lister.handles(NFPROTO_IPV4, table, chain)
-            self.positions |= {(table, chain, handle): i for i, handle in enumerate(handles)}
+        for family, table, chain in sorted({key[:3] for key in unplaced}):
+            handles = self.lister.handles(NFPROTO[family], table, chain)
+            self.positions |= {(family, table, chain, handle): i for i, handle in enumerate(handles)}
 
     def restart(self) -> None:
         """New rules: handles are not reused within a table, but a restore may replace every rule."""

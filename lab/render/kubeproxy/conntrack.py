@@ -20,13 +20,22 @@ first packet. Two shapes, one per era (Release.conntrack_reconciler):
 
 kube-proxy 1.32+ talks netlink; the lab deletes the same entries with the `conntrack` tool's equivalent
 filter (--orig-dst, --orig-port-dst, --reply-src), which the kernel applies alike.
+
+Each family's proxier cleans its own family's entries: the event-driven era's IPv6 commands end with `-f ipv6`
+(parametersWithFamily in pkg/proxy/conntrack/conntrack.go at
+kubernetes/kubernetes@2189d915782d5de2842c516c9381f303acbf610c: without it the tool deletes IPv4 entries only,
+which matters for `--dport` alone), and the reconciler lists and deletes per family (ClearEntries(ipFamily, ...)
+in that file at kubernetes/kubernetes@5201a68319e0b79ec87933d0199a13259e25a94d); a dual-stack node's cleanup is
+both proxiers'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from lab.describe.families import Family, family_of
+from lab.render.kubeproxy.addresses import parse_ip
 from lab.render.kubeproxy.kernel_state import ConntrackEntry
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
@@ -88,13 +97,49 @@ def _counted(ep: Endpoint, release: Release) -> bool:
 
 
 def cleanup(
-    old: Sequence[ServicePort], new: Sequence[ServicePort], release: Release, *, restart: bool = False
+    old: Sequence[ServicePort],
+    new: Sequence[ServicePort],
+    release: Release,
+    *,
+    restart: bool = False,
+    family: Family = "IPv4",
 ) -> Cleanup:
-    """kube-proxy's conntrack cleanup after a sync that went from `old` to `new` (restart: a new kube-proxy
-    process, whose first sync knows no `old`)."""
+    """The conntrack cleanup of the proxier of `family` after a sync that went from `old` to `new` (its family's
+    Service ports; restart: a new kube-proxy process, whose first sync knows no `old`)."""
+    old, new = _of_family(old, family), _of_family(new, family)
     if release.conntrack_reconciler:
         return _reconcile(new, release)
-    return _events({} if restart else _udp(old), _udp(new), release)
+    events = _events({} if restart else _udp(old), _udp(new), release)
+    if family == "IPv4":
+        return events
+    return Cleanup(deletes=tuple(((*args, "-f", "ipv6"), why) for args, why in events.deletes), why=events.why)
+
+
+def _of_family(ports: Sequence[ServicePort], family: Family) -> list[ServicePort]:
+    """The ports as the family's proxier knows them: endpoints (its EndpointSlices), externalIPs and LoadBalancer
+    IPs of its family only (a Service port carries every family's, as render's proxiers take theirs)."""
+
+    def mine(ips: Sequence[str]) -> tuple[str, ...]:
+        return tuple(ip for ip in ips if parse_ip(ip, family) is not None)
+
+    return [
+        replace(
+            port,
+            endpoints=tuple(ep for ep in port.endpoints if parse_ip(ep.ip, family) is not None),
+            external_ips=mine(port.external_ips),
+            load_balancer_ips=mine(port.load_balancer_ips),
+        )
+        for port in ports
+    ]
+
+
+def combined(cleanups: Sequence[Cleanup]) -> Cleanup:
+    """A dual-stack node's cleanup: each family's proxier's, the primary's first."""
+    return Cleanup(
+        deletes=tuple(d for c in cleanups for d in c.deletes),
+        reconcile=tuple(r for c in cleanups for r in c.reconcile),
+        why=tuple(w for c in cleanups for w in c.why),
+    )
 
 
 def _events(old: dict[str, ServicePort], new: dict[str, ServicePort], release: Release) -> Cleanup:
@@ -170,7 +215,8 @@ def _stale(entry: ConntrackEntry, frontend: Frontend, by_ip: bool) -> ConntrackD
     one: the original destination (its IP where that is a frontend; a NodePort is matched by port alone) and
     the reply source."""
     dst = ("--orig-dst", entry.orig_dst) if by_ip else ()
-    args = ("-D", "-p", "udp", *dst, "--orig-port-dst", str(entry.orig_dport), "--reply-src", entry.reply_src)
+    family = ("-f", "ipv6") if family_of(entry.orig_dst) == "IPv6" else ()  # the IPv6 proxier's own family's
+    args = ("-D", "-p", "udp", *dst, "--orig-port-dst", str(entry.orig_dport), "--reply-src", entry.reply_src, *family)
     reason = f"stale UDP entry to {frontend}: {entry.reply_src} is no serving endpoint of it"
     return ConntrackDeletion(args, reason, f"deleted {entry.text}")
 

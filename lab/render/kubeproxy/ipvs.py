@@ -15,7 +15,8 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
 - kubernetes/kubernetes pkg/proxy/ipvs/proxier.go of the 1.31+ era (contextual logging, nodeName;
   commit not recorded; the version whose NewProxier takes a context and nodeName): sync logic, sets, chains and rules
   identical to S1.30, so 1.31-1.35 render as 1.30. kube-proxy's own tests at
-  531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree.
+  531be81208e2274ef42e72525a26610a9622bcdf (tests/unit/test_ipvs_render.py) agree, their IPv6 ones
+  (TestNodePortIPv6, TestIPv6Proxier, TestDismissLocalhostRuleExist's "ipv6 rule") included.
 - 1.36-1.37 render as 1.35 too (INFERRED): their changelogs name no ipvs rule change, only when it syncs
   (#135631 periodic full resync again, 1.36; #138571 no full resync above 1000 endpoints, 1.37), how fast it
   lists addresses (#138927, 1.37) and the KubeProxyIPVS gate that starts the mode's deprecation (#139397,
@@ -52,7 +53,10 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - It renders the steady state of a full sync: no stale entries to delete, no graceful
   termination (terminating real servers at weight 0; the install stage does it). The sockets kube-proxy up to 1.23
   held on NodePorts and externalIPs are ports.py's.
-- IPv4 only; IPv6 addresses are ignored, as kube-proxy's IPv4 proxier ignores them.
+- One proxier, of config.family: the other family's addresses are ignored, as each of kube-proxy's proxiers
+  ignores them. A dual-stack node runs both on one IPVS table and one kube-ipvs0 (NewDualStackProxier): each
+  proxier's sets, rules and virtual servers are its own, and each deletes only its own family's virtual servers
+  and kube-ipvs0 addresses (lab/render/kubeproxy/sync.py).
 - No "mh" source-hash scheduler flags. Topology-aware routing picks the real servers as in every mode
   (endpoints.py).
 - 1.20 on a fresh node wrote every nat chain declaration as ":KUBE-POSTROUTING" and the filter one as
@@ -150,8 +154,22 @@ IPSET_INFO: dict[str, tuple[str, str]] = {
 _NODE_PORT_SETS = {"tcp": NODE_PORT_TCP, "udp": NODE_PORT_UDP, "sctp": NODE_PORT_SCTP}
 _NODE_PORT_LOCAL_SETS = {"tcp": NODE_PORT_LOCAL_TCP, "udp": NODE_PORT_LOCAL_UDP, "sctp": NODE_PORT_LOCAL_SCTP}
 _IPVSADM_PROTOCOL = {"TCP": "-t", "UDP": "-u", "SCTP": "--sctp-service"}
-_LOOPBACK = "127.0.0.0/8"
+# writeIptablesRules' "Dismiss connects to localhost early" source, per proxier family (S1.26 to S1.30 proxier.go
+# loAddr; kube-proxy's TestDismissLocalhostRuleExist "ipv6 rule" at 531be81208e2274ef42e72525a26610a9622bcdf).
+_LOOPBACK = {"IPv4": "127.0.0.0/8", "IPv6": "::1/128"}
 _SET_FAMILY = {"IPv4": "inet", "IPv6": "inet6"}  # ipset's family of the proxier's hash sets
+_SET_NAME_MAX = 31  # ipset's longest set name
+
+
+def set_name(name: str, family: Family) -> str:
+    """The name the proxier of `family` gives one of ipsetInfo's sets: the IPv6 proxier's "KUBE-" becomes "KUBE-6-"
+    (so both families' sets coexist on a dual-stack node), cut to ipset's 31 characters (KUBE-LOAD-BALANCER-
+    SOURCE-CIDR becomes KUBE-6-LOAD-BALANCER-SOURCE-CID); the IPv4 names stay as they were. NewIPSet in
+    openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/ipset.go at 64fa36f66f2b314c0c770b641c3b681fe4425354
+    (1.20) and 70cefcddca885822c5e7214eaf9f0da33eccb26b (1.30), called with isIPv6 from NewProxier's ipFamily."""
+    if family == "IPv4":
+        return name
+    return name.replace("KUBE-", "KUBE-6-", 1)[:_SET_NAME_MAX]
 
 
 def ipvsadm_flag(protocol: str) -> str:
@@ -197,7 +215,7 @@ def check_ipvs_version(version: str) -> str | None:
 class IpSet:
     """One ipset as kube-proxy creates it, with its entries in Entry.String() form."""
 
-    name: str
+    name: str  # as the proxier names it (set_name): KUBE-6-... for the IPv6 proxier's
     set_type: str
     comment: str
     entries: tuple[str, ...] = ()
@@ -247,12 +265,12 @@ class VirtualServer:
 
 @dataclass(frozen=True)
 class IpvsRules(xtables.XtablesPayload):
-    """Everything kube-proxy's ipvs mode puts into one node's kernel (IPv4)."""
+    """Everything one of kube-proxy's ipvs proxiers (of ProxyConfig.family) puts into one node's kernel."""
 
     table_order = ("nat", "filter")
 
     version: str
-    # The /32s bound on kube-ipvs0.
+    # The /32s (the IPv6 proxier's /128s) bound on kube-ipvs0.
     dummy_addresses: tuple[str, ...]
     ipsets: tuple[IpSet, ...]
     virtual_servers: tuple[VirtualServer, ...]
@@ -271,7 +289,8 @@ class IpvsRules(xtables.XtablesPayload):
     node_port_addresses: tuple[str, ...] = ()
 
     def ipset(self, name: str) -> IpSet:
-        return next(s for s in self.ipsets if s.name == name)
+        """A set by ipsetInfo's name (KUBE-CLUSTER-IP finds the IPv6 proxier's KUBE-6-CLUSTER-IP too)."""
+        return next(s for s in self.ipsets if s.name in (name, set_name(name, "IPv6")))
 
     def ipset_restore(self) -> str:
         """Input for `ipset restore`: every set kube-proxy creates, then their entries.
@@ -338,7 +357,7 @@ def render_ipvs(
         version=version,
         dummy_addresses=tuple(f"{ip}/{32 if config.family == 'IPv4' else 128}" for ip in state.bound),
         ipsets=tuple(
-            IpSet(name, *IPSET_INFO[name], tuple(state.sets[name]), family=_SET_FAMILY[config.family])
+            IpSet(set_name(name, config.family), *IPSET_INFO[name], tuple(state.sets[name]), _SET_FAMILY[config.family])
             for name in _set_names(release)
         ),
         virtual_servers=tuple(state.virtual_servers.values()),
@@ -446,7 +465,9 @@ def _ipvs_filter_returns(release: Release) -> tuple[tuple[str, str], ...]:
 def _sysctls(release: Release, config: ProxyConfig, kernel: tuple[int, int]) -> dict[str, int]:
     """What NewProxier ensures (EnsureSysctl), in its order."""
     sysctls = {}
-    if release.ipvs_route_localnet and config.family == "IPv4":
+    # Set by the proxier of either family (S1.20 NewProxier sets it before it knows its family): an IPv6-only
+    # node's kube-proxy up to 1.20 sets IPv4's route_localnet too.
+    if release.ipvs_route_localnet:
         sysctls["net/ipv4/conf/all/route_localnet"] = 1
     sysctls["net/ipv4/vs/conntrack"] = 1
     # conn_reuse_mode=0 needs kernel >= 4.1; from 1.22 kernels >= 5.9 keep their default.
@@ -617,14 +638,16 @@ def _write_iptables_rules(state: _State) -> _Tables:
     def nonempty(name: str) -> bool:
         return bool(state.sets[name])
 
-    def set_match(name: str, match_type: str) -> tuple[str, ...]:
-        comment = ("-m", "comment", "--comment", xtables.quoted(IPSET_INFO[name][1]))
-        return (*comment, "-m", "set", "--match-set", name, match_type)
+    def match_set(name: str, match_type: str) -> tuple[str, ...]:
+        # Every rule names the set as this proxier's family calls it (ipsetList[...].Name).
+        return ("-m", "set", "--match-set", set_name(name, config.family), match_type)
 
-    if release.ipvs_filter and state.node.config.family == "IPv4":
-        # Dismiss connections to localhost early (127/8: the IPv6 proxier writes no such rule, INFERRED: IPv6 has
-        # no route_localnet to guard against).
-        out.add("nat", "-A", KUBE_SERVICES, "-s", _LOOPBACK, "-j", "RETURN")
+    def set_match(name: str, match_type: str) -> tuple[str, ...]:
+        return ("-m", "comment", "--comment", xtables.quoted(IPSET_INFO[name][1]), *match_set(name, match_type))
+
+    if release.ipvs_filter:
+        # Dismiss connections to localhost early: 127.0.0.0/8, or ::1/128 in the IPv6 proxier.
+        out.add("nat", "-A", KUBE_SERVICES, "-s", _LOOPBACK[config.family], "-j", "RETURN")
 
     for name, table, chain, target, match_type, proto in _set_jumps(release):
         if nonempty(name):
@@ -632,16 +655,15 @@ def _write_iptables_rules(state: _State) -> _Tables:
             out.add(table, "-A", chain, protocol, set_match(name, match_type), "-j", target)
 
     if nonempty(CLUSTER_IP):
-        head = ("-A", KUBE_SERVICES, "-m", "comment", "--comment", xtables.quoted(IPSET_INFO[CLUSTER_IP][1]))
-        head += ("-m", "set", "--match-set", CLUSTER_IP)
         if config.masquerade_all:
-            out.add("nat", head, "dst,dst", "-j", KUBE_MARK_MASQ)
+            out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "dst,dst"), "-j", KUBE_MARK_MASQ)
         elif config.cluster_cidr:
             # Off-cluster traffic to a VIP may be routed to any node: masquerade it.
-            out.add("nat", head, "dst,dst", "!", "-s", config.cluster_cidr, "-j", KUBE_MARK_MASQ)
+            masq = ("!", "-s", config.cluster_cidr, "-j", KUBE_MARK_MASQ)
+            out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "dst,dst"), masq)
         else:
             # No local-traffic detector: masquerade node traffic that left with a VIP as source.
-            out.add("nat", head, "src,dst", "-j", KUBE_MARK_MASQ)
+            out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "src,dst"), "-j", KUBE_MARK_MASQ)
 
     def external_ip_rules(match: tuple[str, ...]) -> None:
         # Off-machine traffic (not bridged in, not from a local address), and traffic to local addresses.
@@ -671,7 +693,7 @@ def _write_iptables_rules(state: _State) -> _Tables:
     # acceptIPVSTraffic: these must stay last in KUBE-SERVICES.
     for name in (CLUSTER_IP, LOAD_BALANCER):
         if nonempty(name):
-            out.add("nat", "-A", KUBE_SERVICES, "-m", "set", "--match-set", name, "dst,dst", "-j", "ACCEPT")
+            out.add("nat", "-A", KUBE_SERVICES, match_set(name, "dst,dst"), "-j", "ACCEPT")
 
     out.filter += xtables.forward_accept_rules(node.mark, release)
 
@@ -681,9 +703,9 @@ def _write_iptables_rules(state: _State) -> _Tables:
     if release.ipvs_filter:
         # No reaching host ports through a VIP (issue 72236).
         for name, match_type in _ipvs_filter_returns(release):
-            out.add("filter", "-A", KUBE_IPVS_FILTER, "-m", "set", "--match-set", name, match_type, "-j", "RETURN")
+            out.add("filter", "-A", KUBE_IPVS_FILTER, match_set(name, match_type), "-j", "RETURN")
         new = ("-m", "conntrack", "--ctstate", "NEW")
-        out.add("filter", "-A", KUBE_IPVS_FILTER, new, "-m", "set", "--match-set", IPVS_IPS, "dst", "-j", "REJECT")
+        out.add("filter", "-A", KUBE_IPVS_FILTER, new, match_set(IPVS_IPS, "dst"), "-j", "REJECT")
 
     out.nat += [*xtables.postrouting_rules(node.mark, config.random_fully), xtables.mark_masq_rule(node.mark)]
     return out

@@ -5,6 +5,30 @@ moment)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from ipaddress import ip_interface
+
+from lab.render.kubeproxy.addresses import Family
+from lab.render.kubeproxy.kernel_state import KernelState
+
+_VERSIONS: dict[Family, int] = {"IPv4": 4, "IPv6": 6}
+
+
+def family_state(state: KernelState, family: Family) -> KernelState:
+    """What the ipvs proxier of `family` sees of what a dual-stack node's one IPVS table and one kube-ipvs0 hold: its
+    own family's addresses (GetLocalAddresses keeps isValidForSet's family, S1.27 to S1.30 netlink_linux.go;
+    getLegacyBindAddr skips the other family's, S1.20 to S1.26) and its own family's virtual servers'
+    real servers (cleanLegacyService's "Not our family"; each proxier's graceful termination manager holds only
+    the real servers it weighted down). openshift/sdn vendor/k8s.io/kubernetes/pkg/proxy/ipvs/ at
+    64fa36f66f2b314c0c770b641c3b681fe4425354 (1.20) and 70cefcddca885822c5e7214eaf9f0da33eccb26b (1.30).
+    ipvsadm writes an IPv6 virtual server's address in brackets. The sets' members stay whole: each proxier's
+    sets have names of their own (KUBE-6-... for IPv6), and set_changes reads only its own sets'."""
+    version = _VERSIONS[family]
+    return KernelState(
+        conntrack=state.conntrack,
+        real_servers=tuple(s for s in state.real_servers if s.service.startswith("[") == (family == "IPv6")),
+        bound_addresses=tuple(a for a in state.bound_addresses if ip_interface(a).version == version),
+        set_members=state.set_members,
+    )
 
 
 def address_changes(wanted: Sequence[str], bound: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -23,8 +23,8 @@ class RealServerState:
     """One IPVS real server as `ipvsadm -Ln` lists it: its virtual server, weight and connection counts."""
 
     protocol: str  # "TCP", "UDP", "SCTP"
-    service: str  # the virtual server's "IP:port"
-    address: str  # the real server's "IP:port"
+    service: str  # the virtual server's "IP:port" ("[IP]:port" for IPv6, as ipvsadm writes it)
+    address: str  # the real server's "IP:port" (likewise)
     weight: int
     active: int  # ActiveConn
     inactive: int  # InActConn
@@ -36,8 +36,8 @@ class KernelState:
     stays empty (Reads says which)."""
 
     conntrack: tuple[ConntrackEntry, ...] = ()  # the UDP entries
-    real_servers: tuple[RealServerState, ...] = ()  # in `ipvsadm -Ln`'s order
-    bound_addresses: tuple[str, ...] = ()  # kube-ipvs0's, as "IP/prefix"
+    real_servers: tuple[RealServerState, ...] = ()  # in `ipvsadm -Ln`'s order, every family's
+    bound_addresses: tuple[str, ...] = ()  # kube-ipvs0's global ones of every family, as "IP/prefix"
     set_members: tuple[str, ...] = ()  # every ipset member, as `ipset save` prints it: "add SET ENTRY"
 
 

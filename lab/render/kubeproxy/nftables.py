@@ -79,7 +79,7 @@ FAMILY = "ip"
 # kube-proxy's IPv6 proxier writes the same rules in its own `ip6 kube-proxy` table (not `inet`: KEP-3866): the
 # proxier substitutes ipX ("ip"/"ip6") and ipvX_addr ("ipv4_addr"/"ipv6_addr") into each rule and set type, which
 # the transaction does here for rules written in the IPv4 table's words.
-_TABLE_FAMILY = {"IPv4": "ip", "IPv6": "ip6"}
+TABLE_FAMILY = {"IPv4": "ip", "IPv6": "ip6"}
 _IP_MATCH = re.compile(r"\bip (saddr|daddr)\b")
 TABLE = "kube-proxy"
 
@@ -118,7 +118,9 @@ _NAME_BASE_MAX = 256 - 16
 _IP_PORT_PROTO = "ipv4_addr . inet_proto . inet_service : verdict"
 _PORT_PROTO = "inet_proto . inet_service : verdict"
 _NO_LOCALHOST = "ip daddr != 127.0.0.0/8"
-_NO_LOCALHOST_V6 = "ip6 daddr != ::1"  # the IPv6 proxier's noLocalhost (INFERRED: no IPv6 nftables golden here)
+# The IPv6 proxier's noLocalhost: setupNFTables in pkg/proxy/nftables/proxier.go (kubernetes/kubernetes
+# 01d7de5464ba38091b53e0a4d5077ddde9553c08).
+_NO_LOCALHOST_V6 = "ip6 daddr != ::1"
 _LOCALHOST = "ip daddr 127.0.0.0/8"
 
 # 1.37's KubeProxyNFTablesLocalhostNodePorts gate (#138427): the protocols whose localhost NodePorts kube-proxy
@@ -266,7 +268,7 @@ def render_nftables(
         raise ValueError(problem)
     release = Release.of(version)
     node = _Node.build(config, node_ips, release)
-    tx = _Tx(family=_TABLE_FAMILY[config.family])
+    tx = _Tx(family=TABLE_FAMILY[config.family])
     _write_setup(tx, node, release)
     # syncProxyRules' activeChains: per-service chains are added and flushed once per transaction.
     active: set[str] = set()

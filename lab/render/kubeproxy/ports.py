@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.render.kubeproxy.addresses import parse_ipv4
+from lab.render.kubeproxy.addresses import parse_ip
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release
@@ -29,11 +29,14 @@ class HeldPort:
     address: str  # "" = every address of the node (a zero CIDR in --nodeport-addresses)
     port: int
     description: str  # kube-proxy's own: "nodePort for ns/name:port", "externalIP for ns/name:port"
+    family: str = "IPv4"  # the proxier's: utilnet.LocalPort's IPFamily, a "tcp4" or "tcp6" socket
 
     def covers(self, protocol: str, address: str, port: int) -> bool:
         return self.protocol == protocol and self.port == port and self.address in ("", address)
 
     def __str__(self) -> str:
+        if self.family == "IPv6":
+            return f"{self.protocol} [{self.address or '::'}]:{self.port} ({self.description})"
         return f"{self.protocol} {self.address or '0.0.0.0'}:{self.port} ({self.description})"
 
 
@@ -50,9 +53,9 @@ def held_ports(
             continue
         name = svc.port_name_string
         for ip in svc.external_ips:
-            if (address := parse_ipv4(ip)) is not None and address in base.addresses:
-                held.append(HeldPort(svc.protocol, ip, svc.port, f"externalIP for {name}"))
+            if (address := parse_ip(ip, config.family)) is not None and address in base.addresses:
+                held.append(HeldPort(svc.protocol, ip, svc.port, f"externalIP for {name}", config.family))
         if svc.node_port:
             addresses = [""] if base.node_ports_everywhere else [str(a) for a in base.node_port_addresses()]
-            held += [HeldPort(svc.protocol, a, svc.node_port, f"nodePort for {name}") for a in addresses]
+            held += [HeldPort(svc.protocol, a, svc.node_port, f"nodePort for {name}", config.family) for a in addresses]
     return tuple(dict.fromkeys(held))
