@@ -9,6 +9,8 @@ to the ClusterIP. Every probe expects `delivered` by any web pod, so the benchma
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 
@@ -84,8 +86,12 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
     for column in ("nodes × pods", "namespaces", "render s", "build s", "raw ip s", "build / raw ip", "install s",
-                   "probe session s", "per probe s", "per probe / first", "teardown s", "total s"):  # fmt: skip
+                   "probe session s", "per probe s", "per probe / first", "teardown s", "total s",
+                   "total / raw ip"):  # fmt: skip
         table.add_column(column, justify="right")
+    # A shared machine's load inflates every time: the raw ip floor measured beside each size is what to read them
+    # against, and the load says how far to trust them.
+    load = f"{os.getloadavg()[0]:.2f}"
     first_probe = 0.0  # the first size's time per probe: what a probe costs in a small cluster
     for nodes, pods in sizes:
         path = directory / f"cluster-{nodes}x{pods}.yaml"
@@ -120,8 +126,13 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             f"{per_probe / first_probe:.2f}×",
             f"{med('teardown'):.2f}",
             f"{med('total'):.2f}",
+            f"{med('total') / raw:.2f}×",
         )
         started = time.strftime("%H:%M:%S")
         console.print(f"[dim]{started} {nodes}x{pods} done[/dim]")
+    table.caption = (
+        f"{os.cpu_count()} cores, kernel {platform.release()}; load average {load} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end"
+    )
     console.print(table)
     return 0

@@ -19,7 +19,7 @@ from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
 from lab.probe.evidence.base import Evidence, EvidenceError, RuleHit
 from lab.probe.evidence.nftrace import TCP_SYN
-from lab.probe.evidence.snmp import Counters, moved, read_counters
+from lab.probe.evidence.snmp import CounterFiles, Counters, moved
 from lab.probe.flows import flow_entries
 from lab.probe.icmp_sent import icmp_sent
 from lab.probe.observation import Hop, Observation
@@ -97,11 +97,13 @@ class Observer:
         evidence: Mapping[str, Evidence],
         rule_actors: list[str],
         ports: set[int],
+        snmp: CounterFiles,
     ) -> None:
         # The session's own resources (its evidence and ports are filled as it starts), read here, never closed.
         self.realized, self.captures, self.echo, self.evidence = realized, captures, echo, evidence
         self.rule_actors = rule_actors  # the actors whose rules are read, in the session's order
         self.ports = ports  # where the backends listen: a probe's packets go to these or its own port
+        self.snmp = snmp  # each node's SNMP counters
         self.client_sockets: set[str] = set()  # "ip:port" of every client socket a probe used so far
         self.sent_icmp: list[SentIcmp] = []  # what each node's ICMP counters say it sent, probe by probe
         self.last_counters: dict[str, Counters] = {}  # each node's, after the previous probe
@@ -114,7 +116,7 @@ class Observer:
         marks = {actor: _marked(evidence) for actor, evidence in self.evidence.items()}
         nodes = [n.name for n in running.nodes]
         counted = nodes + [probe.source] * (probe.source not in nodes)  # the nodes, and the client
-        counters = read_counters([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
+        counters = self.snmp.read([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
         between = {a: moved(self.last_counters.get(a, c), c) for a, c in zip(counted, counters, strict=True)}
         seen = self.captures.since(self.frames_end) if self.frames_end <= frames else []
         self.sent_icmp += icmp_sent(
@@ -134,7 +136,7 @@ class Observer:
             self.client_sockets.add(result.local)
         arrivals = self.echo.arrivals_since(before.arrivals)
         counted = before.counted
-        counters_after = read_counters([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
+        counters_after = self.snmp.read([self.realized.ns_of(actor) for actor in counted], _ipv6(running))
         deltas = {a: moved(b, c) for a, b, c in zip(counted, before.counters, counters_after, strict=True)}
         self.last_counters = dict(zip(counted, counters_after, strict=True))
         # The rules' evidence right after the counters, before the nodes are asked anything else, in the order the

@@ -23,6 +23,7 @@ from lab.probe.capture import Captures, write_pcaps
 from lab.probe.evidence.base import Evidence
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TraceEvidence
+from lab.probe.evidence.snmp import CounterFiles
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 from lab.probe.explain import Explainer
 from lab.probe.flows import KeptFlow
@@ -98,7 +99,10 @@ class ProbeSession:
         self.traced = {n.name for n in built.nodes} if built.cluster.proxy_mode == "nftables" else set()
         self.ebtables = built.cluster.cni == "bridge" and built.cluster.hairpin_mode == "promiscuous-bridge"
         self.sender = Sender(realized, timeout, self.captures, self.echo)
-        self.observer = Observer(realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports)
+        self.snmp = CounterFiles()
+        self.observer = Observer(
+            realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports, self.snmp
+        )
 
     def __enter__(self) -> ProbeSession:
         built = self.realized.topology
@@ -122,8 +126,17 @@ class ProbeSession:
         return self
 
     def __exit__(self, *_: object) -> None:
-        closeables = (*self.flows.values(), self.echo, self.captures, *self.evidence.values())
-        close_all(closeable.close for closeable in closeables)
+        closeables = (*self.flows.values(), self.echo, self.captures, self.snmp)
+        close_all((*(closeable.close for closeable in closeables), self._close_evidence))
+
+    def _close_evidence(self) -> None:
+        """Every rule actor's evidence, closed side by side: closing a tracer is mostly waiting for its monitor's
+        process to end, which at a hundred nodes one after another took seconds. Each is closed whatever another
+        raised; the first failure is raised once all are closed."""
+        with ThreadPoolExecutor(max_workers=EVIDENCE_WORKERS, thread_name_prefix="evidence") as pool:
+            closing = [pool.submit(evidence.close) for evidence in self.evidence.values()]
+        if failures := [future.exception() for future in closing if future.exception() is not None]:
+            raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 
     def _listen(self, backends: list[Listener]) -> None:
         for listener in backends:

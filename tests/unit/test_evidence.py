@@ -102,23 +102,48 @@ def test_frame_summaries():
     assert arp.summary() is None and not arp.opens_or_ends
 
 
-# `nft -a monitor trace` as nft 1.0.6 prints iptables-nft's rules: the window opens in the middle of the previous
-# barrier's marker (its packet line came before), then a probe's SYN, then this barrier's marker.
-NFT_TRACE = """\
-trace id 77bc1eb0 ip nat OUTPUT rule  counter jump KUBE-SERVICES # handle 15 (verdict jump KUBE-SERVICES)
-trace id 33742cb6 inet lab-trace prerouting packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
-trace id 33742cb6 inet lab-trace prerouting rule meta nftrace set 1 # handle 2 (verdict continue)
-trace id 33742cb6 inet lab-trace prerouting policy accept
-trace id 33742cb6 ip nat PREROUTING packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
-trace id 33742cb6 ip nat PREROUTING rule  counter jump KUBE-SERVICES # handle 14 (verdict jump KUBE-SERVICES)
-trace id 33742cb6 ip nat KUBE-SERVICES rule  jump KUBE-NODEPORTS # handle 33 (verdict jump KUBE-NODEPORTS)
-trace id 33742cb6 ip nat KUBE-NODEPORTS rule meta l4proto tcp counter return # handle 48 (verdict return)
-trace id 33742cb6 ip nat PREROUTING policy accept
-trace id 33742cb6 ip filter INPUT packet: ip saddr 10.244.2.2 ip daddr 192.168.56.11 tcp dport 30080
-trace id 33742cb6 ip filter INPUT unknown rule handle 9 (verdict drop)
-trace id ba0f9d3f ip nat OUTPUT packet: oif "lo" ip saddr 127.0.0.1 ip daddr 127.0.0.1 udp sport 40004 udp dport 9
-trace id ba0f9d3f ip nat OUTPUT rule  counter jump KUBE-SERVICES # handle 15 (verdict jump KUBE-SERVICES)
-"""
+def _trace_message(trace_id: int, family: int, table: str, chain: str, kind: int, **fields: object) -> bytes:
+    """An NFT_MSG_TRACE message laid out as the kernel sends it (include/uapi/linux/netfilter/nf_tables.h)."""
+
+    def attr(number: int, payload: bytes) -> bytes:
+        return struct.pack("=HH", 4 + len(payload), number) + payload + b"\0" * (-len(payload) % 4)
+
+    body = attr(1, table.encode() + b"\0") + attr(2, chain.encode() + b"\0") + attr(4, struct.pack("!I", kind))
+    body += attr(6, struct.pack("!I", trace_id))
+    if "handle" in fields:
+        body += attr(3, struct.pack("!Q", fields["handle"]))
+    if "policy" in fields:
+        body += attr(16, struct.pack("!I", fields["policy"]))
+    if "network" in fields:
+        nfproto = struct.pack("!I", fields.get("nfproto", 2))
+        body += attr(15, nfproto) + attr(8, fields["network"]) + attr(9, fields["transport"])
+    body = struct.pack("=BBH", family, 0, 0) + body
+    return struct.pack("=IHHII", 16 + len(body), 10 << 8 | 17, 0, 0, 0) + body
+
+
+def _ipv4(source: str, destination: str, protocol: int, length: int) -> bytes:
+    return struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, length, 1, 0, 64, protocol, 0, *map(socket.inet_aton, (source, destination))
+    )
+
+
+SYN = {"network": _ipv4("10.244.2.2", "192.168.56.11", 6, 60), "transport": struct.pack("!HHII", 36604, 30080, 1, 0)}
+MARKER_UDP = {"network": _ipv4("127.0.0.1", "127.0.0.1", 17, 44), "transport": struct.pack("!HHHH", 40004, 9, 24, 0)}
+# A probe's packets in iptables-nft's tables as the kernel traces them: the window opens in the middle of the previous
+# barrier's marker (its headers came before), then a probe's SYN, then this barrier's marker.
+TRACE = b"".join(
+    (
+        _trace_message(0x77BC1EB0, 2, "nat", "OUTPUT", 3, handle=15),
+        _trace_message(0x33742CB6, 1, "lab-trace", "prerouting", 1, policy=1, **SYN),
+        _trace_message(0x33742CB6, 2, "nat", "PREROUTING", 3, handle=14, **SYN),
+        _trace_message(0x33742CB6, 2, "nat", "KUBE-SERVICES", 3, handle=33),
+        _trace_message(0x33742CB6, 2, "nat", "KUBE-NODEPORTS", 3, handle=48),
+        _trace_message(0x33742CB6, 2, "nat", "PREROUTING", 1, policy=1),
+        _trace_message(0x33742CB6, 2, "filter", "INPUT", 3, handle=9, **SYN),
+        _trace_message(0xBA0F9D3F, 2, "nat", "OUTPUT", 3, handle=15, **MARKER_UDP),
+        _trace_message(0xBA0F9D3F, 2, "nat", "KUBE-SERVICES", 2),  # a return: not a rule met
+    )
+)
 PRINTED = """\
 PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 DPORT=30080 SYN
  TRACE: 2 33742cb6 nat:PREROUTING:rule:0xe:JUMP:KUBE-SERVICES  -4 -t nat -A PREROUTING -j KUBE-SERVICES
@@ -130,9 +155,10 @@ PACKET: 2 33742cb6 IN=eth0 SRC=10.244.2.2 DST=192.168.56.11 LEN=60 SPORT=36604 D
 
 
 def test_the_trace_counts_the_probes_packets_and_the_printer_names_the_rules():
+    from lab.probe.evidence.nltrace import parse_messages
     from lab.probe.evidence.xtrace import printed_rules, traced_counts
 
-    counts = traced_counts(NFT_TRACE.splitlines())
+    counts = traced_counts(parse_messages(TRACE))
     assert counts == {
         ("ip", "nat", "PREROUTING", 14, ""): 1,
         ("ip", "nat", "KUBE-SERVICES", 33, ""): 1,
@@ -149,18 +175,31 @@ def test_the_trace_counts_the_probes_packets_and_the_printer_names_the_rules():
 
 # ip6tables-nft's rules in the trace (the ip6 family's tables), and what xtables-monitor 1.8.9 printed for one: the
 # rule's text empty after "Parsing nftables rule failed" (this machine, kernel 6.18).
-NFT_TRACE6 = """trace id 06d08761 ip6 filter OUTPUT packet: ip6 saddr ::1 ip6 daddr ::1 udp sport 45412 udp dport 80
-trace id 06d08761 ip6 filter OUTPUT rule udp dport 80 counter packets 0 bytes 0 accept # handle 2 (verdict accept)
-trace id 06d08762 ip filter OUTPUT packet: oif "lo" ip saddr 127.0.0.1 ip daddr 127.0.0.1 udp sport 45413 udp dport 80
-trace id 06d08762 ip filter OUTPUT rule udp dport 80 counter packets 0 bytes 0 accept # handle 2 (verdict accept)
-"""
+UDP6 = {
+    "nfproto": 10,
+    "network": struct.pack(
+        "!IHBB16s16s",
+        6 << 28,
+        8,
+        17,
+        64,
+        socket.inet_pton(socket.AF_INET6, "::1"),
+        *[socket.inet_pton(socket.AF_INET6, "::1")],
+    ),
+    "transport": struct.pack("!HHHH", 45412, 80, 8, 0),
+}
+UDP4 = {"network": _ipv4("127.0.0.1", "127.0.0.1", 17, 28), "transport": struct.pack("!HHHH", 45413, 80, 8, 0)}
+TRACE6 = _trace_message(0x06D08761, 10, "filter", "OUTPUT", 3, handle=2, **UDP6) + _trace_message(
+    0x06D08762, 2, "filter", "OUTPUT", 3, handle=2, **UDP4
+)
 PRINTED6 = " TRACE: 10 06d08761 filter:OUTPUT:rule:0x2:ACCEPT  -6 -t filter \n"
 
 
 def test_each_familys_tables_are_counted_apart_and_an_ip6_rule_left_to_the_listing():
+    from lab.probe.evidence.nltrace import parse_messages
     from lab.probe.evidence.xtrace import printed_rules, traced_counts
 
-    assert traced_counts(NFT_TRACE6.splitlines()) == {
+    assert traced_counts(parse_messages(TRACE6)) == {
         ("ip6", "filter", "OUTPUT", 2, ""): 1,
         ("ip", "filter", "OUTPUT", 2, ""): 1,
     }
@@ -194,10 +233,10 @@ table ip filter { # handle 1
 
 
 def test_a_trace_marker_that_does_not_come_is_named_a_timeout_with_how_long_it_waited():
-    said = marker_missing("lab-0abc12-node1", 10.04, None, 201)
+    said = marker_missing("lab-0abc12-node1", 10.04, "", 201, "nft monitor trace")
     assert said.startswith("timed out after 10.0 s waiting for nft monitor trace in lab-0abc12-node1")
     assert "(201 sent)" in said and "too busy" in said
-    ended = marker_missing("lab-0abc12-node1", 0.3, 1, 6)
+    ended = marker_missing("lab-0abc12-node1", 0.3, "exited with status 1", 6, "nft monitor trace")
     assert ended.startswith("nft monitor trace in lab-0abc12-node1 exited with status 1 after 0.3 s")
 
 
@@ -221,3 +260,18 @@ def test_only_the_tracers_own_loopback_packets_are_left_out():
     assert not is_marker(MARKER.replace("udp dport 9 ", "udp dport 30501 "))
     assert not is_marker(MARKER_ERROR.replace("0x4500002c", "0x45000022"))
     assert not is_marker(MARKER.replace("ip protocol udp", "ip protocol tcp").replace("udp dport 9 ", "tcp dport 9 "))
+
+
+def test_the_trace_reader_leaves_out_only_the_tracers_own_loopback_packets():
+    from lab.probe.evidence.nltrace import TracePacket
+
+    marker = TracePacket(2, MARKER_UDP["network"], MARKER_UDP["transport"])
+    quoted = _ipv4("127.0.0.1", "127.0.0.1", 17, 44)[:12]
+    error = TracePacket(2, _ipv4("127.0.0.1", "127.0.0.1", 1, 72), b"\x03\x03\0\0\0\0\0\0" + quoted)
+    assert marker.is_marker() and error.is_marker() and marker.udp_ports() == (40004, 9)
+    # A node's own probe to 127.0.0.1:NODEPORT, and the port unreachable quoting its 34-byte datagram, are traced.
+    assert not TracePacket(2, marker.network, struct.pack("!HHHH", 40004, 30501, 24, 0)).is_marker()
+    short = _ipv4("127.0.0.1", "127.0.0.1", 17, 34)[:12]
+    assert not TracePacket(2, error.network, error.transport[:8] + short).is_marker()
+    assert not TracePacket(2, _ipv4("127.0.0.1", "127.0.0.1", 6, 44), marker.transport).is_marker()
+    assert not TracePacket(2, SYN["network"], SYN["transport"]).is_marker()

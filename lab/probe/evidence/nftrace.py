@@ -180,19 +180,50 @@ def _marker_socket() -> socket.socket:
     return sock
 
 
-def marker_missing(netns: str, waited: float, exit_status: int | None, sent: int) -> str:
-    """Why a barrier failed, as it happened: the monitor ended (its status), or the marker's event did not come
-    in the time given, which a busy machine can cause as well as a kernel whose tracing does not answer."""
-    if exit_status is not None:
+def marker_missing(netns: str, waited: float, stopped: str, sent: int, reader: str) -> str:
+    """Why a barrier failed, as it happened: the reader stopped (`stopped` says how), or the marker's event did not
+    come in the time given, which a busy machine can cause as well as a kernel whose tracing does not answer."""
+    if stopped:
         return (
-            f"nft monitor trace in {netns} exited with status {exit_status} after {waited:.1f} s, before it "
+            f"{reader} in {netns} {stopped} after {waited:.1f} s, before it "
             "reported its marker packet, so the rules that acted cannot be read"
         )
     return (
-        f"timed out after {waited:.1f} s waiting for nft monitor trace in {netns} to report its marker packet "
+        f"timed out after {waited:.1f} s waiting for {reader} in {netns} to report its marker packet "
         f"({sent} sent): the machine may be too busy to deliver the events in time, or this kernel's nftables "
         f"tracing does not answer ({platform.release()}); the rules that acted cannot be read"
     )
+
+
+def send_markers(
+    netns: str,
+    count: Callable[[], int],
+    arrived: Callable[[int, int, float], bool],
+    stopped: Callable[[], str],
+    reader: str,
+    timeout: float,
+) -> int:
+    """A trace barrier: send a marker through the namespace's hooks and wait until its trace arrives (`arrived(port,
+    first event to look at, seconds to wait)`), so that every event before it has. Its source port is one the
+    kernel gives a socket of the namespace (a fixed one may be taken there), and is returned. The marker comes back
+    in milliseconds; the time limit is generous, as a machine busy with other work (or `lab vm`'s emulation on a
+    loaded machine, where it took over 2 s) can hold the events back for seconds."""
+    sock = in_netns(netns, _marker_socket)
+    try:
+        port = sock.getsockname()[1]
+        started = time.monotonic()
+        start, sent = count(), 1
+        sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
+        # Until the reader has subscribed, markers go unseen: resend every 50 ms.
+        while not arrived(port, start, 0.05):
+            waited = time.monotonic() - started
+            if waited >= timeout or stopped():
+                raise EvidenceError(marker_missing(netns, waited, stopped(), sent, reader))
+            sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
+            sent += 1
+        return port
+    finally:
+        sock.close()
 
 
 class KernelTrace(MonitorLines):
@@ -216,26 +247,17 @@ class KernelTrace(MonitorLines):
             raise
 
     def barrier(self, timeout: float = 10.0) -> None:
-        """Send a marker through the hooks and wait until its trace arrives. Its source port is one the kernel
-        gives a socket of the namespace (a fixed one may be taken there), kept in `marker_port`. The marker comes
-        back in milliseconds; the time limit is generous, as a machine busy with other work (or `lab vm`'s
-        emulation on a loaded machine, where it took over 2 s) can hold the events back for seconds."""
-        sock = in_netns(self.netns, _marker_socket)
-        try:
-            self.marker_port = sock.getsockname()[1]
-            needle = f"udp sport {self.marker_port} udp dport {MARKER_PORT}"
-            started = time.monotonic()
-            start, sent = self.count(), 1
-            sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
-            # Until the monitor has subscribed, markers go unseen: resend every 50 ms.
-            while not self.wait_for(needle, start, 0.05):
-                waited = time.monotonic() - started
-                if waited >= timeout or not self.alive():
-                    raise EvidenceError(marker_missing(self.netns, waited, self._proc.poll(), sent))
-                sock.sendto(MARKER_DATA, ("127.0.0.1", MARKER_PORT))
-                sent += 1
-        finally:
-            sock.close()
+        """Every event before now has arrived (send_markers); the marker's port in `marker_port`."""
+        self.marker_port = send_markers(
+            self.netns, self.count, self._marker_arrived, self._stopped, "nft monitor trace", timeout
+        )
+
+    def _marker_arrived(self, port: int, start: int, wait: float) -> bool:
+        return self.wait_for(f"udp sport {port} udp dport {MARKER_PORT}", start, wait)
+
+    def _stopped(self) -> str:
+        status = self._proc.poll()
+        return "" if status is None else f"exited with status {status}"
 
     def mark(self) -> int:
         """Where a probe's events start. When packets flow between probes (kept flows), the events of those sent

@@ -6,9 +6,10 @@ With iptables' nf_tables backend every rule is an nftables rule, so the kernel r
 endpoints). What comes out is what the counters would have said: every packet that met a rule counts, replies
 included, and the hits are ordered the same way (counters.counter_hits).
 
-Two monitors per node, because neither alone is enough:
-- `nft -a monitor trace` says which rules (table, chain, handle) each packet met. nft reads the kernel's events
-  with a 16 MiB buffer; a burst of them (a routing loop's 64 hops) does not overflow it.
+Two readers per node, because neither alone is enough:
+- the kernel's trace events, read from its netlink group (nltrace.py), say which rules (table, chain, handle) each
+  packet met. They are read with a 16 MiB buffer, as nft reads them; a burst (a routing loop's 64 hops) does not
+  overflow it. Read there, no ruleset is loaded first, as `nft monitor trace` loads one on every node.
 - `xtables-monitor --trace` prints each rule met as iptables-save writes it, which is how the evidence names
   rules. It reads with the default buffer and exits when a burst overflows it; then it is started again, and the
   rules it did not name are read from the node's tables (`nft -a list table` for the handles, in each chain's
@@ -24,13 +25,23 @@ and chain.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 
-from lab.install.tools import InstallError, run_command
+from lab.install.tools import run_command
 from lab.probe.evidence.base import EvidenceError, RuleHit
 from lab.probe.evidence.counters import Counters, counter_hits
-from lab.probe.evidence.nftrace import MARKER_PORT, KernelTrace, MonitorLines, is_marker, parse_trace
+from lab.probe.evidence.nftrace import MARKER_PORT, MonitorLines, marker_missing
+from lab.probe.evidence.nltrace import (
+    NFPROTO,
+    NFT_TRACETYPE_POLICY,
+    NFT_TRACETYPE_RULE,
+    ChainLister,
+    NetlinkTrace,
+    TraceRecord,
+)
 from lab.realize.terminate import close_all
 
 RuleKey = tuple[str, str, str, int]  # family ("ip", "ip6"), table, chain, handle
@@ -38,9 +49,6 @@ _SAVE = {"ip": "iptables-nft-save", "ip6": "ip6tables-nft-save"}
 
 # "TRACE: 2 72995f49 nat:OUTPUT:rule:0x3:JUMP:KUBE-SERVICES  -4 -t nat -A OUTPUT -m comment ... -j KUBE-SERVICES"
 _PRINTED = re.compile(r"^TRACE: \d+ \w+ (\S+?):(\S+?):rule:(0x[0-9a-f]+):\S*\s+-4 -t \S+ -A \S+ (.*)$")
-# nft names a rule added after it started (a step's) only by its handle: "unknown rule handle 25 (verdict drop)".
-_HANDLE = re.compile(r"(?:^rule .* # handle|^unknown rule handle) (\d+) \(verdict [^)]*\)$")
-_POLICY = re.compile(r"^policy (\w+)")
 _CHAIN = re.compile(r"^\s*chain (\S+) \{")
 _LISTED_RULE = re.compile(r" # handle (\d+)$")
 
@@ -54,23 +62,22 @@ def printed_rules(lines: list[str]) -> dict[RuleKey, str]:
     }
 
 
-def traced_counts(lines: list[str]) -> dict[tuple[str, str, str, int, str], int]:
-    """`nft -a monitor trace` lines → packets per (family, table, chain, handle, "") for a rule and (family, table,
+def traced_counts(records: list[TraceRecord]) -> dict[tuple[str, str, str, int, str], int]:
+    """The kernel's trace events → packets per (family, table, chain, handle, "") for a rule and (family, table,
     chain, -1, "policy VERDICT") for a policy, in iptables-nft's and ip6tables-nft's tables (families ip, ip6). A
-    packet whose `packet:` line came
-    before the window (the previous barrier's marker, still being traced) is not counted, nor the markers'."""
+    packet whose headers came before the window (the previous barrier's marker, still being traced) is not counted,
+    nor the markers'."""
     counts: dict[tuple[str, str, str, int, str], int] = {}
-    counted: dict[str, bool] = {}  # trace id → its latest packet line is one to count (ids are reused)
-    for event in parse_trace(lines):
-        if event.text.startswith("packet: "):
-            counted[event.trace_id] = event.family in _SAVE and not is_marker(event.text)
+    counted: dict[int, bool] = {}  # trace id → its latest headers are a packet to count (ids are reused)
+    for record in records:
+        if record.packet is not None:
+            counted[record.trace_id] = record.family in _SAVE and not record.packet.is_marker()
+        if record.family not in _SAVE or not counted.get(record.trace_id, False):
             continue
-        if event.family not in _SAVE or not counted.get(event.trace_id, False):
-            continue
-        if handle := _HANDLE.match(event.text):
-            key = (event.family, event.table, event.chain, int(handle.group(1)), "")
-        elif policy := _POLICY.match(event.text):
-            key = (event.family, event.table, event.chain, -1, f"policy {policy.group(1).upper()}")
+        if record.kind == NFT_TRACETYPE_RULE and record.handle >= 0:
+            key = (record.family, record.table, record.chain, record.handle, "")
+        elif record.kind == NFT_TRACETYPE_POLICY:
+            key = (record.family, record.table, record.chain, -1, f"policy {record.policy}")
         else:
             continue
         counts[key] = counts.get(key, 0) + 1
@@ -113,23 +120,41 @@ class XtablesTraceEvidence:
 
     def __init__(self, netns: str, traffic_between: bool = False) -> None:
         self.netns = netns
-        # The printer first: it subscribes while the trace waits for its first marker.
-        self.printer = MonitorLines(netns, ("xtables-monitor", "--trace"))
-        try:
-            self.trace = KernelTrace(netns, "-a", traffic_between=traffic_between)
-        except BaseException:
-            self.printer.close()  # no object is returned to close it later
-            raise
+        with ExitStack() as undo:  # what started is stopped if the rest fails: no object is returned to close it
+            self.printer = MonitorLines(netns, ("xtables-monitor", "--trace"))
+            undo.callback(self.printer.close)
+            self.trace = NetlinkTrace(netns, traffic_between=traffic_between)
+            undo.callback(self.trace.close)
+            self.lister = ChainLister(netns)
+            undo.callback(self.lister.close)
+            self._printer_subscribed()
+            undo.pop_all()
         self.printed = 0  # the printer's lines read so far
         self.names: dict[RuleKey, str] = {}
         self.positions: dict[RuleKey, int] = {}  # where each rule stands in its chain, as counters list them
+
+    def _printer_subscribed(self, timeout: float = 60.0) -> None:
+        """The trace's reader subscribes at once, the printer once its process has started: markers until the
+        printer has printed one, so that it names every rule a probe meets (as long as the trace's first barrier
+        may take, on a busy emulated machine)."""
+        started = time.monotonic()
+        while not self.printer.wait_for(self._printed_marker(), 0, 0.05):
+            waited = time.monotonic() - started
+            if waited >= timeout or not self.printer.alive():
+                stopped = "" if self.printer.alive() else "exited"
+                raise EvidenceError(marker_missing(self.netns, waited, stopped, 0, "xtables-monitor --trace"))
+            self.trace.barrier()
+
+    def _printed_marker(self) -> str:
+        """How xtables-monitor prints the last barrier's marker packet."""
+        return f"SPORT={self.trace.marker_port} DPORT={MARKER_PORT} "
 
     def mark(self) -> int:
         return self.trace.mark()
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
         self.trace.barrier()
-        counts = traced_counts(self.trace.lines(mark))  # type: ignore[arg-type]
+        counts = traced_counts(self.trace.records(mark))  # type: ignore[arg-type]
         met = {key[:4] for key in counts if key[3] >= 0}
         self._name(met - self.names.keys())
         # A rule's place orders it only beside another entry of its chain (a rule, or the policy): a chain with one
@@ -150,7 +175,7 @@ class XtablesTraceEvidence:
         if not unnamed:
             return
         if self.printer.alive():
-            self.printer.wait_for(f"SPORT={self.trace.marker_port} DPORT={MARKER_PORT} ", self.printed, timeout=2.0)
+            self.printer.wait_for(self._printed_marker(), self.printed, timeout=2.0)
         lines = self.printer.lines(self.printed)
         self.printed += len(lines)
         self.names |= printed_rules(lines)
@@ -171,15 +196,10 @@ class XtablesTraceEvidence:
     def _position(self, unplaced: set[RuleKey]) -> None:
         """Learn where the rules met stand in their chains, from each chain's listing (once per chain until its
         rules change: a rule not seen before sends for the listing again). A chain alone costs its own rules, where
-        its table's listing cost every endpoint's; a name nft cannot take (a step's `iptables -N`) is read from the
-        table's."""
+        its table's listing cost every endpoint's; asked over netlink, it costs no process."""
         for family, table, chain in sorted({key[:3] for key in unplaced}):
-            try:
-                listing = run_command(self.netns, ("nft", "-a", "list", "chain", family, table, chain))
-            except InstallError:
-                listing = run_command(self.netns, ("nft", "-a", "list", "table", family, table))
-            for name, handles in listed_handles(listing).items():
-                self.positions |= {(family, table, name, handle): i for i, handle in enumerate(handles)}
+            handles = self.lister.handles(NFPROTO[family], table, chain)
+            self.positions |= {(family, table, chain, handle): i for i, handle in enumerate(handles)}
 
     def restart(self) -> None:
         """New rules: handles are not reused within a table, but a restore may replace every rule."""
@@ -187,4 +207,4 @@ class XtablesTraceEvidence:
         self.positions.clear()
 
     def close(self) -> None:
-        close_all((self.printer.close, self.trace.close))
+        close_all((self.printer.close, self.trace.close, self.lister.close))

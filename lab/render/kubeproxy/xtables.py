@@ -181,7 +181,7 @@ def restore_text(
         lines += [rule for chain in builtins for rule in builtin_rules(jumps, kubelet, table.name, chain)]
         # kubelet re-adds (iptables -C / -A) whatever a kube-proxy restore flushed, unless an equivalent rule is
         # already there.
-        present = {_kubelet_spelling(rule) for rule in table.rules}
+        present = {_kubelet_spelling(rule) for rule in table.rules} if kubelet_table_rules else set()
         lines += [*table.rules, *(rule for rule in kubelet_table_rules if _kubelet_spelling(rule) not in present)]
         lines.append("COMMIT")
     return "\n".join(lines) + "\n"
