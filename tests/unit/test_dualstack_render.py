@@ -109,3 +109,23 @@ def test_ip6_table_agrees_with_kube_proxys_ipv6_node_ports_dump(version):
         Path(__file__).resolve().parents[1] / "golden" / "nftables" / "ipv6" / "node_ports_basic_v6.txt"
     ).read_text()
     assert_nftables_transaction_equal(expected, dump_of(rules))
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_each_proxier_filters_its_lb_ips_on_its_own_familys_source_ranges(mode):
+    """kube-proxy's service change tracker keeps, per proxier, the loadBalancerSourceRanges and VIP-mode ingress
+    IPs of its family: `web` lists only an IPv6 range, so the IPv6 proxier filters its IPv6 VIP and the IPv4
+    proxier writes no firewall for its IPv4 VIP (open to every source)."""
+    (topo,) = load_scenario("tests/fixtures/dualstack/dual-stack-loadbalancer.yaml", {"proxyMode": [mode]}).variants
+    v4 = node_dataplane(topo, "node1")
+    v6 = v4.other_family
+    assert v6 is not None
+    text4, text6 = v4.iptables or v4.nft, v6.iptables or v6.nft
+    assert "203.0.113.10" in text4 and "fd00:203::10" not in text4 and "fd00:56::100" not in text4
+    assert "fd00:203::10" in text6 and "203.0.113.10" not in text6
+    if mode == "iptables":
+        assert "KUBE-FW-" not in text4
+        assert '--comment "default/web:http loadbalancer IP" -s fd00:56::100/128 -j KUBE-EXT-' in text6
+    else:
+        assert "add element ip kube-proxy firewall-ips" not in text4 and "firewall-SUSTUHLJ" not in text4
+        assert "ip6 saddr != { fd00:56::100/128 } drop" in text6
