@@ -83,7 +83,7 @@ def test_matrix_expands_variants_and_picks_expectations(tmp_path):
         ),
         (
             "type: NodePort",
-            "type: NodePort\n      loadBalancerSourceRanges: [\"fd00::/129\"]",
+            'type: NodePort\n      loadBalancerSourceRanges: ["fd00::/129"]',
             23,
             "workload[1].spec.loadBalancerSourceRanges[0]",
             "got 'fd00::/129'",
