@@ -174,3 +174,14 @@ def test_a_dual_stack_load_balancer_filters_each_family_on_its_own_ranges(host_u
         "lb-local-v6-keeps-source": ("delivered", "fd00:56::100"),
         "lb-local-v4-keeps-source": ("delivered", "192.168.56.100"),
     }
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_ipv6_nodeport_addresses_narrow_the_ipv6_proxier_only(host_unchanged, mode):
+    run = _run(REPO / "tests" / "fixtures" / "dualstack" / "dual-stack-nodeport-addresses.yaml", mode, "nft")
+    assert {r.probe.name: r.observed.outcome for r in run.results} == {
+        "nodeport-v6-underlay-address": "delivered",
+        # The IPv6 pod-bridge address is outside fd00:56::/64: no NodePort there, the node's own stack resets.
+        "nodeport-v6-bridge-address-not-served": "refused",
+        "nodeport-v4-bridge-address-served": "delivered",
+    }

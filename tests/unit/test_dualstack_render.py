@@ -129,3 +129,15 @@ def test_each_proxier_filters_its_lb_ips_on_its_own_familys_source_ranges(mode):
     else:
         assert "add element ip kube-proxy firewall-ips" not in text4 and "firewall-SUSTUHLJ" not in text4
         assert "ip6 saddr != { fd00:56::100/128 } drop" in text6
+
+
+def test_nodeport_addresses_of_one_family_leave_the_other_proxier_serving_everywhere():
+    """kube-proxy's NodePortAddresses is per proxier family: an IPv6 CIDR alone narrows the IPv6 proxier to the
+    node's addresses inside it, and leaves the IPv4 proxier with none of its family, so every address."""
+    path = "tests/fixtures/dualstack/dual-stack-nodeport-addresses.yaml"
+    (topo,) = load_scenario(path, {"proxyMode": ["iptables"]}).variants
+    v4 = node_dataplane(topo, "node2")
+    v6 = v4.other_family
+    assert v6 is not None
+    assert "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS" in v4.iptables
+    assert "-d fd00:56::12 -j KUBE-NODEPORTS" in v6.iptables and "--dst-type LOCAL -j KUBE-NODEPORTS" not in v6.iptables

@@ -107,7 +107,8 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
     assert (cluster.proxy_mode, cluster.kube_version, cluster.cni) == ("ipvs", "1.30", "routed-tunnel")
     assert result.scenario["cluster"]["ipvs"] == {"scheduler": "lc", "strictARP": True}
     assert result.scenario["cluster"]["conntrack"] == {"tcpBeLiberal": True, "udpTimeout": 30}
-    assert result.scenario["cluster"]["nodePortAddresses"] == ["10.0.0.0/16"]
+    # The IPv6 CIDR is kept: the imported IPv4 cluster's proxier ignores it, as kube-proxy's does.
+    assert result.scenario["cluster"]["nodePortAddresses"] == ["10.0.0.0/16", "2a05:d018::/32"]
     web = next(s for s in topo.services if s.name == "web")
     assert (web.ingress_ips, web.proxy_ingress_ips, web.external_policy) == (("198.51.100.7",),) * 2 + ("Local",)
     # kube-proxy writes nothing for an ipMode Proxy address: the lab's load balancer takes it to the NodePort.
