@@ -126,6 +126,10 @@ def test_each_proxier_filters_its_lb_ips_on_its_own_familys_source_ranges(mode):
     if mode == "iptables":
         assert "KUBE-FW-" not in text4
         assert '--comment "default/web:http loadbalancer IP" -s fd00:56::100/128 -j KUBE-EXT-' in text6
+        # Each proxier opens the Local Service's healthCheckNodePort in its own filter table (the Service needs a
+        # health check whatever the family: its BaseServicePortInfo of each family carries the port).
+        accept = '"default/local:http health check node port" -m tcp -p tcp --dport 30002 -j ACCEPT'
+        assert accept in text4 and accept in text6
     else:
         assert "add element ip kube-proxy firewall-ips" not in text4 and "firewall-SUSTUHLJ" not in text4
         assert "ip6 saddr != { fd00:56::100/128 } drop" in text6
