@@ -145,3 +145,16 @@ def test_nodeport_addresses_of_one_family_leave_the_other_proxier_serving_everyw
     assert v6 is not None
     assert "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS" in v4.iptables
     assert "-d fd00:56::12 -j KUBE-NODEPORTS" in v6.iptables and "--dst-type LOCAL -j KUBE-NODEPORTS" not in v6.iptables
+
+
+@pytest.mark.parametrize(("version", "written"), [("1.29", True), ("1.30", False)])
+def test_an_ipv6_ingress_of_ip_mode_proxy_is_written_until_the_gate_is_on(tmp_path, version, written):
+    """The IPv6 proxier skips a Proxy-mode ingress IP as the IPv4 one does (IsVIPMode, LoadBalancerIPMode on by
+    default from 1.30); before, every ingress IP of its family is its load balancer IP."""
+    text = Path("tests/fixtures/ipv6/ipv6-loadbalancer.yaml").read_text()
+    proxied = text.replace('ingress: [{ip: "fd00:203::20"}]', 'ingress: [{ip: "fd00:203::20", ipMode: Proxy}]')
+    assert proxied != text
+    (tmp_path / "s.yaml").write_text(proxied)
+    (topo,) = load_scenario(tmp_path / "s.yaml", {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    rules = node_dataplane(topo, "node2").iptables
+    assert ("fd00:203::20" in rules) == written and "fd00:203::10" in rules
