@@ -88,6 +88,19 @@ def one_network(value: str) -> str:
     return value
 
 
+def source_range(value: str) -> str:
+    """A loadBalancerSourceRanges entry of either family, as kube-proxy reads it: spaces trimmed, host bits
+    allowed. Each family's proxier keeps its own family's entries (docs/ipv6.md)."""
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"expected a CIDR such as 203.0.113.0/24 or 2001:db8::/64, got {value!r}") from None
+    return value
+
+
+SourceRange = Annotated[str, AfterValidator(source_range)]
+
+
 def networks(value: str) -> str:
     """One network, or one per family separated by a comma, as kube-proxy's --cluster-cidr takes them."""
     return _per_family(value, one_network, "10.244.0.0/16,fd00:10:244::/56")

@@ -25,14 +25,4 @@ def network(value: str) -> str:
     return value
 
 
-def source_range(value: str) -> str:
-    """As kube-proxy reads loadBalancerSourceRanges: spaces trimmed, host bits allowed."""
-    try:
-        ipaddress.IPv4Network(value.strip(), strict=False)
-    except ValueError:
-        raise ValueError(f"expected an IPv4 CIDR such as 203.0.113.0/24, got {value!r}") from None
-    return value
-
-
 Address = Annotated[str, AfterValidator(address)]
-SourceRange = Annotated[str, AfterValidator(source_range)]

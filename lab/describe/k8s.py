@@ -14,8 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lab.describe.errors import did_you_mean
-from lab.describe.families import Address
-from lab.describe.ipv4 import SourceRange
+from lab.describe.families import Address, SourceRange
 from lab.describe.k8s_fields import FIELDS
 from lab.describe.names import (
     TARGET_PORT,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from lab.describe.families import addresses as _addresses
 from lab.describe.families import networks as _networks
 from lab.describe.families import one_address as _address
+from lab.describe.families import one_network
 from lab.describe.ipv4 import address as _ipv4_address
 from lab.describe.ipv4 import network as _network
 from lab.describe.k8s import Manifest, Port
@@ -111,7 +112,7 @@ class Cluster(Strict):
         for entry in value:
             if entry not in NODE_PORT_KEYWORDS:
                 try:
-                    _network(entry)
+                    one_network(entry)  # either family: each proxier keeps its own family's CIDRs
                 except ValueError as exc:
                     words = ", ".join(NODE_PORT_KEYWORDS)
                     raise ValueError(f"{exc}; or one of the keywords {words} (lower case)") from None

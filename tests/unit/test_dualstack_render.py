@@ -109,3 +109,52 @@ def test_ip6_table_agrees_with_kube_proxys_ipv6_node_ports_dump(version):
         Path(__file__).resolve().parents[1] / "golden" / "nftables" / "ipv6" / "node_ports_basic_v6.txt"
     ).read_text()
     assert_nftables_transaction_equal(expected, dump_of(rules))
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_each_proxier_filters_its_lb_ips_on_its_own_familys_source_ranges(mode):
+    """kube-proxy's service change tracker keeps, per proxier, the loadBalancerSourceRanges and VIP-mode ingress
+    IPs of its family: `web` lists only an IPv6 range, so the IPv6 proxier filters its IPv6 VIP and the IPv4
+    proxier writes no firewall for its IPv4 VIP (open to every source)."""
+    (topo,) = load_scenario("tests/fixtures/dualstack/dual-stack-loadbalancer.yaml", {"proxyMode": [mode]}).variants
+    v4 = node_dataplane(topo, "node1")
+    v6 = v4.other_family
+    assert v6 is not None
+    text4, text6 = v4.iptables or v4.nft, v6.iptables or v6.nft
+    assert "203.0.113.10" in text4 and "fd00:203::10" not in text4 and "fd00:56::100" not in text4
+    assert "fd00:203::10" in text6 and "203.0.113.10" not in text6
+    if mode == "iptables":
+        assert "KUBE-FW-" not in text4
+        assert '--comment "default/web:http loadbalancer IP" -s fd00:56::100/128 -j KUBE-EXT-' in text6
+        # Each proxier opens the Local Service's healthCheckNodePort in its own filter table (the Service needs a
+        # health check whatever the family: its BaseServicePortInfo of each family carries the port).
+        accept = '"default/local:http health check node port" -m tcp -p tcp --dport 30002 -j ACCEPT'
+        assert accept in text4 and accept in text6
+    else:
+        assert "add element ip kube-proxy firewall-ips" not in text4 and "firewall-SUSTUHLJ" not in text4
+        assert "ip6 saddr != { fd00:56::100/128 } drop" in text6
+
+
+def test_nodeport_addresses_of_one_family_leave_the_other_proxier_serving_everywhere():
+    """kube-proxy's NodePortAddresses is per proxier family: an IPv6 CIDR alone narrows the IPv6 proxier to the
+    node's addresses inside it, and leaves the IPv4 proxier with none of its family, so every address."""
+    path = "tests/fixtures/dualstack/dual-stack-nodeport-addresses.yaml"
+    (topo,) = load_scenario(path, {"proxyMode": ["iptables"]}).variants
+    v4 = node_dataplane(topo, "node2")
+    v6 = v4.other_family
+    assert v6 is not None
+    assert "-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS" in v4.iptables
+    assert "-d fd00:56::12 -j KUBE-NODEPORTS" in v6.iptables and "--dst-type LOCAL -j KUBE-NODEPORTS" not in v6.iptables
+
+
+@pytest.mark.parametrize(("version", "written"), [("1.29", True), ("1.30", False)])
+def test_an_ipv6_ingress_of_ip_mode_proxy_is_written_until_the_gate_is_on(tmp_path, version, written):
+    """The IPv6 proxier skips a Proxy-mode ingress IP as the IPv4 one does (IsVIPMode, LoadBalancerIPMode on by
+    default from 1.30); before, every ingress IP of its family is its load balancer IP."""
+    text = Path("tests/fixtures/ipv6/ipv6-loadbalancer.yaml").read_text()
+    proxied = text.replace('ingress: [{ip: "fd00:203::20"}]', 'ingress: [{ip: "fd00:203::20", ipMode: Proxy}]')
+    assert proxied != text
+    (tmp_path / "s.yaml").write_text(proxied)
+    (topo,) = load_scenario(tmp_path / "s.yaml", {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    rules = node_dataplane(topo, "node2").iptables
+    assert ("fd00:203::20" in rules) == written and "fd00:203::10" in rules

@@ -14,6 +14,7 @@ import yaml
 
 from lab.describe.errors import ScenarioError
 from lab.describe.kubectl.objects import read_inputs
+from lab.describe.kubectl.probes import probes_for
 from lab.describe.kubectl.scenario import Imported, Options, import_cluster
 from lab.describe.kubectl.write import scenario_text
 from lab.describe.load import load_scenario
@@ -106,7 +107,8 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
     assert (cluster.proxy_mode, cluster.kube_version, cluster.cni) == ("ipvs", "1.30", "routed-tunnel")
     assert result.scenario["cluster"]["ipvs"] == {"scheduler": "lc", "strictARP": True}
     assert result.scenario["cluster"]["conntrack"] == {"tcpBeLiberal": True, "udpTimeout": 30}
-    assert result.scenario["cluster"]["nodePortAddresses"] == ["10.0.0.0/16"]
+    # The IPv6 CIDR is kept: the imported IPv4 cluster's proxier ignores it, as kube-proxy's does.
+    assert result.scenario["cluster"]["nodePortAddresses"] == ["10.0.0.0/16", "2a05:d018::/32"]
     web = next(s for s in topo.services if s.name == "web")
     assert (web.ingress_ips, web.proxy_ingress_ips, web.external_policy) == (("198.51.100.7",),) * 2 + ("Local",)
     # kube-proxy writes nothing for an ipMode Proxy address: the lab's load balancer takes it to the NodePort.
@@ -124,7 +126,7 @@ def test_kube_proxy_configuration_and_frontends(tmp_path):
         ("Service monitoring/grafana:", "no cluster IP of the imported families (IPv4)"),
         ("Service shop/web", "fd00:20::e07", "not of the imported cluster's families (IPv4)"),
         ("Service shop/web", "elb.amazonaws.com"),
-        ("Service shop/web", "loadBalancerSourceRanges[1]", "2001:db8::/32"),
+        ("Service shop/web", "loadBalancerSourceRanges", "2001:db8::/32", "not of the imported cluster's families"),
         ("Service payments/api", "ports[2].protocol", "SCTP"),
         ("EndpointSlice shop/web-r9fmd", "IPv6", "skipped"),
         ("Pod monitoring/grafana-7f9d8c6b5-m4x2p", "100.77.0.5", "outside"),
@@ -306,3 +308,23 @@ def test_a_dump_without_endpoint_slices_says_so(tmp_path):
     result = imported([str(dump), *NODEPORT[1:]])
     assert notes_about(result, "Service default/openresty", "no EndpointSlice of it in the input")
     assert not [m for m in result.scenario["workload"] if m["kind"] == "EndpointSlice"]
+
+
+def test_a_dual_stack_services_source_ranges_give_a_spoofed_probe_per_family():
+    """Each family's proxier filters on its own family's loadBalancerSourceRanges: the spoofed probe from inside
+    a range goes once per family that has one, from an address of that range."""
+    service = {
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "ipFamilies": ["IPv4", "IPv6"], "ports": [{"name": "http", "port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.10"}, {"ip": "fd00:203::10"}]}},
+    }
+    ranges = [" 2001:db8::/64", "198.51.100.0/24"]
+    spoofed = [p for p in probes_for(service, "default", {}, [], "outside", ranges) if "sourceAddress" in p]
+    assert [(p["name"], p.get("family"), p["sourceAddress"]) for p in spoofed] == [
+        ("default-web-http-load-balancer-from-source-range", None, "198.51.100.1"),
+        ("default-web-http-load-balancer-from-source-range-ipv6", "IPv6", "2001:db8::1"),
+    ]
+    v6_only = probes_for(service, "default", {}, [], "outside", ["2001:db8::/64"])
+    assert [p["name"] for p in v6_only if "sourceAddress" in p] == [
+        "default-web-http-load-balancer-from-source-range-ipv6"
+    ]

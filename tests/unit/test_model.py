@@ -79,7 +79,14 @@ def test_matrix_expands_variants_and_picks_expectations(tmp_path):
             "type: NodePort\n      loadBalancerSourceRanges: [10.0.0.0/33]",
             23,
             "workload[1].spec.loadBalancerSourceRanges[0]",
-            "expected an IPv4 CIDR",
+            "expected a CIDR such as 203.0.113.0/24 or 2001:db8::/64",
+        ),
+        (
+            "type: NodePort",
+            'type: NodePort\n      loadBalancerSourceRanges: ["fd00::/129"]',
+            23,
+            "workload[1].spec.loadBalancerSourceRanges[0]",
+            "got 'fd00::/129'",
         ),
     ],
 )

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.host import REPO
 from support.scenario import ScriptedSession
 
 from lab.describe.errors import ScenarioError
@@ -316,3 +317,17 @@ def test_several_connections_name_their_sources_from_their_entry(tmp_path):
     assert verdict.ok, verdict.reasons
     assert summary.source == "node1|node2/eth0"  # sorted, whatever order the connections came in
     assert summary.source_by_entry == "entry|entry/eth0"  # the same whichever node a connection entered by
+
+
+def test_a_load_balancer_of_an_ipv6_address_or_vip_is_refused(tmp_path):
+    """The lab's load balancers are IPv4 only: an IPv6 cluster's (its address the IPv6 gateway's) is refused at
+    its address, a dual-stack cluster's at the Service whose IPv6 ingress IP it would serve."""
+    fixtures = REPO / "tests" / "fixtures"
+    text = (fixtures / "ipv6" / "ipv6-loadbalancer.yaml").read_text()
+    error = error_for(tmp_path, text + "loadBalancers: [{name: lb}]\n")
+    assert error.field == "loadBalancers[0].address", str(error)
+    assert "IPv6 gateway fd00:56::1: the lab's load balancers are IPv4 only yet" in error.message, error.message
+    text = (fixtures / "dualstack" / "dual-stack-loadbalancer.yaml").read_text()
+    error = error_for(tmp_path, text + "loadBalancers: [{name: lb}]\n")
+    assert error.field == "loadBalancers[0].services", str(error)
+    assert "fd00:203::10 is IPv6: the lab's load balancers serve IPv4 only yet" in error.message, error.message

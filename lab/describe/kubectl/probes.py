@@ -2,8 +2,8 @@
 from a pod on each node, its NodePort from outside through each node, each external IP and load balancer IP from
 outside, and from inside and outside a loadBalancerSourceRange), each with `expect: observe`: the run records
 what the kernel did; the user writes what it should have done. A dual-stack Service is probed in its primary
-family (a probe's default) and again in its secondary one (`family: IPv6`), the source range's spoofed probe
-aside (its ranges are IPv4)."""
+family (a probe's default) and again in its secondary one (`family: IPv6`); the spoofed probe from a source
+range goes once per family that has a range."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def probes_for(
     """`service` is the written manifest; `clients` a pod (NAMESPACE/NAME) or the node itself, per node."""
     name, spec = service["metadata"]["name"], service["spec"]
     status = service.get("status", {}).get("loadBalancer", {}).get("ingress", [])
+    families = spec.get("ipFamilies") or ["IPv4"]
     probes = []
     for port in spec["ports"]:
         target = {"service": name, "port": port["name"] or port["port"]}
@@ -42,17 +43,28 @@ def probes_for(
         if status or spec.get("loadBalancerIP"):
             via = target | {"via": "loadBalancer"}
             probes.append(_probe(f"{label}-load-balancer", outside, via))
-            if ranges:
-                inside = str(next(ipaddress.IPv4Network(ranges[0], strict=False).hosts(), ranges[0].split("/")[0]))
-                spoofed = _probe(f"{label}-load-balancer-from-source-range", outside, via)
-                probes.append(spoofed | {"sourceAddress": inside})
-    families = spec.get("ipFamilies", [])
+            for i, family in enumerate(families):
+                inside = _inside(ranges, family)
+                if inside is None:
+                    continue
+                name = f"{label}-load-balancer-from-source-range" + (f"-{family.lower()}" if i else "")
+                secondary = {"family": family} if i else {}
+                probes.append(_probe(name, outside, via) | secondary | {"sourceAddress": inside})
     if len(families) == 2:
         second = families[1]
         probes += [
             p | {"name": f"{p['name']}-{second.lower()}", "family": second} for p in probes if "sourceAddress" not in p
         ]
     return probes
+
+
+def _inside(ranges: list[str], family: str) -> str | None:
+    """An address inside the first source range of the family (each proxier filters on its own family's)."""
+    for text in ranges:
+        network = ipaddress.ip_network(text.strip(), strict=False)
+        if ("IPv4" if network.version == 4 else "IPv6") == family:
+            return str(next(network.hosts(), network.network_address))
+    return None
 
 
 def _probe(name: str, source: str, target: dict[str, Any]) -> dict[str, Any]:

@@ -171,11 +171,8 @@ def _node_port_addresses(conf: Obj, out: ProxyConfig, version: str) -> None:
         if value in NODE_PORT_KEYWORDS:
             kept.append(value)
             continue
-        net = _network(conf, path, value)
-        if net.version == 6:
-            out.notes.append(conf.note(path, f"{value}: IPv6 is not modelled yet (IPv4 only)"))
-        else:
-            kept.append(str(net))
+        # Either family is kept: each proxier takes its own family's CIDRs, and one left none serves everywhere.
+        kept.append(str(_network(conf, path, value)))
     if problem := check_node_port_addresses(version, kept, NODE_PORT_KEYWORDS):
         out.notes.append(conf.note(("nodePortAddresses",), f"{problem}: left out, kube-proxy's default taken"))
     elif kept:

@@ -176,6 +176,7 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
     if lb_ip and family_of(lb_ip) in families and not ingress and kind == "LoadBalancer":
         spec["loadBalancerIP"] = lb_ip
+    ranges_path = ("spec", "loadBalancerSourceRanges")
     return Service(
         obj,
         obj.namespace or "default",
@@ -186,7 +187,7 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
         spec,
         _of_families(obj, ("spec", "externalIPs"), [v for _, v in obj.each(("spec", "externalIPs"))], families, notes),
         ingress,
-        _ipv4_only(obj, ("spec", "loadBalancerSourceRanges"), notes),
+        _of_families(obj, ranges_path, [v for _, v in obj.each(ranges_path)], families, notes, "a CIDR"),
         {k: v for k, v in obj.get(("metadata", "annotations"), dict, {}).items() if k in TOPOLOGY_ANNOTATIONS},
     )
 
@@ -258,27 +259,20 @@ def _networking(annotation: str) -> bool:
     )
 
 
-def _ipv4_only(obj: Obj, path: tuple[str, ...], notes: list[str]) -> list[str]:
-    """loadBalancerSourceRanges: the lab models IPv4 ones (docs/scenarios.md)."""
-    kept = []
-    for item_path, value in obj.each(path):
-        if not isinstance(value, str):
-            raise obj.error(item_path, f"expected an address, got {value!r}")
-        if ":" in value:
-            notes.append(obj.note(item_path, f"{value}: IPv6 source ranges are not modelled yet (IPv4 only); left out"))
-        else:
-            kept.append(value)
-    return kept
-
-
 def _of_families(
-    obj: Obj, path: tuple[str, ...], values: list[Any], families: Collection[Family], notes: list[str]
+    obj: Obj,
+    path: tuple[str, ...],
+    values: list[Any],
+    families: Collection[Family],
+    notes: list[str],
+    what: str = "an IP address",
 ) -> list[str]:
-    """The addresses of the imported cluster's families, in order; others said and left out."""
+    """The addresses (or source ranges: kube-proxy runs a proxier per family of the cluster, each keeping its own
+    family's) of the imported cluster's families, in order; others said and left out."""
     kept = []
     for value in values:
         if not isinstance(value, str) or family_of(value) is None:
-            raise obj.error(path, f"expected an IP address, got {value!r}")
+            raise obj.error(path, f"expected {what}, got {value!r}")
         if family_of(value) in families:
             kept.append(value)
         else:

@@ -142,6 +142,12 @@ def _balancer(
     if lb.forward == "vip" and lb.avoid_source_backend:
         raise src.error((*path, "avoidSourceBackend"), "needs `forward: nodePort` (a routed VIP has one next hop)")
     address = lb.address or cluster.gateway_ip
+    if family_of(address) == "IPv6":
+        raise src.error(
+            (*path, "address"),
+            f"the load balancer's address would be the underlay's IPv6 gateway {address}: the lab's load balancers"
+            " are IPv4 only yet (docs/ipv6.md); give an IPv4 `address`, or leave `loadBalancers` out",
+        )
     taken = {n.ip: n.name for n in nodes} | {e.ip: e.name for e in externals}
     if address in taken:
         raise src.error((*path, "address"), f"{address} is already {taken[address]}'s address")
@@ -171,6 +177,13 @@ def _frontends(
     """A Service's VIP:port pairs on a load balancer, each with the NodePort (and health check) behind it."""
     frontends = []
     for vip in svc.ingress_ips:
+        if family_of(vip) == "IPv6":
+            raise src.error(
+                (*path, "services"),
+                f"{svc.namespace}/{svc.name}'s load balancer IP {vip} is IPv6: the lab's load balancers serve IPv4"
+                " only yet (docs/ipv6.md); leave `loadBalancers` out to have the underlay's gateway route it to a"
+                " node, as a pass-through load balancer does",
+            )
         if inside(vip, cluster.underlay):
             raise src.error(
                 (*path, "services"),
