@@ -24,7 +24,7 @@ from lab.install.tools import run_command
 from lab.probe.capture import Captures
 from lab.probe.client import ClientResult, send
 from lab.probe.craft import CRAFTS, crafted_segment, next_from, send_from, send_raw, spoofed_answer
-from lab.probe.evidence.snmp import moved, read_counters
+from lab.probe.evidence.snmp import CounterFiles, Counters, moved
 from lab.probe.fib import input_refusal
 from lab.probe.flows import KeptFlow, flow_entries
 from lab.probe.icmp_sent import IPV6_RATELIMIT, icmp_budget, icmp_sent
@@ -142,11 +142,20 @@ def test_a_spoofed_ipv6_source_is_answered_to_that_address(natted):
         assert error in refused.error and "(hub/to-c in)" in refused.error, refused
 
 
+def _counters(ns: str) -> Counters:
+    """The namespace's IPv4 and IPv6 SNMP counters now, read as a probe session reads them."""
+    files = CounterFiles()
+    try:
+        return files.read([ns], ipv6=True)[0]
+    finally:
+        files.close()
+
+
 def test_a_too_big_request_over_ipv6_is_told_by_the_packet_too_big_that_came_back(natted):
     lab, _, captures = natted
     hub = lab.namespaces["hub"]
     _read(hub, "ip", "link", "set", "to-c", "mtu", "1280")  # IPv6's minimum; c's own link stays at 1500
-    before = read_counters([hub], ipv6=True)[0]
+    before = _counters(hub)
     mark = captures.mark()
     # TCP: a's kernel lowers its path MTU to c's address and resends in smaller segments, which go through.
     result = send(lab.namespaces["a"], VIP, 80, "TCP", timeout=3.0, size=1400)
@@ -176,7 +185,7 @@ def test_a_too_big_request_over_ipv6_is_told_by_the_packet_too_big_that_came_bac
     ), datagram
     said = path_mtu(captures.since(mark), datagram.local, f"[{C}]:8081", NAMES, "iptables")
     assert "hub answered with ICMPv6 Packet Too Big (MTU 1280)" in said and "the address the client called" in said
-    delta = moved(before, read_counters([hub], ipv6=True)[0])
+    delta = moved(before, _counters(hub))
     assert delta.get("Icmp6OutPktTooBigs") == 2, delta  # one per big packet; never rate-limited
     assert "IcmpOutDestUnreachs" not in delta
 
@@ -191,11 +200,11 @@ def test_a_reject_over_ipv6_spends_hubs_icmpv6_budget_for_the_client(natted):
     write_sysctls(hub, {"net.ipv6.icmp.ratelimit": "1000"})
     budget = icmp_budget(hub, 6)
     assert budget == Budget(1000, IPV6_RATELIMIT, 6)
-    before, mark = read_counters([hub], ipv6=True)[0], captures.mark()
+    before, mark = _counters(hub), captures.mark()
     outcomes = [send(a, C, 9998, "UDP", timeout=0.2).outcome for _ in range(6)]
     spent = time.monotonic()  # the last error: the budget refills from here
     outcomes += [send(a, C, 9998, "UDP", timeout=0.2).outcome for _ in range(2)]
-    burst = moved(before, read_counters([hub], ipv6=True)[0])
+    burst = moved(before, _counters(hub))
     # Each error as it leaves for a's port (br0 carries it first): one frame each, as a node's eth0 shows them.
     frames = [f for f in captures.since(mark) if f.ifname == "to-a"]
     assert outcomes == ["refused"] * 6 + ["dropped"] * 2  # a burst of 6, then nothing
