@@ -15,14 +15,15 @@ from lab.describe.releases import check_feature_gate
 from lab.describe.topology import ProbeSpec, Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
-from lab.install.dataplane import apply_plans, install, read_states
+from lab.install.dataplane import apply_rules, clean_conntrack, install, read_states
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.probe.session import ProbeSession
 from lab.realize.build import Realized, realize
 from lab.render.dataplane import kernel_version, render, setups
+from lab.render.kubeproxy.kernel_state import Reads
 from lab.render.kubeproxy.nftables import check_nftables_version
-from lab.render.kubeproxy.sync import reads
+from lab.render.kubeproxy.sync import listed_after_rules, reads
 from lab.render.kubeproxy.sync import sync as plan_sync
 from lab.render.kubeproxy.versions import Release
 
@@ -133,12 +134,18 @@ def steps_before(
 def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology, Topology, bool], tuple[str, ...]]:
     """kube-proxy's sync after a change, on every node: its kernel state read, the plan its release makes of it
     (render/kubeproxy/sync.py: rules, addresses, set members, real servers, conntrack deletions), the plan
-    applied and the ports it holds (restart: as a new process's first sync). What each node's kube-proxy said."""
+    applied and the ports it holds (restart: as a new process's first sync), the conntrack cleanup last, from
+    entries listed after the rules for the 1.32+ reconciler. What each node's kube-proxy said."""
 
     def sync(before: Topology, after: Topology, restart: bool) -> tuple[str, ...]:
-        states = read_states(realized, reads(after))
+        wanted = reads(after)
+        states = read_states(realized, dataclasses.replace(wanted, conntrack=False))
         plans = {node: plan_sync(before, after, node, state, restart) for node, state in states.items()}
         ports.sync({node: plan.dataplane for node, plan in plans.items()}, restart)
-        return apply_plans(realized, plans)
+        applied = apply_rules(realized, plans)
+        if wanted.conntrack:  # the reconciler lists the UDP entries once the rules are written
+            listed = read_states(realized, Reads(conntrack=True))
+            plans = {node: listed_after_rules(plan, listed[node]) for node, plan in plans.items()}
+        return clean_conntrack(realized, plans, applied)
 
     return sync

@@ -67,7 +67,7 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
     member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
     servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
     servers graceful termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack
-    node's second). The conntrack deletions come after every node's rules (apply_plans). What it says: a refused
+    node's second). The conntrack deletions come after every node's rules (clean_conntrack). What it says: a refused
     sync, the real servers graceful termination deletes or keeps."""
     plane = plan.dataplane
     if plane.mode == "ipvs":
@@ -181,14 +181,23 @@ def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
     return dict(zip(nodes, _per_node(realized, nodes, lambda _, ns: read_state(ns, wanted)), strict=True))
 
 
-def apply_plans(realized: Realized, plans: Mapping[str, SyncPlan]) -> tuple[str, ...]:
-    """Every node's sync plan applied: the rules on every node side by side, then each node's conntrack
-    deletions; what each node's kube-proxy said ("node: line"): graceful termination, then its cleanup."""
+def apply_rules(realized: Realized, plans: Mapping[str, SyncPlan]) -> dict[str, tuple[str, ...]]:
+    """Every node's sync plan applied but its conntrack cleanup (the rules, addresses, members, real servers), the
+    nodes side by side; what each node's apply said, by node."""
     backend = realized.topology.cluster.iptables_backend
     nodes = list(plans)
     applied = _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend))
-    said = list(_prefixed(nodes, applied))
-    for node, lines in zip(nodes, applied, strict=True):
+    return dict(zip(nodes, applied, strict=True))
+
+
+def clean_conntrack(
+    realized: Realized, plans: Mapping[str, SyncPlan], applied: Mapping[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """Each node's conntrack deletions, after every node's rules; what each node's kube-proxy said ("node: line"):
+    its apply (graceful termination), then its cleanup."""
+    nodes = list(applied)
+    said = list(_prefixed(nodes, list(applied.values())))
+    for node, lines in applied.items():
         if any(failed_sync(line) for line in lines):
             continue  # a refused sync returns before its conntrack cleanup (syncProxyRules, in every mode)
         plan = plans[node]

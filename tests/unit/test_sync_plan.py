@@ -12,7 +12,7 @@ import pytest
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
 from lab.render.kubeproxy.kernel_state import ConntrackEntry, KernelState, Reads, RealServerState
-from lab.render.kubeproxy.sync import SyncPlan, reads, sync
+from lab.render.kubeproxy.sync import SyncPlan, listed_after_rules, reads, sync
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGIES = REPO / "topologies"
@@ -102,6 +102,19 @@ def test_the_reconciler_reads_conntrack_and_ipvs_its_servers():
     assert reads(variant("udp-scale-to-zero.yaml", "iptables", "1.31")) == Reads()
     assert reads(variant("udp-scale-to-zero.yaml", "nftables", "1.32")) == Reads(conntrack=True)
     assert reads(variant("udp-scale-to-zero.yaml", "ipvs", "1.31")) == Reads(ipvs=True)
+
+
+def test_the_reconciler_decides_from_the_entries_listed_after_the_rules():
+    # A datagram that slipped through un-NATed while the rules changed: listed only once they are written, and
+    # deleted by the same sync, as kube-proxy's cleanup ends its syncProxyRules.
+    planned = statsd_sync("1.35", (0, 2), ())
+    assert planned.conntrack == ()
+    stale = udp_entry(CLUSTER_IP)  # un-NATed: the reply would come from the ClusterIP itself
+    listed = listed_after_rules(planned, KernelState(conntrack=(stale, udp_entry(STATSD_1))))
+    assert [d.args for d in listed.conntrack] == [
+        ("-D", "-p", "udp", "--orig-dst", CLUSTER_IP, "--orig-port-dst", "8125", "--reply-src", CLUSTER_IP)
+    ]
+    assert listed.dataplane == planned.dataplane and listed.cleanup == planned.cleanup
 
 
 WEB = "10.96.0.10:80"

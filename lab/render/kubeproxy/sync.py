@@ -8,8 +8,10 @@ plan as it is; it decides nothing.
 
 A dual-stack node's two proxiers are planned alike: each family's rules, and each one's conntrack cleanup.
 
-The kernel state is read once, when the sync starts (kube-proxy lists conntrack after writing its rules: an
-entry a new flow creates between the read and the write, under the old rules, is left to the next sync)."""
+The kernel state a plan is made of is read when the sync starts; the 1.32+ reconciler's UDP entries are listed
+after the rules are written (`listed_after_rules`), as kube-proxy's syncProxyRules ends with the cleanup
+(conntrack.CleanStaleEntries, which lists the table then): an entry a datagram confirmed un-NATed while the rules changed is
+the reconciler's to delete in the same sync."""
 
 from __future__ import annotations
 
@@ -71,6 +73,11 @@ def sync(before: Topology, after: Topology, node: str, state: KernelState, resta
     other = _ipvs_sync(before, after, node, state, others[0])
     both = replace(plan.dataplane, other_family=other.dataplane)
     return replace(plan, dataplane=both, other_family=other, cleanup=decided, conntrack=conntrack)
+
+
+def listed_after_rules(plan: SyncPlan, state: KernelState) -> SyncPlan:
+    """The plan with its conntrack deletions decided from the entries listed once its rules were written."""
+    return replace(plan, conntrack=deletions(plan.cleanup, state.conntrack))
 
 
 def _ipvs_sync(before: Topology, after: Topology, node: str, state: KernelState, family: Family) -> SyncPlan:
