@@ -52,8 +52,9 @@ Where the kernel and kube-proxy disagree (strict xfail), or the lab cannot send 
 | TestClusterIPGeneral/same port (SCTP) | 10.180.0.1:53, 10.180.2.1:53 | (not sent:    | lab.probe has no SCTP    |
 |                                       |                              | skipped)      | client or listener       |
 
-Every other flow agrees with kube-proxy. (The ported tests have no IPv6 flows: TestNodePorts'
-IPv6 cases and the IPv6 renderer are not part of this lab.)
+Every other flow agrees with kube-proxy. (The ported tests are IPv4 ones: TestNodePorts' IPv6 cases are not
+replayed here; the IPv6 proxier's rules are compared as text with kube-proxy's IPv6 tests in
+tests/unit/test_iptables_ipv6.py, and run on the kernel in tests/integration/test_ipv6_runs.py.)
 """
 
 from __future__ import annotations

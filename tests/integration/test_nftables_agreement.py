@@ -75,8 +75,9 @@ A pod's connection to the same LB IP is not affected in any version (replayed wh
 10.0.1.5:80, source kept): it crosses filter-forward, which runs after nat-prerouting's DNAT
 whatever its priority, and the external chain short-circuits pod traffic (ClusterCIDR detector).
 
-Every other flow agrees with kube-proxy, in every version. (The ported tests have no IPv6 flows:
-the IPv6 renderer is not part of this lab.)
+Every other flow agrees with kube-proxy, in every version. (The ported tests are IPv4 ones; the IPv6 proxier's
+ruleset is compared as text with kube-proxy's IPv6 test in tests/golden/nftables/ipv6, and run on the kernel in
+tests/integration/test_ipv6_runs.py.)
 """
 
 from __future__ import annotations
