@@ -10,8 +10,8 @@ A dual-stack node's two proxiers are planned alike: each family's rules, and eac
 
 The kernel state a plan is made of is read when the sync starts; the 1.32+ reconciler's UDP entries are listed
 after the rules are written (`listed_after_rules`), as kube-proxy's syncProxyRules ends with the cleanup
-(conntrack.CleanStaleEntries, which lists the table then): an entry a datagram confirmed un-NATed while the rules changed is
-the reconciler's to delete in the same sync."""
+(conntrack.CleanStaleEntries, which lists the table then): an entry a datagram confirmed un-NATed while the
+rules changed is the reconciler's to delete in the same sync."""
 
 from __future__ import annotations
 
