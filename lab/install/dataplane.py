@@ -178,6 +178,8 @@ def install(realized: Realized, planes: Mapping[str, NodeDataplane]) -> tuple[st
 def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
     """What each node's kernel holds, as its kube-proxy reads it at the start of a sync."""
     nodes = [node.name for node in realized.topology.nodes]
+    if wanted == Reads():  # nothing to read: no namespace entered (an iptables sync before the 1.32 reconciler)
+        return dict.fromkeys(nodes, KernelState())
     return dict(zip(nodes, _per_node(realized, nodes, lambda _, ns: read_state(ns, wanted)), strict=True))
 
 
