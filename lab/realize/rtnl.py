@@ -50,7 +50,7 @@ _RTMSG = struct.Struct("=BBBBBBBBI")  # rtmsg: family, dst_len, src_len, tos, ta
 SEND_LIMIT = 64
 
 
-def _attr(kind: int, payload: bytes) -> bytes:
+def attribute(kind: int, payload: bytes) -> bytes:
     length = 4 + len(payload)
     return struct.pack("=HH", length, kind) + payload + b"\0" * (-length % 4)
 
@@ -79,24 +79,24 @@ class Batch:
     def veth(self, name: str, index: int, peer: str, peer_index: int, peer_netns_fd: int) -> None:
         """A veth pair: `name` (index `index`) here, `peer` (index `peer_index`) straight in the other namespace."""
         peer_info = _IFINFO.pack(socket.AF_UNSPEC, 0, peer_index, 0, 0)
-        peer_info += _attr(IFLA_IFNAME, _name(peer)) + _attr(IFLA_NET_NS_FD, struct.pack("=I", peer_netns_fd))
-        data = _attr(IFLA_INFO_DATA | NLA_F_NESTED, _attr(VETH_INFO_PEER | NLA_F_NESTED, peer_info))
-        linkinfo = _attr(IFLA_LINKINFO | NLA_F_NESTED, _attr(IFLA_INFO_KIND, _name("veth")) + data)
-        body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + _attr(IFLA_IFNAME, _name(name)) + linkinfo
+        peer_info += attribute(IFLA_IFNAME, _name(peer)) + attribute(IFLA_NET_NS_FD, struct.pack("=I", peer_netns_fd))
+        data = attribute(IFLA_INFO_DATA | NLA_F_NESTED, attribute(VETH_INFO_PEER | NLA_F_NESTED, peer_info))
+        linkinfo = attribute(IFLA_LINKINFO | NLA_F_NESTED, attribute(IFLA_INFO_KIND, _name("veth")) + data)
+        body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + attribute(IFLA_IFNAME, _name(name)) + linkinfo
         self._add(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"veth {name} (peer {peer})")
 
     def up(self, index: int, master: int = 0) -> None:
         """Link `index` up (and, with `master`, a port of that bridge)."""
         body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP)
         if master:
-            body += _attr(IFLA_MASTER, struct.pack("=I", master))
+            body += attribute(IFLA_MASTER, struct.pack("=I", master))
         self._add(RTM_NEWLINK, 0, body, f"link {index} up" + (f" in bridge {master}" if master else ""))
 
     def hairpin(self, index: int) -> None:
         """The bridge port `index` sends a frame back out of the port it came in by (`bridge link set hairpin on`:
         RTM_SETLINK of family AF_BRIDGE, which the bridge's own handler takes)."""
         body = _IFINFO.pack(AF_BRIDGE, 0, index, 0, 0)
-        body += _attr(IFLA_PROTINFO | NLA_F_NESTED, _attr(IFLA_BRPORT_MODE, b"\1"))
+        body += attribute(IFLA_PROTINFO | NLA_F_NESTED, attribute(IFLA_BRPORT_MODE, b"\1"))
         self._add(RTM_SETLINK, 0, body, f"hairpin on bridge port {index}")
 
     def address(self, index: int, address: str, prefixlen: int) -> None:
@@ -104,7 +104,7 @@ class Batch:
         ip = ip_address(address)
         flags = IFA_F_NODAD if ip.version == 6 else 0
         body = _IFADDR.pack(_family(ip.version), prefixlen, flags, 0, index)
-        body += _attr(IFA_LOCAL, ip.packed) + _attr(IFA_ADDRESS, ip.packed)
+        body += attribute(IFA_LOCAL, ip.packed) + attribute(IFA_ADDRESS, ip.packed)
         self._add(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"address {address}/{prefixlen} on link {index}")
 
     def route(self, dst: str, gateway: str = "", oif: int = 0, scope: int = 0, onlink: bool = False) -> None:
@@ -126,11 +126,11 @@ class Batch:
             RTNH_F_ONLINK if onlink else 0,
         )
         if net.prefixlen:
-            body += _attr(RTA_DST, net.network_address.packed)
+            body += attribute(RTA_DST, net.network_address.packed)
         if via is not None:
-            body += _attr(RTA_GATEWAY, via.packed)
+            body += attribute(RTA_GATEWAY, via.packed)
         if oif:
-            body += _attr(RTA_OIF, struct.pack("=I", oif))
+            body += attribute(RTA_OIF, struct.pack("=I", oif))
         what = f"route {dst}" + (f" via {gateway}" if gateway else "")
         self._add(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, body, what)
 

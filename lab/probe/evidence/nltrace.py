@@ -27,7 +27,7 @@ from lab.install.tools import nft_apply
 from lab.probe.evidence.base import EvidenceError
 from lab.probe.evidence.nftrace import MARKER_DATA, MARKER_PORT, TRACE_TABLE, send_markers
 from lab.realize.enter import in_netns
-from lab.realize.rtnl import _attr as attribute
+from lab.realize.rtnl import attribute
 
 NETLINK_NETFILTER = 12
 SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 270, 1
