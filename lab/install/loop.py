@@ -35,11 +35,15 @@ class SocketLoop:
         self._stop_w.send(b"x")
         if self._thread.is_alive():
             self._thread.join(timeout=2)
-        for sock in self._sockets:
-            sock.close()
+        self.close_sockets(list(self._sockets))
         self._stop_r.close()
         self._stop_w.close()
         self._selector.close()
+
+    def close_sockets(self, sockets: list[socket.socket]) -> None:
+        """Close the registered sockets, one after another (a TCP or UDP socket closes at once)."""
+        for sock in sockets:
+            sock.close()
 
     def handle(self, sock: socket.socket, data: Any) -> None:
         raise NotImplementedError

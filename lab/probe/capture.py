@@ -17,6 +17,7 @@ import stat
 import struct
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +34,8 @@ PACKET_OUTGOING = 4
 ARPHRD_ETHER = 1
 VXLAN_PORT = 4789
 SO_TIMESTAMPNS = 35
+# Packet sockets closed at once: each close waits for an RCU grace period, and waiters share one.
+CLOSERS = 64
 _TCP_FLAGS = [(0x02, "S"), (0x10, "."), (0x01, "F"), (0x04, "R"), (0x08, "P")]
 # IPv6 extension headers walked to the transport header (RFC 8200 section 4): their length in 8-octet units past
 # the first 8, except AH's (RFC 4302: in 4-octet units past the first 8) and the fragment header's (8 octets).
@@ -172,6 +175,14 @@ class Captures(SocketLoop):
     def mark(self) -> int:
         with self._lock:
             return len(self.frames)
+
+    def close_sockets(self, sockets: list[socket.socket]) -> None:
+        """Side by side: a packet socket's close waits for an RCU grace period (packet_release calls
+        synchronize_net, net/packet/af_packet.c), some 12 ms here. One after another, a hundred nodes' took 1.2 s;
+        closed together, their waits share grace periods (44 ms)."""
+        with ThreadPoolExecutor(max_workers=min(CLOSERS, len(sockets) or 1), thread_name_prefix="capture") as pool:
+            for _ in pool.map(socket.socket.close, sockets):
+                pass
 
     def forget(self) -> None:
         """Drop every frame so far (a live lab between probes: what users send meanwhile is not kept). No mark
