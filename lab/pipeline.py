@@ -15,7 +15,7 @@ from lab.describe.releases import check_feature_gate
 from lab.describe.topology import ProbeSpec, Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
-from lab.install.dataplane import apply_rules, clean_conntrack, install, read_states
+from lab.install.dataplane import FirstSync, apply_rules, clean_conntrack, read_states
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.probe.session import ProbeSession
@@ -80,28 +80,30 @@ class Standing:
     realized: Realized
     ports: PortHolder
     rendered: float  # perf_counter when render was done
-    built: float  # ... realize
-    installed: float  # ... and install
+    built: float  # ... realize, with kube-proxy's first sync on every node (which ran alongside)
+    installed: float  # ... and the rest of install
     said: tuple[str, ...] = ()  # what each node's first kube-proxy sync said ("node: line"): a failed sync
+    first_sync: float = 0.0  # seconds kube-proxy's first sync took on every node, within the build's
 
 
 @contextmanager
 def standing(topo: Topology) -> Iterator[Standing]:
     """render → realize → install (kube-proxy's rules and held ports, then the actors around the cluster); torn
-    down on exit. Whatever a stage starts in the namespaces (health servers) is stopped before realize removes
-    them."""
+    down on exit. kube-proxy's first sync runs alongside the build once the nodes are up (FirstSync): the pods,
+    most of a cluster's namespaces, are made meanwhile. Whatever a stage starts in the namespaces (health servers)
+    is stopped before realize removes them."""
     topo = on_this_kernel(topo)
     planes = render(topo)
     rendered = time.perf_counter()
+    first = FirstSync(planes, topo.cluster.iptables_backend)
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo)))
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside_pods=first.alongside))
         built = time.perf_counter()
-        said = install(realized, planes)
         ports = PortHolder(realized)
         stack.callback(ports.close)
         ports.sync(planes)
         install_actors(realized, stack)
-        yield Standing(realized, ports, rendered, built, time.perf_counter(), said)
+        yield Standing(realized, ports, rendered, built, time.perf_counter(), first.said, first.seconds)
 
 
 @contextmanager

@@ -51,5 +51,5 @@ def run_variant(
     done = time.perf_counter()
     session_time = (session_started - installed) + (probed - probes_done)
     build, install, probe, teardown = built - rendered, installed - built, probed - installed, done - probed
-    timing = Timing(build, install, probe, teardown, session_time, rendered - start)
+    timing = Timing(build, install, probe, teardown, session_time, rendered - start, stood.first_sync)
     return VariantRun(topo, results, timing)

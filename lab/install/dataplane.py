@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
 
 from lab.install.conntrack import delete_entries
@@ -25,6 +27,7 @@ from lab.install.tools import (
 )
 from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
+from lab.realize.terminate import deferred
 from lab.render.dataplane import IPVS_DEVICE, NodeDataplane
 from lab.render.kubeproxy.kernel_state import KernelState, Reads
 from lab.render.kubeproxy.nftables import TABLE, TABLE_FAMILY
@@ -168,11 +171,42 @@ def _prefixed(nodes: Sequence[str], lines: Sequence[Sequence[str]]) -> tuple[str
     return tuple(f"{node}: {line}" for node, said in zip(nodes, lines, strict=True) for line in said)
 
 
+class FirstSync:
+    """kube-proxy's first sync on every node (`load`), the nodes side by side (one at a time per core), run
+    `alongside` whatever else is built once the nodes' namespaces exist: the rules need no pod, and a kube-proxy
+    syncs when it starts, whichever pods are up. What the loads said (`said`, "node: line") and how long they took
+    from the first to the last (`seconds`) are there once the block is left."""
+
+    def __init__(self, planes: Mapping[str, NodeDataplane], backend: str) -> None:
+        self.planes, self.backend = planes, backend
+        self.said: tuple[str, ...] = ()
+        self.seconds = 0.0
+
+    @contextmanager
+    def alongside(self, namespaces: Mapping[str, str]) -> Iterator[None]:
+        """The loads, started now; waited for on leaving (the loads not begun are dropped if the block failed),
+        with SIGTERM waiting too: none outlives its namespace. The first load that failed is raised then."""
+        nodes, start = list(self.planes), time.perf_counter()
+        pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="install")
+        loads = [pool.submit(load, namespaces[node], self.planes[node], self.backend) for node in nodes]
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            with deferred():
+                pool.shutdown(wait=True, cancel_futures=failed)
+        self.said = _prefixed(nodes, [future.result() for future in loads])
+        self.seconds = time.perf_counter() - start
+
+
 def install(realized: Realized, planes: Mapping[str, NodeDataplane]) -> tuple[str, ...]:
-    """Each node's rendered dataplane, loaded into the node (kube-proxy's first sync), the nodes side by side;
+    """Each node's rendered dataplane, loaded into the built node (kube-proxy's first sync), the nodes side by side;
     what the loads said, per node ("node: line")."""
-    backend = realized.topology.cluster.iptables_backend
-    return _prefixed(list(planes), _per_node(realized, list(planes), lambda node, ns: load(ns, planes[node], backend)))
+    first = FirstSync(planes, realized.topology.cluster.iptables_backend)
+    with first.alongside(realized.namespaces):
+        pass
+    return first.said
 
 
 def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:

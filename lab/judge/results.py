@@ -22,12 +22,13 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class Timing:
-    build: float
-    install: float
+    build: float  # kube-proxy's first sync on every node ran alongside (first_sync)
+    install: float  # what install did after the build: held ports, the actors around the cluster
     probes: float  # the probe session's start (backends, captures, first rule snapshots) included
     teardown: float
     session: float = 0.0  # of `probes`: starting and closing the probe session, once per variant
     render: float = 0.0  # kube-proxy's rules for every node, before the build
+    first_sync: float = 0.0  # kube-proxy's first sync on every node, from the first to the last: inside `build`
 
     @property
     def total(self) -> float:

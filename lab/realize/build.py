@@ -33,8 +33,8 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -428,11 +428,17 @@ class _Builder(NetBuilder):
 
 @contextmanager
 def realize(
-    topo: Topology, setups: Mapping[str, NodeSetup], tunnel: str, prefix: str | None = None
+    topo: Topology,
+    setups: Mapping[str, NodeSetup],
+    tunnel: str,
+    prefix: str | None = None,
+    alongside_pods: Callable[[Mapping[str, str]], AbstractContextManager[object]] | None = None,
 ) -> Iterator[Realized]:
     """Build the topology, each node as `setups` (render's, by node name) says and cni routed-tunnel's device
     of the `tunnel` kind ("ipip" or "vxlan"; "" for cni bridge); on any failure, or on leaving the block,
-    remove everything built."""
+    remove everything built. `alongside_pods(each node's namespace)` is entered once the nodes are built and left
+    once the hosts and pods are: work that needs only the nodes (kube-proxy's first sync) runs meanwhile, and is
+    over before anything is removed."""
     kinds = tuple(TUNNEL_DEVICES) if topo.cluster.cni == "routed-tunnel" else ("",)
     if tunnel not in kinds:
         raise ValueError(f"cni {topo.cluster.cni} is built with tunnel {' or '.join(map(repr, kinds))}, not {tunnel!r}")
@@ -447,10 +453,12 @@ def realize(
             builder.fabric()
             for node in topo.nodes:
                 builder.node(node)
-            # Routers before the hosts behind them.
-            for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
-                builder.external(ext)
-            pod_ports = builder.pods([(i, pod) for i, pod in enumerate(topo.built_pods) if not pod.host_network])
+            nodes = {node.name: names[node.name] for node in topo.nodes}
+            with alongside_pods(MappingProxyType(nodes)) if alongside_pods else nullcontext():
+                # Routers before the hosts behind them.
+                for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
+                    builder.external(ext)
+                pod_ports = builder.pods([(i, pod) for i, pod in enumerate(topo.built_pods) if not pod.host_network])
             if topo.cluster.cni == "bridge" and topo.cluster.hairpin_mode == "promiscuous-bridge":
                 for node in topo.nodes:
                     builder.promiscuous_bridge(node)

@@ -1,6 +1,6 @@
 """The kernel's own trace of a probe as evidence: `nft monitor trace` inside a node namespace.
 
-A table of our own (`inet lab-trace`, hooked before conntrack) sets nftrace on every packet; the
+A table of our own (`inet lab-trace`, hooked before conntrack: trace_table.py) sets nftrace on every packet; the
 kernel then reports each rule a packet meets, in every nftables table (kube-proxy's nftables mode,
 and iptables-nft's rules too, which xtrace.py reads the iptables way). Events travel asynchronously,
 so after a probe the tracer sends a marker datagram through the same hooks and waits for its event:
@@ -18,19 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.install.tools import nft_apply, require
+from lab.install.tools import require
 from lab.probe.evidence.base import EvidenceError, RuleHit
+from lab.probe.evidence.trace_table import add_trace_table
 from lab.realize.enter import in_netns
 
-# Idempotent: every tracer of a namespace applies it, and each packet is marked once.
-TRACE_TABLE = """\
-table inet lab-trace {}
-flush table inet lab-trace
-table inet lab-trace {
-    chain prerouting { type filter hook prerouting priority -350; meta nftrace set 1; }
-    chain output { type filter hook output priority -350; meta nftrace set 1; }
-}
-"""
 MARKER_PORT = 9  # discard: the marker is sent to the node's own loopback and dropped unanswered
 MARKER_DATA = b"lab-trace-marker"
 _LINE = re.compile(r"^trace id (\w+) (\w+) (\S+) (\S+) (.*)$")
@@ -228,12 +220,12 @@ def send_markers(
 
 class KernelTrace(MonitorLines):
     """`nft monitor trace` (ARGS) in one namespace, with a barrier so that a probe's events are all read: a marker
-    datagram sent through the hooks, waited for until its trace arrives. The lab-trace table (TRACE_TABLE) sets
+    datagram sent through the hooks, waited for until its trace arrives. The lab-trace table (trace_table.py) sets
     nftrace on every packet. nft reads the kernel's events with a 16 MiB socket buffer, so a burst of them (a
     routing loop's) does not overflow it."""
 
     def __init__(self, netns: str, *args: str, traffic_between: bool = False) -> None:
-        nft_apply(netns, TRACE_TABLE)
+        add_trace_table(netns)
         super().__init__(netns, ("nft", *args, "monitor", "trace"))
         self.marker_port = 0
         self.traffic_between = traffic_between

@@ -23,21 +23,28 @@ import threading
 import time
 from dataclasses import dataclass
 
-from lab.install.tools import nft_apply
 from lab.probe.evidence.base import EvidenceError
-from lab.probe.evidence.nftrace import MARKER_DATA, MARKER_PORT, TRACE_TABLE, send_markers
+from lab.probe.evidence.nfnetlink import (
+    NETLINK_NETFILTER,
+    NFGEN,
+    NFNL_SUBSYS_NFTABLES,
+    NLM_F_DUMP,
+    NLMSG_DONE,
+    messages,
+    request,
+    status,
+)
+from lab.probe.evidence.nftrace import MARKER_DATA, MARKER_PORT, send_markers
+from lab.probe.evidence.trace_table import add_trace_table
 from lab.realize.enter import in_netns
 from lab.realize.rtnl import attribute
 
-NETLINK_NETFILTER = 12
 SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 270, 1
 SO_RCVBUFFORCE = 33
 NFNLGRP_NFTRACE = 9
-NFNL_SUBSYS_NFTABLES, NFT_MSG_NEWRULE, NFT_MSG_GETRULE, NFT_MSG_TRACE = 10, 6, 7, 17
+NFT_MSG_NEWRULE, NFT_MSG_GETRULE, NFT_MSG_TRACE = 6, 7, 17
 TRACE_MESSAGE = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_TRACE
 RULE_MESSAGE = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_NEWRULE
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 # enum nft_rule_attributes
 NFTA_RULE_TABLE, NFTA_RULE_CHAIN, NFTA_RULE_HANDLE = 1, 2, 3
 # enum nft_trace_attributes
@@ -55,8 +62,6 @@ POLICIES = {0: "DROP", 1: "ACCEPT"}  # NF_DROP, NF_ACCEPT: a base chain's only p
 # nft reads its events with this buffer; a burst (a routing loop's 64 hops) fits in it.
 RECEIVE_BUFFER = 16 << 20
 
-_HEADER = struct.Struct("=IHHII")  # nlmsghdr
-_NFGEN = struct.Struct("=BBH")  # nfgenmsg: family, version, resource id
 _ATTR = struct.Struct("=HH")
 _LOOPBACK = socket.inet_aton("127.0.0.1")
 _UDP, _ICMP = 17, 1
@@ -165,23 +170,10 @@ def _record(family: int, attrs: dict[int, bytes]) -> TraceRecord:
 def parse_messages(data: bytes) -> list[TraceRecord]:
     """The trace events of one netlink datagram (anything else in it is skipped)."""
     return [
-        _record(_NFGEN.unpack_from(body)[0], _attributes(body, _NFGEN.size, len(body)))
-        for kind, _, body in _messages(data)
+        _record(NFGEN.unpack_from(body)[0], _attributes(body, NFGEN.size, len(body)))
+        for kind, _, body in messages(data)
         if kind == TRACE_MESSAGE
     ]
-
-
-def _messages(data: bytes) -> list[tuple[int, int, bytes]]:
-    """A netlink datagram's messages: (type, sequence number, body after the header)."""
-    found = []
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, kind, _, sequence, _ = _HEADER.unpack_from(data, offset)
-        if length < _HEADER.size or offset + length > len(data):
-            break
-        found.append((kind, sequence, data[offset + _HEADER.size : offset + length]))
-        offset += (length + 3) & ~3
-    return found
 
 
 def _request_socket() -> socket.socket:
@@ -205,28 +197,24 @@ class ChainLister:
         """The chain's handles, in order; none when there is no such chain."""
         self._sequence += 1
         attrs = attribute(NFTA_RULE_TABLE, table.encode() + b"\0") + attribute(NFTA_RULE_CHAIN, chain.encode() + b"\0")
-        body = _NFGEN.pack(family, 0, 0) + attrs
-        kind = NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETRULE
-        self._sock.send(
-            _HEADER.pack(_HEADER.size + len(body), kind, NLM_F_REQUEST | NLM_F_DUMP, self._sequence, 0) + body
-        )
+        self._sock.send(request(NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETRULE, NLM_F_DUMP, self._sequence, family, attrs))
         handles = []
         while True:
-            for kind, sequence, message in _messages(self._sock.recv(1 << 16)):
+            for kind, sequence, message in messages(self._sock.recv(1 << 16)):
                 if sequence != self._sequence:
                     continue  # an answer to an earlier request cut short
-                status = -struct.unpack_from("=i", message)[0] if kind in (NLMSG_DONE, NLMSG_ERROR) else 0
-                if kind == NLMSG_DONE and not status:
+                error = status(kind, message)
+                if kind == NLMSG_DONE and not error:
                     return handles
-                if status:
-                    if status == errno.ENOENT:
+                if error:
+                    if error == errno.ENOENT:
                         return []
                     raise EvidenceError(
-                        f"{self.netns}: listing {table} {chain} failed: {os.strerror(status)}: the rules' order "
+                        f"{self.netns}: listing {table} {chain} failed: {os.strerror(error)}: the rules' order "
                         "cannot be read"
                     )
                 if kind == RULE_MESSAGE:
-                    found = _attributes(message, _NFGEN.size, len(message))
+                    found = _attributes(message, NFGEN.size, len(message))
                     if NFTA_RULE_HANDLE in found:
                         handles.append(struct.unpack("!Q", found[NFTA_RULE_HANDLE])[0])
 
@@ -248,7 +236,7 @@ def _subscribed_socket() -> socket.socket:
 
 
 class NetlinkTrace:
-    """The nftables trace of one namespace (the lab-trace table, TRACE_TABLE, sets nftrace on every packet), kept
+    """The nftables trace of one namespace (the lab-trace table, trace_table.py, sets nftrace on every packet), kept
     in order by a reader thread, with a barrier so that a probe's events are all read: a marker datagram sent
     through the hooks, waited for until its trace arrives."""
 
@@ -260,7 +248,7 @@ class NetlinkTrace:
         self._lost: list[int] = []  # where events were lost (the buffer overflowed): the record count then
         self._failed = ""  # why the reader stopped
         self._cond = threading.Condition()
-        nft_apply(netns, TRACE_TABLE)
+        add_trace_table(netns)
         self._sock = in_netns(netns, _subscribed_socket)
         self._wake_read, self._wake_write = os.pipe()
         self._reader = threading.Thread(target=self._read, name=f"nftrace:{netns}", daemon=True)
