@@ -1,5 +1,7 @@
 """`lab bench --cluster NODESxPODS[,...]`: a generated cluster of real size, timed stage by stage against raw `ip`
-commands for the same namespaces and links, measured side by side in the same run.
+commands for the same namespaces and links, measured side by side in the same run. Every timed run starts on an
+idle machine (lab.bench.settle): the kernel's own work freeing the previous run's namespaces is reported as that
+run's, not timed as the next one's.
 
 The scenario (also written out by `cluster_scenario`, so anyone can run it with `lab run`): NODES nodes, each with
 PODS pods of one Deployment per node (`web-<node>`), every pod behind one NodePort Service `web`; an external
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.api import run_variant
+from lab.bench.settle import settle
 from lab.bench.stages import counts, raw_ip_seconds
 from lab.describe.load import load_scenario
 from lab.doctor import machine_arch
@@ -85,28 +88,37 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
-    for column in ("nodes × pods", "namespaces", "render s", "build s", "raw ip s", "build / raw ip", "install s",
-                   "probe session s", "per probe s", "per probe / first", "teardown s", "total s",
-                   "total / raw ip"):  # fmt: skip
+    for column in ("nodes × pods", "namespaces", "render s", "build s", "first sync s", "raw ip s",
+                   "build / raw ip", "install s", "probe session s", "per probe s", "per probe / first",
+                   "teardown s", "kernel cleanup s", "total s", "total / raw ip"):  # fmt: skip
         table.add_column(column, justify="right")
     # A shared machine's load inflates every time: the raw ip floor measured beside each size is what to read them
     # against, and the load says how far to trust them.
     load = f"{os.getloadavg()[0]:.2f}"
+    busy = False  # the machine was not idle before some timed run
     first_probe = 0.0  # the first size's time per probe: what a probe costs in a small cluster
     for nodes, pods in sizes:
         path = directory / f"cluster-{nodes}x{pods}.yaml"
         path.write_text(cluster_scenario(nodes, pods))
         (topo,) = load_scenario(path, arch=machine_arch()).variants
-        runs = []
+        runs, cleanups = [], []
+        busy = busy or settle() is None
         for _ in range(repeat):
             run = run_variant(topo)
+            cleanups.append(settle())
             if not all(r.verdict.ok for r in run.results):
                 bad = next(r for r in run.results if not r.verdict.ok)
                 console.print(f"[red]{bad.probe.name} failed: {bad.verdict.reasons}: timings would not count[/red]")
                 return 1
             runs.append(run.timing)
+        busy = busy or None in cleanups
         namespaces, links = counts(topo)
-        raw = statistics.median(raw_ip_seconds(namespaces, links) for _ in range(repeat))
+        raws = []
+        for _ in range(repeat):
+            raws.append(raw_ip_seconds(namespaces, links))
+            busy = busy or settle() is None
+        raw = statistics.median(raws)
+        waited = [seconds for seconds in cleanups if seconds is not None]
 
         def med(stage: str, timings=runs) -> float:  # noqa: ANN001
             return statistics.median(getattr(t, stage) for t in timings)
@@ -118,6 +130,7 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             str(namespaces),
             f"{med('render'):.2f}",
             f"{med('build'):.2f}",
+            f"{med('first_sync'):.2f}",
             f"{raw:.2f}",
             f"{med('build') / raw:.2f}×",
             f"{med('install'):.2f}",
@@ -125,13 +138,19 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             f"{per_probe:.3f}",
             f"{per_probe / first_probe:.2f}×",
             f"{med('teardown'):.2f}",
+            f"{statistics.median(waited):.2f}" if waited else "busy",
             f"{med('total'):.2f}",
             f"{med('total') / raw:.2f}×",
         )
         started = time.strftime("%H:%M:%S")
         console.print(f"[dim]{started} {nodes}x{pods} done[/dim]")
     table.caption = (
-        f"{os.cpu_count()} cores, kernel {platform.release()}; load average {load} at the start, "
+        "build: namespaces, links, addresses and routes, with kube-proxy's first sync on every node alongside once "
+        "the nodes are up (first sync: its own time, within the build's); install: what follows the build. "
+        "kernel cleanup: after the run, until the machine was idle again (the kernel freeing its namespaces); not "
+        "in the total. Every timed run started on an idle machine"
+        + (" — except some: the machine stayed busy with other work" if busy else "")
+        + f". {os.cpu_count()} cores, kernel {platform.release()}; load average {load} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end"
     )
     console.print(table)

@@ -9,7 +9,8 @@ families share (net/ipv6/icmp.c icmpv6_global_allow). TCP's counters are one tab
 
 Every node is read, both times, so a counter that moved on a node the probe was not seen on is not lost. Each
 node's files are opened once, from inside its namespace (a proc file keeps the namespace it was opened in), and
-read again at every probe with no namespace switch: some microseconds a node."""
+read again at every probe with no namespace switch: some microseconds a node; a text unchanged since the last
+read (most nodes at most probes) is not parsed again."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ class CounterFiles:
 
     def __init__(self) -> None:
         self._files: dict[tuple[str, str], int] = {}  # (namespace, file name) → its descriptor
+        self._parsed: dict[tuple[str, str], tuple[bytes, Counters]] = {}  # the last text read there, parsed
 
     def read(self, namespaces: Sequence[str], ipv6: bool = False) -> list[Counters]:
         """Each namespace's counters, in the order given; with `ipv6`, IPv6's and ICMPv6's too (a second file,
@@ -96,16 +98,19 @@ class CounterFiles:
                         os.close(fd)  # snmp, opened for an IPv4 read before
                     else:
                         self._files[ns, name] = fd
-        return [
-            parse_snmp(self._text(ns, "snmp")) | (parse_snmp6(self._text(ns, "snmp6")) if ipv6 else {})
-            for ns in namespaces
-        ]
+        return [self._counters(ns, "snmp") | (self._counters(ns, "snmp6") if ipv6 else {}) for ns in namespaces]
 
-    def _text(self, ns: str, name: str) -> str:
-        return os.pread(self._files[ns, name], 1 << 16, 0).decode()
+    def _counters(self, ns: str, name: str) -> Counters:
+        text = os.pread(self._files[ns, name], 1 << 16, 0)
+        last = self._parsed.get((ns, name))
+        if last is None or last[0] != text:
+            last = text, (parse_snmp if name == "snmp" else parse_snmp6)(text.decode())
+            self._parsed[ns, name] = last
+        return dict(last[1])
 
     def close(self) -> None:
         files, self._files = self._files, {}
+        self._parsed.clear()
         for fd in files.values():
             os.close(fd)
 
