@@ -89,15 +89,15 @@ class Standing:
 @contextmanager
 def standing(topo: Topology) -> Iterator[Standing]:
     """render → realize → install (kube-proxy's rules and held ports, then the actors around the cluster); torn
-    down on exit. kube-proxy's first sync runs alongside the build once the nodes are up (FirstSync): the pods,
-    most of a cluster's namespaces, are made meanwhile. Whatever a stage starts in the namespaces (health servers)
-    is stopped before realize removes them."""
+    down on exit. kube-proxy's first sync starts on each node once it is built and runs alongside the rest of the
+    build (FirstSync): the other nodes and the pods, most of a cluster's namespaces, are made meanwhile. Whatever a
+    stage starts in the namespaces (health servers) is stopped before realize removes them."""
     topo = on_this_kernel(topo)
     planes = render(topo)
     rendered = time.perf_counter()
     first = FirstSync(planes, topo.cluster.iptables_backend)
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside_pods=first.alongside))
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside))
         built = time.perf_counter()
         ports = PortHolder(realized)
         stack.callback(ports.close)

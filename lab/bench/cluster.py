@@ -123,7 +123,7 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
         def med(stage: str, timings=runs) -> float:  # noqa: ANN001
             return statistics.median(getattr(t, stage) for t in timings)
 
-        per_probe = (med("probes") - med("session")) / PROBES
+        per_probe = statistics.median((t.probes - t.session) / PROBES for t in runs)
         first_probe = first_probe or per_probe
         table.add_row(
             f"{nodes} × {pods}",

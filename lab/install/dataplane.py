@@ -8,7 +8,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -172,10 +172,10 @@ def _prefixed(nodes: Sequence[str], lines: Sequence[Sequence[str]]) -> tuple[str
 
 
 class FirstSync:
-    """kube-proxy's first sync on every node (`load`), the nodes side by side (one at a time per core), run
-    `alongside` whatever else is built once the nodes' namespaces exist: the rules need no pod, and a kube-proxy
-    syncs when it starts, whichever pods are up. What the loads said (`said`, "node: line") and how long they took
-    from the first to the last (`seconds`) are there once the block is left."""
+    """kube-proxy's first sync on every node (`load`), each started as soon as its node is built (`alongside` the
+    rest of the build: the rules need no pod, and a kube-proxy syncs when it starts, whichever pods are up), two at
+    a time per core. What the loads said (`said`, "node: line") and how long they took from the start of the first
+    to the end of the last (`seconds`) are there once the block is left."""
 
     def __init__(self, planes: Mapping[str, NodeDataplane], backend: str) -> None:
         self.planes, self.backend = planes, backend
@@ -183,29 +183,46 @@ class FirstSync:
         self.seconds = 0.0
 
     @contextmanager
-    def alongside(self, namespaces: Mapping[str, str]) -> Iterator[None]:
-        """The loads, started now; waited for on leaving (the loads not begun are dropped if the block failed),
-        with SIGTERM waiting too: none outlives its namespace. The first load that failed is raised then."""
-        nodes, start = list(self.planes), time.perf_counter()
+    def alongside(self) -> Iterator[Callable[[str, str], None]]:
+        """`node_built(node, its namespace)` starts that node's load. The loads are waited for on leaving (those not
+        begun are dropped if the block failed), with SIGTERM waiting too: none outlives its namespace. The first
+        load that failed is raised then."""
+        loads: dict[str, Future[tuple[str, ...]]] = {}
+        started: list[float] = []
+        ended: list[float] = []  # list.append is atomic: the loads' threads note their end here
+
+        def one(node: str, ns: str) -> tuple[str, ...]:
+            said = load(ns, self.planes[node], self.backend)
+            ended.append(time.perf_counter())
+            return said
+
+        def node_built(node: str, ns: str) -> None:
+            if node in self.planes:
+                started.append(time.perf_counter())
+                loads[node] = pool.submit(one, node, ns)
+
+        # Two loads a core: each waits on the kernel for a good part of its time.
         pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="install")
-        loads = [pool.submit(load, namespaces[node], self.planes[node], self.backend) for node in nodes]
         failed = True
         try:
-            yield
+            yield node_built
             failed = False
         finally:
             with deferred():
                 pool.shutdown(wait=True, cancel_futures=failed)
-        self.said = _prefixed(nodes, [future.result() for future in loads])
-        self.seconds = time.perf_counter() - start
+        if missing := [node for node in self.planes if node not in loads]:
+            raise ValueError(f"kube-proxy's first sync was never started on {', '.join(missing)}")
+        self.said = _prefixed(list(self.planes), [loads[node].result() for node in self.planes])
+        self.seconds = max(ended, default=0.0) - min(started, default=0.0)
 
 
 def install(realized: Realized, planes: Mapping[str, NodeDataplane]) -> tuple[str, ...]:
     """Each node's rendered dataplane, loaded into the built node (kube-proxy's first sync), the nodes side by side;
     what the loads said, per node ("node: line")."""
     first = FirstSync(planes, realized.topology.cluster.iptables_backend)
-    with first.alongside(realized.namespaces):
-        pass
+    with first.alongside() as node_built:
+        for node in planes:
+            node_built(node, realized.namespaces[node])
     return first.said
 
 

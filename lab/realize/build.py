@@ -159,6 +159,10 @@ def plug_pods(realized: Realized, pods: Sequence[PodSpec]) -> None:
     grown.pods.update({pod.name: pod for pod in pods})
 
 
+def _nothing(*_: object) -> None:
+    """No work alongside the build."""
+
+
 def _prefixlen(cidr: str) -> int:
     return network(cidr).prefixlen
 
@@ -432,13 +436,13 @@ def realize(
     setups: Mapping[str, NodeSetup],
     tunnel: str,
     prefix: str | None = None,
-    alongside_pods: Callable[[Mapping[str, str]], AbstractContextManager[object]] | None = None,
+    alongside: Callable[[], AbstractContextManager[Callable[[str, str], object]]] | None = None,
 ) -> Iterator[Realized]:
     """Build the topology, each node as `setups` (render's, by node name) says and cni routed-tunnel's device
     of the `tunnel` kind ("ipip" or "vxlan"; "" for cni bridge); on any failure, or on leaving the block,
-    remove everything built. `alongside_pods(each node's namespace)` is entered once the nodes are built and left
-    once the hosts and pods are: work that needs only the nodes (kube-proxy's first sync) runs meanwhile, and is
-    over before anything is removed."""
+    remove everything built. `alongside()` is entered before the nodes are built and left once the hosts and pods
+    are; what it gives is called with each node and its namespace as soon as that node is built: work that needs
+    only the node (kube-proxy's first sync) runs meanwhile, and is over before anything is removed."""
     kinds = tuple(TUNNEL_DEVICES) if topo.cluster.cni == "routed-tunnel" else ("",)
     if tunnel not in kinds:
         raise ValueError(f"cni {topo.cluster.cni} is built with tunnel {' or '.join(map(repr, kinds))}, not {tunnel!r}")
@@ -451,10 +455,10 @@ def realize(
             builder = _Builder(topo, prefix, stack, setups, tunnel)
             names = builder.names
             builder.fabric()
-            for node in topo.nodes:
-                builder.node(node)
-            nodes = {node.name: names[node.name] for node in topo.nodes}
-            with alongside_pods(MappingProxyType(nodes)) if alongside_pods else nullcontext():
+            with alongside() if alongside else nullcontext(_nothing) as node_built:
+                for node in topo.nodes:
+                    builder.node(node)
+                    node_built(node.name, names[node.name])
                 # Routers before the hosts behind them.
                 for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
                     builder.external(ext)
