@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from support.host import REPO, lab_namespaces
+from support.host import REPO, lab_namespaces, records_of
 
 from lab.api import run_variant
 from lab.describe.load import load_scenario
@@ -55,7 +55,7 @@ def test_sigkilled_run_is_cleaned_by_next_down(host_unchanged):
     # Its own namespaces, from its record (other runs may build theirs meanwhile).
     deadline, mine, prefix = time.monotonic() + 30, set(), ""
     while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < 5:
-        records = _records_of(proc.pid)
+        records = records_of(proc.pid)
         mine = {name for record in records for name in record["namespaces"]}
         prefix = next((name[:10] for name in mine), "")
         time.sleep(0.05)
@@ -77,14 +77,14 @@ def test_a_run_killed_while_probing_leaves_no_process_in_its_namespaces(host_unc
         proc = subprocess.Popen(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
         deadline, inodes, inside, prefix = time.monotonic() + 60, set(), [], ""
         while time.monotonic() < deadline and not inside:
-            names = {name for record in _records_of(proc.pid) for name in record["namespaces"]}
+            names = {name for record in records_of(proc.pid) for name in record["namespaces"]}
             prefix = next((name[:10] for name in names), prefix)
             inodes = {(s.st_dev, s.st_ino) for s in map(_stat_or_none, (f"/run/netns/{n}" for n in names)) if s}
             inside = [pid for pid in _pids() if _netns_of(pid) in inodes]
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        left = {name[:10] for record in _records_of(proc.pid) for name in record["namespaces"]}
+        left = {name[:10] for record in records_of(proc.pid) for name in record["namespaces"]}
         if inside and prefix in left:
             break
         for other in left:  # killed while building the next variant: not what this test is about
@@ -144,7 +144,7 @@ def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_
     mine: set[str] = set()
     deadline = time.monotonic() + 180  # generous: the machine may be busy
     while time.monotonic() < deadline and len(prefixes) < 2:
-        records = _records_of(proc.pid)
+        records = records_of(proc.pid)
         prefixes |= {name[:10] for record in records for name in record["namespaces"]}
         mine |= {name for record in records for name in record["namespaces"]}
         time.sleep(0.02)
@@ -156,7 +156,7 @@ def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_
     document = json.loads(out)
     assert document["summary"]["interrupted"] is True
     assert sum(r["ok"] is not None for r in document["results"]) >= 4
-    assert not (mine & set(lab_namespaces())) and not _records_of(proc.pid)
+    assert not (mine & set(lab_namespaces())) and not records_of(proc.pid)
 
 
 def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):
@@ -166,23 +166,10 @@ def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):
     # Its own namespaces: those its run recorded (other runs may be building theirs meanwhile).
     deadline, mine = time.monotonic() + 180, set()
     while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < 5:
-        mine = {name for record in _records_of(proc.pid) for name in record["namespaces"]}
+        mine = {name for record in records_of(proc.pid) for name in record["namespaces"]}
         time.sleep(0.02)
     assert mine & set(lab_namespaces()), "pytest never built a variant"
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert not (mine & set(lab_namespaces())), out[-2000:]
-    assert not _records_of(proc.pid), "the run's record stayed"
-
-
-def _records_of(pid: int) -> list[dict]:
-    """The /run/lab records of the runs process `pid` owns."""
-    found = []
-    for path in Path("/run/lab").glob("lab-*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # written aside and renamed: a record is whole or absent, but may go meanwhile
-        if record.get("pid") == pid:
-            found.append(record)
-    return found
+    assert not records_of(proc.pid), "the run's record stayed"

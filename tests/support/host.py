@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -84,3 +85,16 @@ _COUNTERS = re.compile(r"\[\d+:\d+\]")
 
 def lab_namespaces() -> list[str]:
     return [line.split()[0] for line in _read("ip", "netns", "list").splitlines() if line.startswith("lab-")]
+
+
+def records_of(pid: int) -> list[dict]:
+    """The /run/lab records of the runs process `pid` owns."""
+    found = []
+    for path in Path("/run/lab").glob("lab-*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # written aside and renamed: a record is whole or absent, but may go meanwhile
+        if record.get("pid") == pid:
+            found.append(record)
+    return found
