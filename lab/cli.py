@@ -16,7 +16,8 @@ lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab 
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
 lab down [RUN] [--all]       take a live lab down (RUN, or the only one); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
-lab bench [FILE|--replay|--steps|--scale N,..]  time a scenario's stages, replay cases, a step, or N Services per mode
+lab bench [FILE|--replay|--steps|--scale N,..|--cluster NxP,..]  time a scenario's stages, replay cases, a step,
+                             N Services per mode, or a generated cluster
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
@@ -497,8 +498,9 @@ def parser() -> argparse.ArgumentParser:
         "--cluster",
         type=cluster_sizes,
         metavar="NxP,...",
-        help="a generated cluster of N nodes with P pods each behind one NodePort Service (e.g. 3x10,10x100): "
-        "build, install, per-probe and teardown time against raw ip commands for the same objects",
+        help="a generated cluster of N nodes with P pods each behind one NodePort Service (e.g. 3x10,100x10): "
+        "build (kube-proxy's first sync beside it), install, per-probe and teardown time against raw ip commands "
+        "for the same objects, each run started on an idle machine, and the kernel's cleanup after it",
     )
     bench.set_defaults(func=cmd_bench)
 
