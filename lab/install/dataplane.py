@@ -216,16 +216,6 @@ class FirstSync:
         self.seconds = max(ended, default=0.0) - min(started, default=0.0)
 
 
-def install(realized: Realized, planes: Mapping[str, NodeDataplane]) -> tuple[str, ...]:
-    """Each node's rendered dataplane, loaded into the built node (kube-proxy's first sync), the nodes side by side;
-    what the loads said, per node ("node: line")."""
-    first = FirstSync(planes, realized.topology.cluster.iptables_backend)
-    with first.alongside() as node_built:
-        for node in planes:
-            node_built(node, realized.namespaces[node])
-    return first.said
-
-
 def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
     """What each node's kernel holds, as its kube-proxy reads it at the start of a sync."""
     nodes = [node.name for node in realized.topology.nodes]

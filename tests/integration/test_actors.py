@@ -25,15 +25,15 @@ def test_actor_scenarios_leave_host_untouched(host_unchanged, own_namespaces, na
 
 def test_load_balancer_health_checks_decide_the_backends():
     from lab.install.actors import install_actors
-    from lab.install.dataplane import install
+    from lab.install.dataplane import FirstSync
     from lab.realize.build import realize
     from lab.render.dataplane import render, setups
 
     topo = load_scenario(REPO / "topologies" / "lb-loopback-internal-lb.yaml", {"proxyMode": ["iptables"]}).variants[0]
     planes = render(topo)
     with ExitStack() as stack:
-        realized = stack.enter_context(realize(topo, setups(planes), tunnel=""))
-        install(realized, planes)
+        first = FirstSync(planes, topo.cluster.iptables_backend)
+        realized = stack.enter_context(realize(topo, setups(planes), tunnel="", alongside=first.alongside))
         decisions = {(d.lb.name, d.frontend.service): d for d in install_actors(realized, stack)}
         local = decisions[("clb-internal", "default/ingress-local")]
         assert [(c.node, c.status) for c in local.checks] == [("node1", 200), ("node2", 503), ("node3", 503)]

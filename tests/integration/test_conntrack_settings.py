@@ -10,7 +10,7 @@ import pytest
 from support.host import REPO
 
 from lab.describe.load import load_scenario
-from lab.install.dataplane import install
+from lab.install.dataplane import FirstSync
 from lab.install.tools import run_command
 from lab.pipeline import tunnel_kind
 from lab.realize.build import realize
@@ -28,8 +28,8 @@ def _node1(mode: str, version: str, liberal: bool) -> tuple[str, str]:
     ).variants
     topo = replace(topo, cluster=replace(topo.cluster, tcp_be_liberal=liberal))
     planes = render(topo)
-    with realize(topo, setups(planes), tunnel_kind(topo)) as realized:
-        install(realized, planes)
+    first = FirstSync(planes, topo.cluster.iptables_backend)
+    with realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside) as realized:
         ns = realized.namespaces["node1"]
         value = in_netns(ns, lambda: Path("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").read_text().strip())
         rules = run_command(ns, ("iptables-save", "-t", "filter")) if mode == "iptables" else ""
