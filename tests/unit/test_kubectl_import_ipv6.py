@@ -4,13 +4,12 @@ family's addresses kept as the cluster has them; what stays IPv4-only in the lab
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
-import pytest
 import yaml
 from test_kubectl_import import FIXTURES, SHOP, imported, loaded, notes_about
 
-from lab.describe.errors import ScenarioError
 from lab.render.dataplane import node_dataplane
 
 DUAL = [str(FIXTURES / "dual-stack" / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml")]
@@ -75,9 +74,82 @@ def test_an_ipv6_only_cluster_round_trips(tmp_path):
     assert "! -d ::1/128 -j KUBE-NODEPORTS" in plane.iptables
 
 
-def test_anonymize_refuses_what_it_cannot_rename():
-    with pytest.raises(ScenarioError, match="--anonymize renames IPv4 addresses only"):
-        imported(DUAL, anonymize=True)
+# The dual-stack fixture with global IPv6 addresses (a cloud's, as EKS or GKE give them) and other IPv4 networks.
+GLOBAL = {
+    "fd00:10:244:": "2a05:d018:a1c:",
+    "fd00:10:96:": "2a05:d018:9c0:",
+    "fd00:56:": "2a05:d018:56a:",
+    "10.244.": "100.70.",
+    "10.96.": "172.20.",
+    "192.168.56.": "10.31.7.",
+}
+
+
+def _global(tmp_path: Path) -> list[str]:
+    files = []
+    for original in DUAL:
+        text = Path(original).read_text()
+        for old, new in GLOBAL.items():
+            text = text.replace(old, new)
+        files.append(str(tmp_path / Path(original).name))
+        Path(files[-1]).write_text(text)
+    return files
+
+
+def test_anonymize_moves_both_families_and_keeps_every_address_in_its_place(tmp_path):
+    plain = loaded(tmp_path, imported(_global(tmp_path)))
+    assert plain.nodes[0].secondary_ip == "2a05:d018:56a::11"  # the edited dump is read as written
+    result = imported(_global(tmp_path), anonymize=True)
+    text = yaml.safe_dump(result.scenario)
+    for secret in ("2a05", "d018", "100.70.", "172.20.", "10.31.7."):
+        assert secret not in text
+    topo = loaded(tmp_path, result)
+    cluster = topo.cluster
+    assert (cluster.secondary_cluster_cidr, cluster.secondary_service_cidr) == ("fd00:10:244::/56", "fd00:10:96::/112")
+    pod_net6, service_net6 = (ipaddress.ip_network(c) for c in ("fd00:10:244::/56", "fd00:10:96::/112"))
+    for node in topo.nodes:
+        assert ipaddress.ip_network(node.secondary_pod_cidr).subnet_of(pod_net6)
+        assert ipaddress.ip_address(node.secondary_ip) in ipaddress.ip_network("fd00:56::/64")
+    for pod in topo.pods:
+        node = topo.node(pod.node)
+        assert ipaddress.ip_address(pod.ips[0]) in ipaddress.ip_network(node.pod_cidr)
+        assert ipaddress.ip_address(pod.ips[1]) in ipaddress.ip_network(node.secondary_pod_cidr)
+    dual = next(s for s in topo.services if len(s.cluster_ips) == 2)
+    assert ipaddress.ip_address(dual.cluster_ips[1]) in service_net6
+    # every address keeps its offset in its network: the fixture's own addresses (at the usual places) make the same
+    assert result.scenario == imported(DUAL, anonymize=True).scenario
+    plane = node_dataplane(topo, topo.nodes[0].name)
+    assert "dnat to [fd00:10:244:2::7]:8080" in plane.other_family.nft
+
+
+def test_anonymize_places_networks_apart_and_other_addresses_in_documentation_ranges():
+    from lab.describe.kubectl.addresses import Anonymizer
+
+    apart = Anonymizer({"IPv4": ("10.0.0.0/8", "172.30.0.0/16", "192.168.0.0/16")})
+    # a /8 pod network takes 10.0.0.0/8: the Service network's usual 10.96.0.0 would fall in it, so it takes the next
+    assert apart.walk("10.0.0.0/8,172.30.0.0/16,192.168.0.0/16") == "10.0.0.0/8,172.16.0.0/16,192.168.0.0/16"
+    assert apart.address("172.30.0.10") == "172.16.0.10"
+    anonymizer = Anonymizer(
+        {
+            "IPv4": ("10.0.0.0/8", "10.100.0.0/16", "10.200.0.0/16"),
+            "IPv6": ("2600:1900:4000::/44", "2600:1900:5000::/108", "2600:1900:6000::/64"),
+        }
+    )
+    # networks inside one placed before (a VPC's Services and nodes inside its pods' range) move with it
+    assert anonymizer.walk("10.100.0.10,10.200.0.5") == "10.100.0.10,10.200.0.5"
+    assert anonymizer.network("2600:1900:4000:12::/64") == "fd00:10:240:12::/64"
+    assert anonymizer.address("2600:1900:5000::a") == "fd00:10:96::a"
+    assert anonymizer.address("2600:1900:6000::11") == "fd00:56::11"
+    # addresses and networks outside the cluster's: documentation ranges, the same each time they come back
+    assert anonymizer.walk(["203.0.114.9", "2001:4860::8888", "2001:4860::8888"]) == [
+        "203.0.113.1",
+        "2001:db8:1::1",
+        "2001:db8:1::1",
+    ]
+    assert anonymizer.network("2a00:1450:4000::/48") == "2001:db8:8000::/48"
+    assert anonymizer.address("2a00:1450:4000::7") == "2001:db8:8000::7"
+    assert anonymizer.walk("::/0") == "::/0"
+    assert anonymizer.walk("not an address, 10.0.0.1") == "not an address, 10.0.0.1"
 
 
 def test_a_dual_stack_cluster_in_ipvs_mode_is_imported_dual_stack(tmp_path):

@@ -74,14 +74,6 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         said = "".join(f"; {n}" for n in inputs.notes())
         raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
     families = _families(config, list(nodes.values()), cni.value, notes)
-    if options.anonymize and families != ("IPv4",):
-        raise ScenarioError(
-            "lab import",
-            None,
-            "--anonymize",
-            f"this cluster is imported {' and '.join(families)}, and --anonymize renames IPv4 addresses only: its "
-            "IPv6 addresses would be written as they are. Import without --anonymize",
-        )
     pods = [read_pod(obj) for obj in _unique(inputs, "Pod")]
     placed = _placeable(pods, nodes, cni.value, families, notes)
     services = _services(inputs, options, families, notes)
@@ -159,8 +151,11 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if proxied:  # kube-proxy writes nothing for a Proxy address: a load balancer must take it to a NodePort
         scenario["loadBalancers"] = [{"name": "lb", "services": proxied}]
     if options.anonymize:
-        v4 = networks["IPv4"]
-        scenario = Anonymizer(v4.cluster, v4.service, v4.underlay).walk(scenario)
+        try:
+            anonymizer = Anonymizer({f: (n.cluster, n.service, n.underlay) for f, n in networks.items()})
+        except ValueError as exc:
+            raise ScenarioError("lab import", None, "--anonymize", str(exc)) from None
+        scenario = anonymizer.walk(scenario)
     return Imported(scenario, notes)
 
 
