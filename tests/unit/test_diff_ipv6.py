@@ -96,3 +96,33 @@ def test_nftables_ip6_table_compared_beside_the_ip_one():
     result = diff_node(topo("nftables"), "node2", Dumps(nft=ipv4_only))
     assert result.differences and {d.table for d in result.differences} == {"ip6 kube-proxy"}
     assert all(d.whole == "missing" for d in result.differences)
+
+
+def test_ipvs_compares_both_proxiers_sets_and_virtual_servers():
+    """A dual-stack ipvs node: one `ipset save` holds both proxiers' sets (the IPv6 one's `KUBE-6-...`, family
+    inet6), one `ipvsadm -Sn` both families' virtual servers."""
+    variant = topo("ipvs")
+    plane = node_dataplane(variant, "node2")
+    six = plane.other_family
+    sets, servers = plane.ipsets + six.ipsets, plane.ipvs + six.ipvs
+    assert "create KUBE-6-CLUSTER-IP hash:ip,port family inet6" in sets and "-A -t [fd00:10:96::a]:80" in servers
+    dumps = {"rules": plane.iptables, "rules6": six.iptables}
+    assert diff_node(variant, "node2", Dumps(**dumps, ipsets=sets, ipvs=servers)).identical
+    real = "-a -t [fd00:10:96::a]:80 -r [fd00:10:244:1::2]:8080 -m -w 1\n"
+    member = "add KUBE-6-CLUSTER-IP fd00:10:96::a,tcp:80\n"
+    assert real in servers and member in sets
+    result = diff_node(
+        variant, "node2", Dumps(**dumps, ipsets=sets.replace(member, ""), ipvs=servers.replace(real, ""))
+    )
+    parts = {(d.kind, d.name): d for d in result.differences}
+    assert set(parts) == {("ipset", "KUBE-6-CLUSTER-IP"), ("real servers", "TCP [fd00:10:96::a]:80 rr")}, parts
+    assert parts["real servers", "TCP [fd00:10:96::a]:80 rr"].missing == ("[fd00:10:244:1::2]:8080 masq weight 1",)
+    assert parts["ipset", "KUBE-6-CLUSTER-IP"].missing == ("fd00:10:96::a,tcp:80",)
+    # a node whose IPv6 proxier wrote nothing: its sets and virtual servers missing, none of IPv4's
+    result = diff_node(variant, "node2", Dumps(**dumps, ipsets=plane.ipsets, ipvs=plane.ipvs))
+    missing = {(d.kind, d.name): d for d in result.differences}
+    created6 = {line.split()[1] for line in six.ipsets.splitlines() if line.startswith("create ")}
+    assert {name for kind, name in missing if kind == "ipset"} == created6
+    assert all(name.startswith("KUBE-6-") for name in created6)
+    assert all(d.whole == "missing" for d in result.differences if d.kind in ("ipset", "real servers"))
+    assert all("[" in server for server in missing["virtual servers", "virtual servers"].missing)

@@ -55,7 +55,9 @@ class Dumps:
 
 def rendered(plane: NodeDataplane, given: Dumps) -> Dumps:
     """Render's output as the dumps a node of that mode would give, only of the kinds (and, in iptables and ipvs
-    modes, of the families) the user gave. Each family's proxier is its own plane (kube-proxy runs one each)."""
+    modes, of the families) the user gave. Each family's proxier is its own plane (kube-proxy runs one each); a
+    dual-stack ipvs node's two proxiers share the one `ipset save` (the IPv6 one's sets are `KUBE-6-...`) and the
+    one IPVS table."""
     planes = {int(p.family[-1]): p for p in (plane, plane.other_family) if p is not None}
     if plane.mode == "nftables":
         return Dumps(nft="".join(p.nft for p in planes.values()))
@@ -64,8 +66,8 @@ def rendered(plane: NodeDataplane, given: Dumps) -> Dumps:
     return Dumps(
         rules=v4.iptables if v4 and 4 in families else None,
         rules6=v6.iptables if v6 and 6 in families else None,
-        ipsets=plane.ipsets if given.ipsets is not None else None,
-        ipvs=plane.ipvs if given.ipvs is not None else None,
+        ipsets="".join(p.ipsets for p in planes.values()) if given.ipsets is not None else None,
+        ipvs="".join(p.ipvs for p in planes.values()) if given.ipvs is not None else None,
     )
 
 
