@@ -27,15 +27,6 @@ def _address(dump: str, address: str, line: int, what: str) -> str:
         raise DumpError(dump, f"{what} {address} is not an IP address", line) from None
 
 
-def _ipv4(dump: str, address: str, line: int, what: str) -> str:
-    try:
-        return str(ipaddress.IPv4Address(address))
-    except ValueError:
-        raise DumpError(
-            dump, f"{what} {address} is not an IPv4 address (lab replay replays ipvs virtual servers of IPv4)", line
-        ) from None
-
-
 _DNAT = re.compile(r"-j DNAT --to-destination (\S+)")
 
 
@@ -142,11 +133,14 @@ def chain_candidates(dump: str, chain: str) -> list[str]:
     return targets
 
 
-_IPVS = re.compile(r"^-([Aa]) -([tu]) (\S+):(\d+)(?: .*?-r (\S+):(\d+))?")
+# `-A -t 10.96.0.10:80 -s rr`, `-a -t [fd00:10:96::a]:80 -r [fd00:10:244:1::2]:8080 -m -w 1` (ipvsadm writes an
+# IPv6 address in brackets).
+_IPVS = re.compile(r"^-([Aa]) -([tu]) (\[[^]]+\]|[^\s:]+):(\d+)(?: .*?-r (\[[^]]+\]|[^\s:]+):(\d+))?")
 
 
 def ipvs_table(dump: str) -> dict[tuple[str, str, int], list[Target]]:
-    """`ipvsadm -Sn` → {(proto, VIP, port): real servers}."""
+    """`ipvsadm -Sn` → {(proto, VIP, port): real servers}, of either family (a dual-stack node's two proxiers share
+    the one table)."""
     table: dict[tuple[str, str, int], list[Target]] = {}
     for number, line in enumerate(dump.splitlines(), 1):
         match = _IPVS.match(line.strip())
@@ -154,9 +148,10 @@ def ipvs_table(dump: str) -> dict[tuple[str, str, int], list[Target]]:
             continue
         kind, proto_flag, vip, port, rip, rport = match.groups()
         proto = "tcp" if proto_flag == "t" else "udp"
-        servers = table.setdefault((proto, _ipv4("ipvs", vip, number, "virtual server"), int(port)), [])
+        address = _address("ipvs", vip.strip("[]"), number, "virtual server")
+        servers = table.setdefault((proto, address, int(port)), [])
         if kind == "a" and rip:
-            servers.append(Target(_ipv4("ipvs", rip, number, "real server"), int(rport), proto))
+            servers.append(Target(_address("ipvs", rip.strip("[]"), number, "real server"), int(rport), proto))
     return table
 
 

@@ -20,7 +20,8 @@ from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
 from lab.probe.client import send
-from lab.realize.families import endpoint
+from lab.realize.enter import write_sysctls
+from lab.realize.families import endpoint, host_prefixlen
 from lab.replay.affinity import Affinity, RecentLists
 from lab.replay.dump import (
     DumpError,
@@ -125,10 +126,21 @@ def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, seen:
     return Attempt("unanswered" if result_outcome == "dropped" else result_outcome, trace=seen.trace)
 
 
+# What kube-proxy in ipvs mode sets on start in every release (NewProxier's EnsureSysctl; the lab's render writes
+# them with the rest, lab/render/kubeproxy/ipvs.py): without vs/conntrack the packets IPVS forwards skip the nat
+# table's POSTROUTING, so none is masqueraded.
+IPVS_SYSCTLS = {
+    "net.ipv4.vs.conntrack": "1",
+    "net.ipv4.vs.expire_nodest_conn": "1",
+    "net.ipv4.vs.expire_quiescent_template": "1",
+}
+
+
 def _install_ipvs(
     node_ns: str, table: dict[tuple[str, str, int], list[Target]], dump: str, node_ips: tuple[str, ...]
 ) -> None:
-    """kube-proxy's ipvs side: every virtual address on kube-ipvs0 (the node's own stay where they are)."""
+    """kube-proxy's ipvs side: every virtual address on kube-ipvs0 (the node's own stay where they are), a /32 or
+    a /128 as each proxier binds them."""
     for feature in ("ip_vs", "dummy"):
         if not kernel_has(feature):
             raise InstallError(f"--ipvs {skip_reason(feature)}; e.g. lab vm run -- .venv/bin/lab replay ...")
@@ -136,9 +148,10 @@ def _install_ipvs(
     ip_batch(
         node_ns,
         ["link add kube-ipvs0 type dummy", "link set kube-ipvs0 up"]
-        + [f"addr add {vip}/32 dev kube-ipvs0" for vip in vips],
+        + [f"addr add {vip}/{host_prefixlen(vip)} dev kube-ipvs0" for vip in vips],
     )
     ipvsadm_restore(node_ns, dump)
+    write_sysctls(node_ns, IPVS_SYSCTLS)  # ip_vs is loaded now: its sysctls exist
 
 
 def replay(

@@ -90,3 +90,34 @@ def test_cli_rules_and_rules6_as_the_save_tools_write_them(tmp_path):
     assert (data["output"], data["masq"], data["to"]) == (BOTH6, True, "[fd00:56::12]:30080"), data
     # masqueraded: to node1's pod (through the sink) from the node's address, to its own pod from its cni0 one
     assert data["source_seen"] == ["fd00:10:244:2::1", "fd00:56::12"], data
+
+
+# ipvs: the Services with endpoints, and the NodePort over IPv4 too (both masqueraded: vs/conntrack lets the nat
+# table see what IPVS forwards).
+IPVS_CASES = [case for case in CASES if case[5] == "dnat" and case[1] != "fd00:10:96::b"] + [
+    ("192.168.56.100", "192.168.56.12", 30080, BOTH4, True, "dnat")
+]
+
+
+@pytest.mark.ipvs
+@pytest.mark.parametrize(("source", "dst", "port", "output", "masq", "outcome"), IPVS_CASES)
+def test_ipvs_dual_stack_dumps(source, dst, port, output, masq, outcome):
+    """A dual-stack ipvs node's dumps: both proxiers' iptables-save, the one `ipset save` with the IPv6 proxier's
+    KUBE-6- sets, the one IPVS table with both families' virtual servers (each address on kube-ipvs0 as a /32 or
+    /128); the packet is balanced by its family's virtual server."""
+    from lab.doctor import kernel_has, skip_reason
+
+    for feature in ("ip_vs", "dummy"):
+        if not kernel_has(feature):
+            pytest.skip(skip_reason(feature))
+    (topo,) = load_scenario(SCENARIO, {"proxyMode": ["ipvs"]}).variants
+    plane = node_dataplane(topo, "node2")
+    six = plane.other_family
+    result = replay(
+        plane.iptables,
+        setup(source, dst, port),
+        ipsets=plane.ipsets + six.ipsets,
+        ipvs=plane.ipvs + six.ipvs,
+        rules6=six.iptables,
+    )
+    assert (result.output, result.masq, result.outcome) == (output, masq, outcome), result.as_json()
