@@ -151,7 +151,14 @@ def ipvs_table(dump: str) -> dict[tuple[str, str, int], list[Target]]:
         address = _address("ipvs", vip.strip("[]"), number, "virtual server")
         servers = table.setdefault((proto, address, int(port)), [])
         if kind == "a" and rip:
-            servers.append(Target(_address("ipvs", rip.strip("[]"), number, "real server"), int(rport), proto))
+            real = Target(_address("ipvs", rip.strip("[]"), number, "real server"), int(rport), proto)
+            if real.version != ipaddress.ip_address(address).version:  # the kernel takes that for a tunnel only
+                raise DumpError(
+                    "ipvs",
+                    f"real server {rip} is not of its virtual server {vip}'s family (kube-proxy's never are)",
+                    number,
+                )
+            servers.append(real)
     return table
 
 

@@ -13,6 +13,7 @@ from lab.install.tools import InstallError
 from lab.render.kubeproxy.iptables import jump_rules, kubelet_rules
 from lab.replay.dump import (
     DumpError,
+    Target,
     check_nft_hooks,
     dnat_targets,
     ipvs_table,
@@ -202,8 +203,10 @@ def test_dnat_targets_of_either_family():
     assert [t.protocol for t in targets] == ["tcp", "udp", "tcp"]
 
 
-def test_an_ipv6_ipvs_real_server_names_its_line():
-    with pytest.raises(DumpError) as caught:
+def test_ipvs_servers_of_both_families_and_a_real_server_of_the_other_family_names_its_line():
+    dual = "-A -t [fd00:10:96::1]:443 -s rr\n-a -t [fd00:10:96::1]:443 -r [fd00::1]:6443 -m -w 1\n"
+    assert ipvs_table(dual) == {("tcp", "fd00:10:96::1", 443): [Target("fd00::1", 6443, "tcp")]}
+    with pytest.raises(DumpError, match="is not of its virtual server 10.96.0.1's family") as caught:
         ipvs_table("-A -t 10.96.0.1:443 -s rr\n-a -t 10.96.0.1:443 -r [fd00::1]:6443 -m -w 1\n")
     assert (caught.value.dump, caught.value.line) == ("ipvs", 2)
 
