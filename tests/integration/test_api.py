@@ -86,11 +86,12 @@ def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
     script = tmp_path / "hold.py"
     script.write_text(
         textwrap.dedent(f"""
-        import sys, time
+        import faulthandler, signal, sys, time
         import lab
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # where each thread is, should the teardown hang
         with lab.up({str(STEPS)!r}, variant={{"proxyMode": "iptables"}}) as cluster:
             print(cluster.prefix, flush=True)
-            time.sleep(60)
+            time.sleep(600)
         """)
     )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -100,7 +101,13 @@ def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
         assert any(ns.startswith(f"{prefix}-") for ns in lab_namespaces())
         time.sleep(0.2)
         proc.send_signal(sig)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=120)  # seconds at most; generous for a machine loaded by an emulated guest
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            proc.kill()
+            pytest.fail(f"the block's teardown did not end within 120 s; its threads:\n{proc.communicate()[1]}")
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
