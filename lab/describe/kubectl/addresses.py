@@ -71,6 +71,11 @@ PLACES = {
 }
 
 
+def _moved(ip: Address, old: Network, new: Network) -> Address:
+    """`ip` of network `old`, at the same offset in `new`."""
+    return new.network_address + (int(ip) - int(old.network_address))
+
+
 class _Family:
     """One family's moves: the cluster's networks to their new places, then the other networks met."""
 
@@ -98,7 +103,7 @@ class _Family:
     def address(self, ip: Address, text: str) -> str:
         for old, new in self.moves:
             if ip in old:
-                return str(new.network_address + (int(ip) - int(old.network_address)))
+                return str(_moved(ip, old, new))
         if text not in self.others:
             self.others[text] = str(next(self.next_address))
         return self.others[text]
@@ -106,8 +111,7 @@ class _Family:
     def network(self, net: Network, text: str) -> str:
         for old, new in self.moves[: self.kept]:
             if net.subnet_of(old):  # type: ignore[arg-type]  # one family
-                start = new.network_address + (int(net.network_address) - int(old.network_address))
-                return str(ipaddress.ip_network((start, net.prefixlen)))
+                return str(ipaddress.ip_network((_moved(net.network_address, old, new), net.prefixlen)))
             if old.subnet_of(net):  # type: ignore[arg-type]  # a network around one of the cluster's (the VPC)
                 return str(new.supernet(new_prefix=net.prefixlen))
         if net.prefixlen < self.places.broadest:
@@ -115,8 +119,7 @@ class _Family:
         if text not in self.others:
             for old, new in self.moves[self.kept :]:
                 if net.subnet_of(old):  # type: ignore[arg-type]  # inside a range met before
-                    start = new.network_address + (int(net.network_address) - int(old.network_address))
-                    return str(ipaddress.ip_network((start, net.prefixlen)))
+                    return str(ipaddress.ip_network((_moved(net.network_address, old, new), net.prefixlen)))
             pool = ipaddress.ip_network(self.places.pool)
             block = next(
                 b
