@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lab.api import Cluster, LabError, run_variant, up
-from lab.api.cluster import PROBE_TIMEOUT
+from lab.api.cluster import PROBE_TIMEOUT, up_arguments
 from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.topology import ProbeSpec, Topology
@@ -82,14 +82,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def lab_up() -> Iterator[Callable[..., Cluster]]:
     """For users' own tests (docs/api.md): `lab_up(FILE, variant={...})` builds that variant of the scenario and
     returns it up (lab.api.Cluster); every cluster the test built is torn down when it ends, passed or not. Skips
-    the test when not root; bad input (a missing file, an unknown axis or value, a variant this machine cannot
-    run) fails it with the message alone."""
+    the test when not root; bad input (an argument of the wrong type or range, a missing file, an unknown axis or
+    value, a variant this machine cannot run) fails it with the message alone, its arguments checked even when
+    not root (a test skipped here fails where it runs as root otherwise)."""
     with ExitStack() as built:
 
         def build(file: str | os.PathLike[str], variant: dict | None = None, timeout: float = PROBE_TIMEOUT) -> Cluster:
-            if os.geteuid() != 0:
-                pytest.skip("needs root: lab_up builds network namespaces (run with sudo)")
             try:
+                up_arguments(file, variant, timeout)
+                if os.geteuid() != 0:
+                    pytest.skip("needs root: lab_up builds network namespaces (run with sudo)")
                 return built.enter_context(up(file, variant, timeout))
             except LabError as exc:
                 refused = str(exc)

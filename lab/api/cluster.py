@@ -12,7 +12,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.api.requests import HISTORY, STEP, LabError, in_words, load_error, probe_entry, step_carrier, variant_matrix
+from lab.api.arguments import (
+    EXEC_WAIT,
+    INPUT,
+    NAME,
+    PROBE_ENTRY,
+    PROBE_SPEC,
+    PROBE_WAIT,
+    STEP_ENTRY,
+    STEPS_DONE,
+    LabError,
+    checked,
+    scenario_file,
+    words,
+)
+from lab.api.requests import HISTORY, STEP, in_words, load_error, probe_entry, step_carrier, variant_matrix
 from lab.api.session import forget_frames, has_flow, keep_flow, probe_once
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
@@ -42,17 +56,21 @@ class Actor:
     ) -> subprocess.CompletedProcess[str]:
         """Run argv (no shell) as root in the actor's network namespace, with the host's tools and files; its
         returncode, stdout and stderr (text). `timeout` seconds, then it is killed (subprocess.TimeoutExpired)."""
+        command = words(f"{self.name}.exec argv", argv)
+        checked(f"{self.name}.exec timeout", timeout, EXEC_WAIT)
+        checked(f"{self.name}.exec input", input, INPUT)
         self._cluster.check_up()
-        if isinstance(argv, str) or not argv:
-            raise LabError(f"{self.name}.exec: give the command as a list of words, e.g. ['ip', 'route']")
-        return subprocess.run(
-            ["ip", "netns", "exec", self.namespace, *map(str, argv)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            input=input,
-            check=False,
-        )
+        try:
+            return subprocess.run(
+                ["ip", "netns", "exec", self.namespace, *command],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                input=input,
+                check=False,
+            )
+        except OSError as exc:  # the kernel refused to start it: an argv longer than it takes (E2BIG)
+            raise LabError(f"{self.name}.exec: cannot run {command[0]!r}: {exc.strerror or exc}") from None
 
     def __repr__(self) -> str:
         return f"<actor {self.name} {self.address}>"
@@ -113,6 +131,7 @@ class Cluster:
             raise LabError(f"{self.prefix}: a step failed ({self._broken}); what it left is unknown: build it again")
 
     def __getitem__(self, name: str) -> Actor:
+        checked("cluster[...]", name, NAME)
         actor = self.actors.get(self._aliases.get(name, name))
         if actor is None:
             raise LabError(f"{self.topology.scenario} has no actor {name!r}; its actors are: {', '.join(self.actors)}")
@@ -126,8 +145,11 @@ class Cluster:
         `from_` for `from`), checked by describe as one of the file's; its `before:` steps first. Without
         `expect` it expects delivery. A name alone runs that probe of the file, without the steps before it (as
         `lab probe NAME`). The result is the one `lab run --json` prints (lab.api.to_json)."""
+        checked("probe", probe, PROBE_ENTRY)
         self.check_up()
         if isinstance(probe, str):
+            if fields:  # they would change the file's probe, which runs as the file has it
+                raise LabError(f"probe {probe!r}: a probe of the file takes no fields ({', '.join(fields)} given)")
             return self.run(self.own_probe(probe))
         self._probes += 1
         entry = probe_entry(probe, fields, f"probe-{self._probes}")
@@ -138,12 +160,15 @@ class Cluster:
     def run(self, probe: ProbeSpec, steps: Sequence[StepDone] = ()) -> ProbeResult:
         """Run a probe describe resolved against this variant, without the steps before it (`lab probe NAME`);
         `steps`, those just done for it (`steps_of`), go into its result."""
+        checked("run probe", probe, PROBE_SPEC)
+        checked("run steps", steps, STEPS_DONE)
         self.check_up()
         return probe_once(self._session, probe, self.topology, self.running, steps, self._forget_between)
 
     def keep_going(self, probe: ProbeSpec) -> None:
         """Send a probe that keeps a flow, unjudged: `lab run --probe` leaves it out, and the later probes it keeps
         its flow for still find it."""
+        checked("keep_going probe", probe, PROBE_SPEC)
         self.check_up()
         keep_flow(self._session, probe, self.running)
 
@@ -151,6 +176,7 @@ class Cluster:
         """Do a resolved probe's `before:` steps (lab.pipeline.steps_before: each workload change followed by
         kube-proxy's sync); what each did. A step that fails is raised as lab.install's InstallError, naming it,
         and leaves the cluster refusing further calls."""
+        checked("steps_of probe", probe, PROBE_SPEC)
         self.check_up()
         try:
             self.running, done = steps_before(self._stood, self._session, self.running, probe)
@@ -162,6 +188,7 @@ class Cluster:
     def own_probe(self, name: str) -> ProbeSpec:
         """The scenario file's probe `name`, as resolved for this variant; refused when it checks a flow that no
         probe run here keeps."""
+        checked("probe name", name, NAME)
         found = next((p for p in self.topology.probes if p.name == name), None)
         if found is None:
             known = ", ".join(p.name for p in self.topology.probes)
@@ -182,6 +209,7 @@ class Cluster:
         """Do one step to the running cluster, as a probe's `before:` does (docs/scenarios.md): a command on
         nodes, a Service or pod deleted, a Deployment scaled, a pod's conditions set, kube-proxy restarted; then
         kube-proxy's sync on every node. What it did (and what kube-proxy's conntrack cleanup said)."""
+        checked("step", step, STEP_ENTRY)
         self.check_up()
         entry = step_carrier(STEP, [step], self.topology.nodes[0].name)
         return tuple(self._apply(entry, self._resolve(entry, "step")))
@@ -284,22 +312,32 @@ class ScenarioSource:
         )
 
 
+def up_arguments(
+    file: str | os.PathLike[str], variant: Mapping[str, Any] | None, timeout: float
+) -> tuple[Path, dict[str, list[Axis]], float]:
+    """lab.up's arguments checked, before anything is read or built (the lab_up fixture checks them before it
+    asks for root): the scenario file (a catalogue scenario's, for a name alone), the matrix, the seconds."""
+    return scenario_file(file), variant_matrix(variant), float(checked("timeout", timeout, PROBE_WAIT))
+
+
 @contextmanager
 def up(
     file: str | os.PathLike[str], variant: Mapping[str, Any] | None = None, timeout: float = PROBE_TIMEOUT
 ) -> Iterator[Cluster]:
-    """Build one variant of the scenario `file` (`variant` picks the matrix's values, as `--variant` does;
-    among several left, the first this machine can run) and hold it while the block runs; torn down when it is
-    left. Needs root. Bad input (a missing file, an unknown axis or value, a variant this kernel cannot run) is
-    a LabError in words."""
+    """Build one variant of the scenario `file` (a path, or a catalogue scenario's name: "hairpin"; `variant`
+    picks the matrix's values, as `--variant` does; among several left, the first this machine can run) and
+    hold it while the block runs; torn down when it is left. Needs root. Bad input (an argument of the wrong
+    type or range, a missing file, an unknown axis or value, a variant this kernel cannot run) is a LabError in
+    words."""
+    path, matrix, timeout = up_arguments(file, variant, timeout)
     if os.geteuid() != 0:
         raise LabError("lab.up needs root: it builds network namespaces (run with sudo)")
-    source = ScenarioSource(Path(file), variant_matrix(variant or {}))
+    source = ScenarioSource(path, matrix)
     try:
         variants = source.load().variants
     except ScenarioError as exc:
         raise load_error(exc) from None
-    topo, said = first_runnable(str(file), list(variants), cannot_run)
+    topo, said = first_runnable(str(path), list(variants), cannot_run)
     if topo is None:
         raise LabError("\n".join(said))
     if threading.current_thread() is threading.main_thread():
@@ -312,6 +350,7 @@ def up(
 def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT) -> Iterator[Cluster]:
     """Build `topo` (a variant of `source`) with the pipeline's stages, open its probe session, and hold it while
     the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
+    checked("timeout", timeout, PROBE_WAIT)
     with standing(topo) as stood, probing(stood, timeout) as session:
         cluster = Cluster(source, topo, stood, session)
         try:

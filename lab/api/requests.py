@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lab.api.arguments import AXIS_VALUE, RESULT, VARIANT, LabError, checked
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.topology import Axis
 from lab.judge.results import ProbeResult
@@ -17,21 +18,15 @@ HISTORY = "api-steps-so-far"
 STEP = "api-step"
 
 
-class LabError(Exception):
-    """What the API refuses or what failed, in words (the scenario's file and line where there is one)."""
-
-
-def variant_matrix(variant: Mapping[str, Any]) -> dict[str, list[Axis]]:
+def variant_matrix(variant: object) -> dict[str, list[Axis]]:
     """{"proxyMode": "nftables"} as `--matrix proxyMode=nftables`: one value per axis, checked by describe (an
     unknown axis or value is refused there). Booleans and numbers as the command line spells them."""
+    if variant is None:
+        return {}
     matrix: dict[str, list[Axis]] = {}
-    for key, value in variant.items():
-        if isinstance(value, bool):
-            matrix[str(key)] = ["true" if value else "false"]
-        elif isinstance(value, str | int | float):
-            matrix[str(key)] = [str(value)]
-        else:
-            raise LabError(f"variant {key}: expected one value (a string, number or boolean), got {value!r}")
+    for axis, value in checked("variant", variant, VARIANT).items():
+        checked(f"variant {axis}", value, AXIS_VALUE)
+        matrix[axis] = [("true" if value else "false") if isinstance(value, bool) else str(value)]
     return matrix
 
 
@@ -93,4 +88,4 @@ def load_error(exc: ScenarioError) -> LabError:
 
 def to_json(result: ProbeResult) -> dict[str, Any]:
     """A probe's result as `lab run --json` prints it (one entry of its "results")."""
-    return to_record(result)
+    return to_record(checked("result", result, RESULT))

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.api.arguments import ON_RESULT, ONLY, PCAP_DIR, PROBE_WAIT, TOPOLOGY, checked
 from lab.api.cluster import PROBE_TIMEOUT, Cluster
 from lab.describe.topology import Topology
 from lab.install.steps import StepDone
@@ -24,6 +25,11 @@ def run_variant(
 ) -> VariantRun:
     """Every probe of the variant in order (only those named in `only`, the steps of the others still done),
     each result handed to `on_result` as it comes; skipped, with the reason, where this machine cannot run it."""
+    checked("topo", topo, TOPOLOGY)
+    checked("timeout", timeout, PROBE_WAIT)
+    checked("pcap_dir", pcap_dir, PCAP_DIR)
+    checked("on_result", on_result, ON_RESULT)
+    checked("only", only, ONLY)
     topo = on_this_kernel(topo)
     if reason := cannot_run(topo):
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
