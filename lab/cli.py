@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.text import Text
 
 from lab.api import run_variant
-from lab.argtypes import count, seconds
+from lab.argtypes import Parser, count, seconds
 from lab.bench.cluster import parse_sizes, run_cluster_bench
 from lab.bench.scale import run_scale_bench
 from lab.bench.stages import run_bench, run_replay_bench
@@ -287,7 +287,7 @@ def add_dump_flags(command: argparse.ArgumentParser, **helps: str) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version('lab')}")
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -171,3 +171,49 @@ def test_every_command_says_what_it_does_its_exit_statuses_and_each_option(comma
     assert "exit status:" in (sub.epilog or "") or "Exits with" in sub.description, f"{command}: no exit statuses"
     unexplained = [a.option_strings or a.dest for a in sub._actions if not a.help and a.dest != "help"]
     assert unexplained == [], f"{command} --help says nothing of {unexplained}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["prboe"], "invalid choice: 'prboe' (choose from 'run', 'render', "),
+        (["prboe"], "'vm'); did you mean probe?"),
+        (["vm", "rnu"], "invalid choice: 'rnu' (choose from 'run', 'matrix'); did you mean run?"),
+        (["probe", "--via", "nodeport"], "'loadBalancer'); did you mean nodePort?"),
+        (["probe", "--fron", "client"], "lab probe: error: unrecognized arguments: --fron; did you mean --from?"),
+        (["run", "--jsno=1"], "lab run: error: unrecognized arguments: --jsno=1; did you mean --json?"),
+        (
+            ["render", "f.yaml", "--ndoe", "n"],
+            "required: --node (--ndoe is no option of lab render: did you mean --node?)",
+        ),
+    ],
+)
+def test_a_misspelt_command_choice_or_option_gets_the_closest_known_one(capsys, argv, said):
+    with pytest.raises(SystemExit) as exited:
+        cli.parser().parse_args(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert said in error, error
+    assert error.count("did you mean") == 1, error
+
+
+def test_an_abbreviation_argparse_takes_and_what_follows_dashes_are_no_misspelling(capsys):
+    assert cli.parser().parse_args(["probe", "--verb", "x"]).verbose
+    assert cli.parser().parse_args(["exec", "client", "--", "curl", "--fron"]).command == ["curl", "--fron"]
+
+
+def _long_options(sub: argparse.ArgumentParser) -> list[str]:
+    return [o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+
+
+@pytest.mark.parametrize(
+    ("command", "sub"),
+    [(command, sub) for command, sub in _commands(cli.parser()) if _long_options(sub)],
+    ids=lambda c: c if isinstance(c, str) else "",
+)
+def test_every_commands_options_are_suggested_when_misspelt(capsys, command, sub):
+    options = _long_options(sub)
+    misspelt = options[0][:-1] + "#"
+    with pytest.raises(SystemExit):
+        sub.parse_known_args([misspelt])
+    assert f"did you mean {options[0]}?" in capsys.readouterr().err
