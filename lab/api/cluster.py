@@ -146,10 +146,10 @@ class Cluster:
         `expect` it expects delivery. A name alone runs that probe of the file, without the steps before it (as
         `lab probe NAME`). The result is the one `lab run --json` prints (lab.api.to_json)."""
         checked("probe", probe, PROBE_ENTRY)
+        if isinstance(probe, str) and fields:  # they would change the file's probe, which runs as the file has it
+            raise LabError(f"probe {probe!r}: a probe of the file takes no fields ({', '.join(fields)} given)")
         self.check_up()
         if isinstance(probe, str):
-            if fields:  # they would change the file's probe, which runs as the file has it
-                raise LabError(f"probe {probe!r}: a probe of the file takes no fields ({', '.join(fields)} given)")
             return self.run(self.own_probe(probe))
         self._probes += 1
         entry = probe_entry(probe, fields, f"probe-{self._probes}")

@@ -4,6 +4,7 @@ probes and steps act as in `lab run`, and everything is torn down on every way o
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -60,6 +61,20 @@ def test_a_refused_probe_or_step_is_said_in_words_and_the_lab_stays(own_namespac
             cluster.probe({"from": "client", "to": {"service": "webx", "port": 80}})
         with pytest.raises(LabError, match=r"^step: "):
             cluster.step({"scale": "Deployment/nothing", "replicas": 2})
+        # Arguments of the wrong type, refused before the cluster is touched (tests/unit/test_api_arguments.py).
+        with pytest.raises(LabError, match=r"^probe: expected a probe as a mapping .*, got 123 \(int\)$"):
+            cluster.probe(123)
+        with pytest.raises(LabError, match=r"^step: expected a step as a mapping .*, got 5 \(int\)$"):
+            cluster.step(5)
+        with pytest.raises(LabError, match=r"^probe 'cluster-ip-before': a probe of the file takes no fields"):
+            cluster.probe("cluster-ip-before", expect={"outcome": "refused"})
+        client = cluster["client"]
+        with pytest.raises(LabError, match=r"^client\.exec input: expected None or text .*, got b'' \(bytes\)$"):
+            client.exec(["cat"], input=b"")
+        # One word longer than the kernel takes (MAX_ARG_STRLEN, 32 pages): execve's E2BIG, in words.
+        with pytest.raises(LabError, match=r"^client\.exec: cannot run 'true': Argument list too long$"):
+            client.exec(["true", "x" * 200_000])
+        assert client.exec(["cat"], input="said").stdout == "said"
         assert cluster.probe({"from": "client", "to": NODEPORT}).verdict.ok
     assert own_namespaces() == []
 
@@ -71,6 +86,9 @@ def test_bad_input_is_one_message(tmp_path):
     with pytest.raises(LabError, match=userspace), lab.up(STEPS, variant={"proxyMode": "userspace"}):
         pass
     with pytest.raises(LabError, match=r"noSuchAxis"), lab.up(STEPS, variant={"noSuchAxis": "x"}):
+        pass
+    seconds = r"^timeout: expected seconds, a number above 0 and at most 60, got nan \(float\)$"
+    with pytest.raises(LabError, match=seconds), lab.up(STEPS, variant={"proxyMode": "iptables"}, timeout=math.nan):
         pass
 
 

@@ -121,6 +121,13 @@ def test_a_probe_is_a_mapping_of_fields_or_a_probes_name(probe, said):
         unbuilt().probe(probe)
 
 
+def test_a_probe_of_the_file_is_run_as_the_file_has_it():
+    with pytest.raises(
+        LabError, match=r"^probe 'hairpin': a probe of the file takes no fields \(expect, from_ given\)"
+    ):
+        unbuilt().probe("hairpin", expect={"outcome": "refused"}, from_="far")
+
+
 @pytest.mark.parametrize("step", [5, "delete: Service/web", [{"delete": "Service/web"}], None])
 def test_a_step_is_a_mapping_of_fields(step):
     with pytest.raises(LabError, match=r"^step: expected a step as a mapping of its fields .*, got .* \(\w+\)$"):
