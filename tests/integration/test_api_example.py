@@ -25,8 +25,8 @@ def test_the_page_has_its_example_tests():
 
 
 @pytest.mark.parametrize("name", sorted(documented_tests()))
-def test_the_documented_example_runs(name, lab_up, host_unchanged, own_namespaces, monkeypatch):
-    monkeypatch.chdir(REPO)  # the page's paths are relative to the repository, where its reader runs pytest
+def test_the_documented_example_runs(name, lab_up, host_unchanged, own_namespaces, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the page's scenarios are the catalogue's, by name: its reader runs pytest anywhere
     namespace: dict[str, object] = {}
     exec(compile(documented_tests()[name], str(PAGE), "exec"), namespace)  # noqa: S102 - the repository's own docs
     namespace[name](lab_up)
