@@ -13,12 +13,13 @@ field's line.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator
+
+from lab.describe import ip as iptext
 
 Family = Literal["IPv4", "IPv6"]
 FAMILIES: tuple[Family, ...] = ("IPv4", "IPv6")
@@ -26,12 +27,10 @@ Policy = Literal["SingleStack", "PreferDualStack", "RequireDualStack"]
 
 
 def family_of(text: str) -> Family | None:
-    """The family of an address or a CIDR written as such; None for neither."""
-    try:
-        net = ipaddress.ip_network(text.strip(), strict=False)
-    except ValueError:
-        return None
-    return "IPv4" if net.version == 4 else "IPv6"
+    """The family of an address or a network written as Kubernetes takes them (lab/describe/ip.py); None for
+    neither."""
+    family = iptext.family_of(text)
+    return "IPv4" if family == "IPv4" else "IPv6" if family == "IPv6" else None
 
 
 def endpoint(host: str, port: int) -> str:
@@ -51,51 +50,63 @@ def split(value: str) -> tuple[str, ...]:
 
 
 def one_address(value: str) -> str:
-    """One address of either family, written as an address (no prefix)."""
-    if "/" in value or family_of(value) is None:
-        raise ValueError(f"expected an IPv4 or IPv6 address such as 192.168.56.10 or fd00:56::10, got {value!r}")
-    return value
+    """One address of either family, canonical (Kubernetes' parsing: lab/describe/ip.py)."""
+    return iptext.canonical_ip(value)
+
+
+def host_address(value: str) -> str:
+    """The address of a host the lab builds or sends to from outside the cluster (a node, an external host, a
+    load balancer and its ingress IP, an egress gateway): one a host can have."""
+    address = iptext.parse_ip(value)
+    if problem := iptext.host_problem(address, kubernetes_checks=False):
+        raise ValueError(problem)
+    return str(address)
+
+
+def external_address(value: str) -> str:
+    """A Service's external IP or an EndpointSlice's address: ValidateNonSpecialIP's refusals in the API server's
+    words, and what no host of the lab can be."""
+    address = iptext.parse_ip(value)
+    if problem := iptext.host_problem(address, kubernetes_checks=True):
+        raise ValueError(problem)
+    return str(address)
 
 
 Address = Annotated[str, AfterValidator(one_address)]
+HostAddress = Annotated[str, AfterValidator(host_address)]
+ExternalAddress = Annotated[str, AfterValidator(external_address)]
 
 
 def _per_family(value: str, one: Callable[[str], str], example: str) -> str:
-    parts = split(value)
-    for part in parts:
-        one(part)
+    if not isinstance(value, str):
+        raise ValueError(f"expected text such as {example!r}, got {value!r}")
+    parts = tuple(one(part) for part in split(value))  # space around a part is the lab's format, not an address
     if len(parts) > 2 or (len(parts) == 2 and family_of(parts[0]) == family_of(parts[1])):
         raise ValueError(
             f"expected one value per family, at most an IPv4 and an IPv6 one separated by a comma (the first is the"
             f" primary family), such as {example!r}; got {value!r}"
         )
-    return value
+    return ",".join(parts)
 
 
 def addresses(value: str) -> str:
-    """One address, or one per family separated by a comma, as kubelet's --node-ip takes them."""
-    return _per_family(value, one_address, "192.168.56.11,fd00:56::11")
+    """One address, or one per family separated by a comma, as kubelet's --node-ip takes them: a node's."""
+    return _per_family(value, host_address, "192.168.56.11,fd00:56::11")
 
 
 def one_network(value: str) -> str:
     """A network of either family written as such: 10.244.1.0/24 or fd00:10:244:1::/64, not a host in it."""
-    try:
-        ipaddress.ip_network(value, strict=True)
-    except ValueError as exc:
-        raise ValueError(
-            f"expected a network such as 10.244.1.0/24 or fd00:10:244:1::/64, got {value!r} ({exc})"
-        ) from None
-    return value
+    return iptext.canonical_network(value, exact=True)
 
 
 def source_range(value: str) -> str:
-    """A loadBalancerSourceRanges entry of either family, as kube-proxy reads it: spaces trimmed, host bits
-    allowed. Each family's proxier keeps its own family's entries (docs/ipv6.md)."""
+    """A loadBalancerSourceRanges entry of either family, as the API server and kube-proxy read it: space around
+    it trimmed (a historical allowance of ValidateService), host bits allowed (the network they are in). Each
+    family's proxier keeps its own family's entries (docs/ipv6.md)."""
     try:
-        ipaddress.ip_network(value.strip(), strict=False)
-    except ValueError:
-        raise ValueError(f"expected a CIDR such as 203.0.113.0/24 or 2001:db8::/64, got {value!r}") from None
-    return value
+        return iptext.canonical_network(value.strip() if isinstance(value, str) else value)
+    except iptext.AddressError as exc:
+        raise ValueError(f"expected a CIDR such as 203.0.113.0/24 or 2001:db8::/64, got {value!r} ({exc})") from None
 
 
 SourceRange = Annotated[str, AfterValidator(source_range)]
@@ -108,7 +119,7 @@ def networks(value: str) -> str:
 
 def overlap(a: str, b: str) -> bool:
     """Whether two networks of any families share an address (never across families)."""
-    na, nb = ipaddress.ip_network(a, strict=False), ipaddress.ip_network(b, strict=False)
+    na, nb = iptext.parse_network(a), iptext.parse_network(b)
     return na.version == nb.version and na.overlaps(nb)  # type: ignore[arg-type]
 
 

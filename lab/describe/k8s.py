@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lab.describe.errors import did_you_mean
-from lab.describe.families import Address, SourceRange
+from lab.describe.families import Address, ExternalAddress, HostAddress, SourceRange
 from lab.describe.k8s_fields import FIELDS
 from lab.describe.names import (
     TARGET_PORT,
@@ -120,11 +120,11 @@ class PodSpec(Loose):
 
 
 class PodIP(Loose):
-    ip: str
+    ip: Address
 
 
 class PodStatus(Loose):
-    pod_ip: str | None = Field(None, alias="podIP")
+    pod_ip: Address | None = Field(None, alias="podIP")
     # Dual-stack: the pod's address of each family, the primary first (podIPs[0] is podIP), as the kubelet reports.
     pod_ips: list[PodIP] = Field([], alias="podIPs")
     ready: bool = True
@@ -188,14 +188,14 @@ class ServiceSpec(Loose):
     selector: Labels = {}
     cluster_ip: Address | None = Field(None, alias="clusterIP")
     # Checked against the cluster's families as the API server checks them (lab/describe/families.py); each
-    # address in clusterIPs is checked there too, with the API server's words.
-    cluster_ips: list[str] = Field([], alias="clusterIPs")
+    # address in clusterIPs is parsed as every address is (lab/describe/ip.py).
+    cluster_ips: list[Address] = Field([], alias="clusterIPs")
     ip_families: list[str] = Field([], alias="ipFamilies")
     ip_family_policy: Literal["SingleStack", "PreferDualStack", "RequireDualStack"] | None = Field(
         None, alias="ipFamilyPolicy"
     )
     ports: list[ServicePortSpec] = Field(min_length=1)
-    external_ips: list[Address] = Field([], alias="externalIPs")
+    external_ips: list[ExternalAddress] = Field([], alias="externalIPs")
     load_balancer_ip: Address | None = Field(None, alias="loadBalancerIP")
     load_balancer_source_ranges: list[SourceRange] = Field([], alias="loadBalancerSourceRanges")
     external_traffic_policy: Literal["Cluster", "Local"] = Field("Cluster", alias="externalTrafficPolicy")
@@ -210,7 +210,7 @@ class ServiceSpec(Loose):
 
 
 class IngressIP(Loose):
-    ip: Address
+    ip: HostAddress  # the API server takes any address here; a load balancer the lab builds needs a host's
     ip_mode: Literal["VIP", "Proxy"] = Field("VIP", alias="ipMode")
 
 
@@ -247,7 +247,7 @@ class EndpointHints(Loose):
 
 
 class SliceEndpoint(Loose):
-    addresses: list[Address] = Field(min_length=1, max_length=1)  # the API allows one address per endpoint
+    addresses: list[ExternalAddress] = Field(min_length=1, max_length=1)  # the API allows one address per endpoint
     conditions: EndpointConditions = EndpointConditions()
     node_name: str | None = Field(None, alias="nodeName")
     zone: str | None = None

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lab.describe.families import Address, one_network
 from lab.describe.families import addresses as _addresses
 from lab.describe.families import networks as _networks
 from lab.describe.families import one_address as _address
-from lab.describe.families import one_network
 from lab.describe.ipv4 import address as _ipv4_address
 from lab.describe.ipv4 import network as _network
 from lab.describe.k8s import Manifest, Port
@@ -109,17 +109,20 @@ class Cluster(Strict):
     def _node_port_cidrs(cls, value: list[str]) -> list[str]:
         # kube-proxy's validation (validateKubeProxyNodePortAddress): each entry a CIDR or a keyword, written exactly
         # (`Localhost` is neither), and a keyword at most once (kubernetes#138427's review asked for that error).
+        canonical = []
         for entry in value:
-            if entry not in NODE_PORT_KEYWORDS:
-                try:
-                    one_network(entry)  # either family: each proxier keeps its own family's CIDRs
-                except ValueError as exc:
-                    words = ", ".join(NODE_PORT_KEYWORDS)
-                    raise ValueError(f"{exc}; or one of the keywords {words} (lower case)") from None
+            if entry in NODE_PORT_KEYWORDS:
+                canonical.append(entry)
+                continue
+            try:
+                canonical.append(one_network(entry))  # either family: each proxier keeps its own family's CIDRs
+            except ValueError as exc:
+                words = ", ".join(NODE_PORT_KEYWORDS)
+                raise ValueError(f"{exc}; or one of the keywords {words} (lower case)") from None
         for keyword in NODE_PORT_KEYWORDS:
             if value.count(keyword) > 1:
                 raise ValueError(f"the keyword {keyword!r} is listed {value.count(keyword)} times: list it once")
-        return value
+        return canonical
 
     @field_validator("kube_version", mode="before")
     @classmethod
@@ -204,6 +207,11 @@ class EgressGateway(Strict):
     def _gateway(cls, value: str | None) -> str | None:
         return _ipv4_address(value) if value is not None else None  # egress gateways are IPv4 only yet
 
+    @field_validator("node_addresses")
+    @classmethod
+    def _elastic(cls, value: dict[str, str]) -> dict[str, str]:
+        return {node: _ipv4_address(address) for node, address in value.items()}
+
 
 class IpMasqAgent(Strict):
     non_masquerade_cidrs: list[str] = Field(alias="nonMasqueradeCIDRs")
@@ -223,7 +231,7 @@ class Target(Strict):
     port: Port | str
     via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] = "clusterIP"
     node: str | None = None
-    address: str | None = None
+    address: Address | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Target:
@@ -236,8 +244,6 @@ class Target(Strict):
             raise ValueError("`via: nodePort` needs `node`: which node's address to send to")
         if not self.service and not isinstance(self.port, int):
             raise ValueError("a literal address needs a numeric `port`")
-        if self.address:
-            _address(self.address)
         return self
 
 

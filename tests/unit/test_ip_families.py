@@ -88,7 +88,8 @@ def test_a_slice_holds_addresses_of_its_type(address_type, address, words):
 
 
 def test_family_of_addresses_and_networks():
-    assert [family_of(t) for t in ("10.0.0.1", "fd00::/64", " 2001:db8::1 ", "x")] == ["IPv4", "IPv6", "IPv6", None]
+    texts = ("10.0.0.1", "fd00::/64", "::ffff:10.0.0.1", " 2001:db8::1 ", "fd00::1%eth0", "x")
+    assert [family_of(t) for t in texts] == ["IPv4", "IPv6", "IPv4", None, None, None]
 
 
 SERVICE = "name: t\n" + NODES + "workload:\n" + SERVICE_AND_PROBE + "    expect: [{outcome: refused}]\n"

@@ -21,6 +21,21 @@ def inside(address: str, cidr: str) -> bool:
     return ipaddress.ip_address(address) in ipaddress.ip_network(cidr)
 
 
+def cluster_ip_problem(address: str, cidr: str) -> str | None:
+    """Why the API server would not allocate `address` from the service CIDR `cidr`: outside it, or its first
+    address, or for IPv4 its last (the broadcast), which the allocator leaves out of its range (kubernetes/
+    kubernetes pkg/registry/core/service/ipallocator/ipallocator.go at 2e0908106e4420a601e50d6edfd41475de87a3e1,
+    NewIPAllocator's firstAddress and lastAddress: ErrNotInRange)."""
+    ip, net = ipaddress.ip_address(address), ipaddress.ip_network(cidr)
+    if ip not in net:
+        return f"{address} is outside serviceCIDR {cidr}"
+    if ip == net.network_address:
+        return f"{address} is serviceCIDR {cidr}'s first address, which the API server never allocates"
+    if net.version == 4 and ip == net.broadcast_address:
+        return f"{address} is serviceCIDR {cidr}'s broadcast address, which the API server never allocates"
+    return None
+
+
 def unique(src: Source, kind: str, items: list[tuple[FieldPath, str]]) -> None:
     """Refuse a value given twice, at its second place, naming the line of its first."""
     seen: dict[str, FieldPath] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from lab.describe import schema
+from lab.describe import ipv4, schema
 from lab.describe.families import family_of, overlap, split
 from lab.describe.resolve.checks import disjoint, hosts, inside, unique
 from lab.describe.topology import DEFAULT_MTU, ClusterSpec, ExternalSpec, NodeSpec, RouteSpec, of_family
@@ -212,7 +212,7 @@ def _route(
             hops.append(underlay_names[hop])
             continue
         try:
-            ipaddress.IPv4Address(hop)
+            hop = ipv4.address(hop)
         except ValueError:
             known = ", ".join(sorted(underlay_names))
             raise src.error(

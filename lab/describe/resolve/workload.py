@@ -13,7 +13,7 @@ from typing import NamedTuple, TypeVar
 from lab.describe import k8s
 from lab.describe.families import Family, Problem, ServiceFamilies, family_of, service_families, slice_address_problem
 from lab.describe.refs import replica_name
-from lab.describe.resolve.checks import hosts, inside, unique
+from lab.describe.resolve.checks import cluster_ip_problem, hosts, inside, unique
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
     TOPOLOGY_MODE,
@@ -293,8 +293,8 @@ def _service(
         cidr = cluster.service_cidr_of(family)
         given = spec.cluster_ip if k == 0 else spec.cluster_ips[k] if k < len(spec.cluster_ips) else None
         ip = given or _take(src, where, free_ips[family], f"address of serviceCIDR {cidr}")
-        if not inside(ip, cidr):
-            raise src.error(where, f"{ip} is outside serviceCIDR {cidr}")
+        if problem := cluster_ip_problem(ip, cidr):
+            raise src.error(where, problem)
         cluster_ips.append(ip)
     cluster_ip = cluster_ips[0]
     selected = [
