@@ -3,7 +3,7 @@
 pipeline's own stages (lab.pipeline.standing, kube_proxy_sync) and describe's checks: docs/api.md. `lab run`
 goes through it too: lab.api.variant.run_variant drives each variant with the Cluster's own methods.
 
-    with lab.up("topologies/hairpin.yaml", variant={"proxyMode": "nftables"}) as cluster:
+    with lab.up("hairpin", variant={"proxyMode": "nftables"}) as cluster:
         cluster["web"].exec(["ip", "-br", "addr"])
         result = cluster.probe({"from": "far", "to": {"service": "web", "port": 80}})
 """

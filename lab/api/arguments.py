@@ -117,9 +117,7 @@ STEP_ENTRY = Kind(
     _FIELDS,
 )
 NAME = Kind("a name (a string)", _STR)
-ARGV = Kind(
-    "the command as a list of words, e.g. ['ip', 'route']", lambda value: _one_of(list, tuple)(value) and bool(value)
-)
+ARGV = Kind("the command as a list of words, e.g. ['ip', 'route']", lambda v: isinstance(v, list | tuple) and bool(v))
 WORD = Kind("a word (a str or os.PathLike without NUL characters)", lambda value: _text(value) is not None)
 INPUT = Kind("None or text (a str: decode bytes first) for the command's standard input", _or_none(_STR))
 PROBE_SPEC = Kind("a probe as describe resolved it (one of cluster.topology.probes)", _one_of(ProbeSpec))
