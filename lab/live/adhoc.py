@@ -8,40 +8,101 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
+from lab.api.cluster import pod_aliases
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import load_scenario
-from lab.describe.topology import Axis, ProbeSpec, Topology
+from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
+from lab.describe.topology import Axis, ProbeSpec, ServiceSpec, Topology
 from lab.doctor import machine_arch, running_kernel
-from lab.live.record import LiveLabError
+from lab.live.record import LiveLabError, actor_named
+
+# What --to takes, said when it is given something else.
+_FORMS = (
+    "expected NAME:PORT, NAMESPACE/NAME:PORT or NAME.NAMESPACE:PORT (a Service; a bare NAME is default's, or the "
+    "one namespace's that has it), NODE:PORT, POD:PORT (or NAMESPACE/POD:PORT), HOST:PORT or IPv4:PORT"
+)
 
 
 def target(topo: Topology, text: str, via: str | None, node: str | None) -> dict[str, Any]:
-    """A probe's `to:` from NAME:PORT: a Service (by name, port number or name; `via` and `node` pick its
-    frontend), a node (its own address), a pod or external host (its address), or an IPv4 address."""
-    name, sep, port_text = text.rpartition(":")
-    if not sep or not name or not port_text:
-        raise LiveLabError(f"--to {text}: expected NAME:PORT or ADDRESS:PORT (a Service, node, pod, host or IPv4)")
-    port: int | str = int(port_text) if port_text.isdigit() else port_text
-    if any(s.name == name for s in topo.services):
-        to: dict[str, Any] = {"service": name, "port": port, "via": via or "clusterIP"}
-        return to | ({"node": node} if node else {})
+    """A probe's `to:` from --to TARGET:PORT: a Service (NAME, NAMESPACE/NAME or NAME.NAMESPACE as kube DNS spells
+    it; by port number or name; `via` and `node` pick its frontend), a node (its own address), a pod (NAME or
+    NAMESPACE/NAME) or external host (its address), or an IPv4 address."""
+    name, port = _name_and_port(text)
+    if (service := _service(topo, text, name)) is not None:
+        to: dict[str, Any] = {"service": service.name, "namespace": service.namespace, "port": port}
+        return to | {"via": via or "clusterIP"} | ({"node": node} if node else {})
     if via or node:
         raise LiveLabError(f"--via and --node pick a Service's frontend; {name} is no Service")
     if not isinstance(port, int):
         raise LiveLabError(f"--to {text}: a named port belongs to a Service; give a number")
     if any(n.name == name for n in topo.nodes):
         return {"node": name, "port": port}
-    addresses = {p.name: p.ip for p in topo.built_pods} | {e.name: e.ip for e in topo.externals}
-    if name in addresses:
-        return {"address": addresses[name], "port": port}
+    addresses = {e.name: e.ip for e in topo.externals} | {p.name: p.ip for p in topo.built_pods}
+    try:
+        actor = actor_named(name, addresses, pod_aliases(topo.built_pods))
+    except LiveLabError as exc:
+        raise LiveLabError(f"--to {text}: {exc}") from None
+    if actor is not None:
+        return {"address": addresses[actor], "port": port}
     try:
         ipaddress.IPv4Address(name)
     except ValueError:
-        known = sorted({s.name for s in topo.services} | {n.name for n in topo.nodes} | set(addresses))
+        known = [f"{s.namespace}/{s.name}" for s in topo.services] + [n.name for n in topo.nodes]
+        known += sorted(p.name for p in topo.built_pods) + [e.name for e in topo.externals]
         raise LiveLabError(
             f"--to {text}: {name} is no Service, node, pod or host of the lab ({', '.join(known)})"
         ) from None
     return {"address": name, "port": port}
+
+
+def _name_and_port(text: str) -> tuple[str, int | str]:
+    """NAME and PORT of --to NAME:PORT, checked as Kubernetes checks them (lab/describe/names.py cites the rules):
+    the port a number from 1 to 65535 (IsValidPortNum, in the same validation.go) or a Service port's name (a
+    DNS-1123 label, validateServicePort); a name with a '/' is NAMESPACE/NAME, its namespace a DNS-1123 label and
+    its name a Service's or a Pod's (a DNS-1123 subdomain, the looser of the two)."""
+    name, sep, port_text = text.rpartition(":")
+    if not sep or not name or not port_text:
+        raise LiveLabError(f"--to {text}: {_FORMS}")
+    if port_text.isascii() and port_text.isdigit():
+        if not 1 <= int(port_text) <= 65535:
+            raise LiveLabError(f"--to {text}: a port is a number from 1 to 65535 (or a Service port's name)")
+        port: int | str = int(port_text)
+    elif why := refusal(DNS1123_LABEL, "a Service port's name (or a number from 1 to 65535)", port_text):
+        raise LiveLabError(f"--to {text}: {why}")
+    else:
+        port = port_text
+    namespace, slash, own = name.rpartition("/")
+    if slash and (
+        why := refusal(DNS1123_LABEL, "NAMESPACE in NAMESPACE/NAME", namespace)
+        or refusal(DNS1123_SUBDOMAIN, "NAME in NAMESPACE/NAME (a Service's or a pod's)", own)
+    ):
+        raise LiveLabError(f"--to {text}: {why}")
+    return name, port
+
+
+def _service(topo: Topology, text: str, name: str) -> ServiceSpec | None:
+    """The Service `name` names: NAMESPACE/NAME; NAME.NAMESPACE, as a pod's kube DNS reaches another namespace's
+    Service, when no pod of the lab is named so too (a pod's name may hold dots, a Service's never does); a bare
+    NAME is default's Service, as a scenario's `to: {service: NAME}` is, else the only namespace's that has one."""
+    namespace, slash, own = name.rpartition("/")
+    if slash:
+        return next((s for s in topo.services if (s.namespace, s.name) == (namespace, own)), None)
+    own, dot, namespace = name.partition(".")
+    if dot:
+        found = next((s for s in topo.services if (s.name, s.namespace) == (own, namespace)), None)
+        if found is not None and any(p.kube_name == name for p in topo.built_pods):
+            raise LiveLabError(
+                f"--to {text}: {name} names both Service {namespace}/{own} and pod {name}: write {namespace}/{own} "
+                f"for the Service, NAMESPACE/{name} for the pod"
+            )
+        return found
+    named = [s for s in topo.services if s.name == name]
+    if len(named) > 1 and not any(s.namespace == "default" for s in named):
+        each = ", ".join(f"{s.namespace}/{s.name}" for s in named)
+        raise LiveLabError(
+            f"--to {text}: Services of several namespaces are named {name} ({each}): write NAMESPACE/{name}"
+        )
+    return next((s for s in named if s.namespace == "default"), named[0] if named else None)
 
 
 def adhoc_probe(path: Path, matrix: dict[str, list[Axis]], topo: Topology, request: dict[str, Any]) -> ProbeSpec:

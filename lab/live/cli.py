@@ -170,8 +170,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "probe",
         help="send a probe in a live lab: a scenario probe by name, or --from A --to B:PORT",
         description="Run a probe of the live lab's scenario (same verdict and evidence as lab run; steps before "
-        "it are not run) or an ad hoc one: --to takes SERVICE:PORT (with --via and --node for a NodePort, "
-        "externalIP or load balancer), NODE:PORT, POD:PORT, HOST:PORT or ADDRESS:PORT.",
+        "it are not run) or an ad hoc one: --to takes SERVICE:PORT, the Service NAME (default's, or the one "
+        "namespace's that has it), NAMESPACE/NAME or NAME.NAMESPACE, the port by number or name (with --via and "
+        "--node for a NodePort, externalIP or load balancer), NODE:PORT, POD:PORT (NAME or NAMESPACE/NAME), "
+        "HOST:PORT or ADDRESS:PORT.",
         epilog=exit_codes(
             (0, "the probe passed (an ad hoc one: delivered)"),
             (1, "it failed"),

@@ -39,11 +39,9 @@ def listing() -> list[str]:
 
 
 def namespace_of(lab: LiveLab, actor: str) -> str:
-    """The actor's namespace, only if the run recorded it and it is still a plain file in /run/netns (never a
-    symlink someone put there)."""
-    ns = lab.actors.get(actor)
-    if ns is None:
-        raise LiveLabError(f"{lab.prefix} has no actor {actor!r}; its actors are: {', '.join(sorted(lab.actors))}")
+    """The namespace of the actor `actor` names (NAME, or NAMESPACE/NAME of a pod), only if the run recorded it
+    and it is still a plain file in /run/netns (never a symlink someone put there)."""
+    ns = lab.actors[lab.actor(actor)]
     entry = NETNS_DIR / ns
     try:
         info = entry.lstat()

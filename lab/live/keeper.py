@@ -32,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from lab.api.cluster import PROBE_TIMEOUT, Cluster, LabError, ScenarioSource, hold
+from lab.api.cluster import PROBE_TIMEOUT, Cluster, LabError, ScenarioSource, hold, pod_aliases
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
 from lab.judge.results import Timing, VariantRun
@@ -118,6 +118,7 @@ def _keep(path: Path, matrix: dict[str, list[Axis]], variant: tuple[tuple[str, A
                 {name: actor.namespace for name, actor in cluster.actors.items()},
                 time.time(),
                 digest,
+                pod_aliases(topo.built_pods),
             )
             write_beside(cluster.prefix, LIVE, lab.to_json())
             with _listening(lab.socket) as server:
@@ -185,7 +186,7 @@ class _Requests:
                 console.print(literal(f"(not run here: the steps before {probe.name}: {steps})"))
             run = VariantRun(self.topo, [result], Timing(0, 0, 0, 0))
             print_scenario(self.topo.scenario, [run], console, verbose=request.verbose)
-        return {"ok": adhoc or result.verdict.ok, "text": out.getvalue(), "record": to_record(result)}
+        return {"ok": result.verdict.ok, "text": out.getvalue(), "record": to_record(result)}
 
     def _probe(self, request: ProbeRequest) -> tuple[ProbeSpec, bool]:
         if name := request.name:

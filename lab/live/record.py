@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 from lab.describe.topology import variant_label
 from lab.paths import STATE_DIR
@@ -16,6 +17,20 @@ LOG = ".log"  # the keeper's: requests that failed inside it
 
 class LiveLabError(Exception):
     """A command about live labs cannot be done: the message says why and what to do."""
+
+
+def actor_named(name: str, actors: Collection[str], aliases: Mapping[str, str]) -> str | None:
+    """The actor `name` names, as the lab names it (a pod by NAME, or by NAMESPACE/NAME when pods of several
+    namespaces have that name) or as a scenario may (NAMESPACE/NAME of a pod the lab names by NAME: `aliases`);
+    None when it names none. A bare NAME that pods of several namespaces have is refused, naming each."""
+    if name in actors:
+        return name
+    if name in aliases:
+        return aliases[name]
+    several = sorted(actor for actor in actors if "/" not in name and actor.endswith(f"/{name}"))
+    if several:
+        raise LiveLabError(f"{name} names more than one pod ({', '.join(several)}): write NAMESPACE/{name}")
+    return None
 
 
 class NotRunnable(LiveLabError):
@@ -35,10 +50,12 @@ class LiveLab:
     actors: dict[str, str]  # actor as the scenario names it → its namespace
     created: float
     digest: str  # the scenario file's sha256 when the lab was built
+    aliases: dict[str, str] = field(default_factory=dict)  # NAMESPACE/NAME of a pod the lab names by NAME → NAME
     state: RunState | None = None  # the run's, as read from another process
 
     def to_json(self) -> str:
-        fields = {k: getattr(self, k) for k in ("scenario", "name", "variant", "actors", "created", "digest")}
+        keys = ("scenario", "name", "variant", "actors", "created", "digest", "aliases")
+        fields = {k: getattr(self, k) for k in keys}
         return json.dumps(fields) + "\n"
 
     @classmethod
@@ -54,11 +71,21 @@ class LiveLab:
                 {str(k): str(v) for k, v in data["actors"].items()},
                 float(data["created"]),
                 str(data["digest"]),
+                # A keeper started before lab recorded aliases has none: its pods are reached by the lab's names.
+                {str(k): str(v) for k, v in data.get("aliases", {}).items()},
                 state,
             )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-        return lab if set(lab.actors.values()) <= set(state.namespaces) else None
+        recorded = set(lab.actors.values()) <= set(state.namespaces) and set(lab.aliases.values()) <= set(lab.actors)
+        return lab if recorded else None
+
+    def actor(self, name: str) -> str:
+        """The actor `name` names (lab exec, lab shell): as the lab or the scenario names it."""
+        actor = actor_named(name, self.actors, self.aliases)
+        if actor is None:
+            raise LiveLabError(f"{self.prefix} has no actor {name!r}; its actors are: {', '.join(sorted(self.actors))}")
+        return actor
 
     @property
     def socket(self) -> str:

@@ -12,6 +12,7 @@ from lab.describe.resolve.parse import explain
 
 REQUEST_BYTES = 64 * 1024  # a request is a few hundred bytes: names, an address, a few flags
 _TEXT = 253  # the longest name a probe, actor or Service can have, as a DNS name: a request's strings are names
+_TARGET = 63 + 1 + _TEXT + 1 + 63  # NAMESPACE/NAME:PORT, the port a Service port's name at the longest
 
 
 class ProbeRequest(BaseModel):
@@ -21,7 +22,7 @@ class ProbeRequest(BaseModel):
 
     name: str | None = Field(None, min_length=1, max_length=_TEXT)
     source: str | None = Field(None, alias="from", min_length=1, max_length=_TEXT)
-    to: str | None = Field(None, min_length=1, max_length=_TEXT)
+    to: str | None = Field(None, min_length=1, max_length=_TARGET)
     protocol: Literal["tcp", "udp", "TCP", "UDP"] | None = None
     via: Literal["clusterIP", "nodePort", "externalIP", "loadBalancer"] | None = None
     node: str | None = Field(None, min_length=1, max_length=_TEXT)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from support.scenario import BASE, write
 
+from lab.api.cluster import pod_aliases
 from lab.describe.load import load_scenario
 from lab.live.adhoc import adhoc_probe, target
-from lab.live.record import LiveLabError
+from lab.live.record import LiveLab, LiveLabError
 from lab.live.summary import summary
+from lab.realize.runs import RunState
 from lab.selection import first_runnable
 
 
@@ -21,8 +23,13 @@ def topo(tmp_path):
 @pytest.mark.parametrize(
     ("text", "via", "node", "to"),
     [
-        ("web:http", None, None, {"service": "web", "port": "http", "via": "clusterIP"}),
-        ("web:80", "nodePort", "node2", {"service": "web", "port": 80, "via": "nodePort", "node": "node2"}),
+        ("web:http", None, None, {"service": "web", "namespace": "default", "port": "http", "via": "clusterIP"}),
+        (
+            "web:80",
+            "nodePort",
+            "node2",
+            {"service": "web", "namespace": "default", "port": 80, "via": "nodePort", "node": "node2"},
+        ),
         ("node1:10256", None, None, {"node": "node1", "port": 10256}),
         ("web-0:8080", None, None, {"address": "10.244.1.2", "port": 8080}),
         ("client:22", None, None, {"address": "192.168.56.100", "port": 22}),
@@ -36,7 +43,7 @@ def test_to_names_a_service_an_actor_or_an_address(topo, text, via, node, to):
 @pytest.mark.parametrize(
     ("text", "via", "said"),
     [
-        ("web", None, "expected NAME:PORT"),
+        ("web", None, "expected NAME:PORT, NAMESPACE/NAME:PORT or NAME.NAMESPACE:PORT"),
         ("nope:80", None, "nope is no Service, node, pod or host of the lab"),
         ("node1:80", "nodePort", "--via and --node pick a Service's frontend"),
         ("node1:http", None, "a named port belongs to a Service"),
@@ -45,6 +52,114 @@ def test_to_names_a_service_an_actor_or_an_address(topo, text, via, node, to):
 def test_to_is_refused_with_what_was_expected(topo, text, via, said):
     with pytest.raises(LiveLabError, match=said):
         target(topo, text, via, None)
+
+
+# BASE, with Services and pods of other namespaces: checkout in shop only, web in default and shop, cart in shop
+# and payments (neither default), a pod web-0 in default and in shop, and a pod of default named as kube DNS would
+# spell shop's Service checkout.
+_SERVICE = (
+    "  - {{kind: Service, metadata: {{name: {}, namespace: {}}}, spec: {{selector: {{app: web}}, ports: [{}]}}}}\n"
+)
+NAMESPACED = BASE.replace(
+    "probes:\n",
+    _SERVICE.format("checkout", "shop", "{name: http, port: 80, targetPort: http}")
+    + _SERVICE.format("web", "shop", "{port: 81, targetPort: http}")
+    + _SERVICE.format("cart", "shop", "{port: 82, targetPort: http}")
+    + _SERVICE.format("cart", "payments", "{port: 83, targetPort: http}")
+    + "  - {kind: Pod, metadata: {name: web-0, namespace: shop}, spec: {nodeName: node2, containers: [{name: c}]}}\n"
+    + "  - {kind: Pod, metadata: {name: checkout.shop}, spec: {nodeName: node2, containers: [{name: c}]}}\n"
+    + "probes:\n",
+)
+
+
+@pytest.fixture
+def namespaced(tmp_path):
+    (variant,) = load_scenario(write(tmp_path, NAMESPACED)).variants
+    return variant
+
+
+@pytest.mark.parametrize(
+    ("text", "to"),
+    [
+        ("shop/checkout:80", {"service": "checkout", "namespace": "shop", "port": 80, "via": "clusterIP"}),
+        ("shop/checkout:http", {"service": "checkout", "namespace": "shop", "port": "http", "via": "clusterIP"}),
+        ("checkout:80", {"service": "checkout", "namespace": "shop", "port": 80, "via": "clusterIP"}),
+        ("web:81", {"service": "web", "namespace": "default", "port": 81, "via": "clusterIP"}),
+        ("web.shop:81", {"service": "web", "namespace": "shop", "port": 81, "via": "clusterIP"}),
+        ("shop/web:81", {"service": "web", "namespace": "shop", "port": 81, "via": "clusterIP"}),
+        ("cart.payments:83", {"service": "cart", "namespace": "payments", "port": 83, "via": "clusterIP"}),
+        ("shop/web-0:8080", {"address": "10.244.2.2", "port": 8080}),
+        ("default/web-0:8080", {"address": "10.244.1.2", "port": 8080}),
+        ("default/checkout.shop:22", {"address": "10.244.2.3", "port": 22}),
+    ],
+)
+def test_to_names_a_service_of_any_namespace_and_a_pod_by_namespace(namespaced, text, to):
+    assert target(namespaced, text, None, None) == to
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("cart:82", "Services of several namespaces are named cart (shop/cart, payments/cart): write NAMESPACE/cart"),
+        ("checkout.shop:80", "names both Service shop/checkout and pod checkout.shop: write shop/checkout"),
+        ("Shop/checkout:80", "NAMESPACE in NAMESPACE/NAME is at most 63 characters of lower-case letters"),
+        ("shop/check_out:80", "NAME in NAMESPACE/NAME (a Service's or a pod's) is at most 253 characters"),
+        ("a/b/c:80", "'/' is not allowed"),
+        ("shop/checkout:0", "a port is a number from 1 to 65535 (or a Service port's name)"),
+        ("shop/checkout:65536", "a port is a number from 1 to 65535"),
+        ("shop/checkout:\u00b2", "a Service port's name (or a number from 1 to 65535) is at most 63 characters"),
+        ("shop/checkout:HTTP", "'H' is not allowed"),
+        ("web-0:8080", "web-0 names more than one pod (default/web-0, shop/web-0): write NAMESPACE/web-0"),
+        ("shop/nope:80", "shop/nope is no Service, node, pod or host of the lab (default/web, shop/checkout, "),
+    ],
+)
+def test_a_namespaced_to_is_refused_with_the_rule_it_breaks(namespaced, text, said):
+    with pytest.raises(LiveLabError) as info:
+        target(namespaced, text, None, None)
+    assert said in str(info.value), str(info.value)
+    assert str(info.value).startswith(f"--to {text}: ")
+
+
+@pytest.fixture
+def live(namespaced):
+    """A live lab's record of NAMESPACED, as its keeper writes it and another process reads it."""
+    actors = {name: f"lab-0abc12-{n}" for n, name in enumerate([p.name for p in namespaced.built_pods] + ["node1"])}
+    written = LiveLab("lab-0abc12", "/s.yaml", "t", {}, actors, 0.0, "", pod_aliases(namespaced.built_pods))
+    state = RunState("lab-0abc12", 1, 1, tuple(actors.values()))
+    return LiveLab.from_json(state, written.to_json())
+
+
+@pytest.mark.parametrize(
+    ("name", "actor"),
+    [
+        ("shop/web-0", "shop/web-0"),
+        ("default/web-0", "default/web-0"),
+        ("web-1", "web-1"),
+        ("default/web-1", "web-1"),
+        ("default/checkout.shop", "checkout.shop"),
+        ("node1", "node1"),
+    ],
+)
+def test_lab_exec_takes_a_pod_as_the_lab_or_a_scenario_names_it(live, name, actor):
+    assert live.actor(name) == actor
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("web-0", "web-0 names more than one pod (default/web-0, shop/web-0): write NAMESPACE/web-0"),
+        ("shop/web-1", "lab-0abc12 has no actor 'shop/web-1'; its actors are: checkout.shop, default/web-0, node1, "),
+    ],
+)
+def test_lab_exec_of_an_ambiguous_or_unknown_pod_lists_the_candidates(live, name, said):
+    with pytest.raises(LiveLabError) as info:
+        live.actor(name)
+    assert str(info.value).startswith(said), str(info.value)
+
+
+def test_a_record_whose_alias_names_no_actor_is_no_live_lab(live):
+    forged = live.to_json().replace('"default/web-1": "web-1"', '"default/web-1": "fabric"')
+    assert forged != live.to_json() and LiveLab.from_json(live.state, forged) is None
 
 
 def test_up_prints_actors_services_and_how_to_reach_them(topo):
