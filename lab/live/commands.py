@@ -31,11 +31,13 @@ def listing() -> list[str]:
     if not labs:
         return ["no live lab (lab up FILE starts one)"]
     now = time.time()
-    return [
-        f"{lab.prefix}  {lab.name} ({lab.variant_label})  up {int(now - lab.created)} s  "
-        f"{len(lab.actors)} actors  keeper pid {lab.state.pid if lab.state else '?'}  {lab.scenario}"
-        for lab in labs
-    ]
+    return [listed(lab, now) for lab in labs]
+
+
+def listed(lab: LiveLab, now: float) -> str:
+    """A live lab's line of `lab ls`: run, scenario and variant, time up, actors, keeper's pid, file."""
+    up, pid = int(now - lab.created), lab.state.pid if lab.state else "?"
+    return f"{lab.prefix}  {lab.title}  up {up} s  {len(lab.actors)} actors  keeper pid {pid}  {lab.scenario}"
 
 
 def namespace_of(lab: LiveLab, actor: str) -> str:
@@ -116,7 +118,7 @@ def down(run: str | None, everything: bool) -> list[str]:
         return [_stop(lab) for lab in labs] + remove_leftovers(include_live=True).lines()
     if run is None:
         if len(labs) > 1:
-            listed = "; ".join(f"{lab.prefix} ({lab.name}, {lab.variant_label})" for lab in labs)
+            listed = "; ".join(f"{lab.prefix} {lab.title}" for lab in labs)
             raise LiveLabError(f"{len(labs)} live labs: give RUN, one of {listed} (or --all: every one)")
         return [_stop(lab) for lab in labs] + remove_leftovers().lines()
     chosen = [lab for lab in labs if lab.prefix == run]
@@ -145,7 +147,7 @@ def _stop(lab: LiveLab) -> str:
             os.kill(state.pid, signal.SIGKILL)
             return f"{lab.prefix}: the keeper did not stop within {STOP_LIMIT:.0f} s: killed"
         time.sleep(0.05)
-    return f"{lab.prefix}: {lab.name} ({lab.variant_label}) taken down"
+    return f"{lab.prefix}: {lab.title} taken down"
 
 
 def _warn_shells(lab: LiveLab) -> None:

@@ -96,8 +96,10 @@ class LiveLab:
         return f"{STATE_DIR}/{self.prefix}{LOG}"
 
     @property
-    def variant_label(self) -> str:
-        return variant_label(self.variant.items()) or "(no matrix)"
+    def title(self) -> str:
+        """The scenario's name and the variant's values: NAME (KEY=VALUE, ...), or NAME of one without a matrix."""
+        label = variant_label(self.variant.items())
+        return f"{self.name} ({label})" if label else self.name
 
 
 def live_labs() -> list[LiveLab]:

@@ -187,8 +187,8 @@ def test_bare_lab_down_with_several_labs_refuses_and_an_open_shell_is_told(host_
     """)
     first, second = got["first"], got["second"]
     assert got["refused"]["rc"] == 2 and got["second_left"], got["refused"]
-    assert f"2 live labs: give RUN, one of {first} (invalid-reset, " in got["refused"]["err"], got["refused"]["err"]
-    assert f"; {second} (invalid-reset, " in got["refused"]["err"] and "--all" in got["refused"]["err"]
+    assert f"2 live labs: give RUN, one of {first} invalid-reset (" in got["refused"]["err"], got["refused"]["err"]
+    assert f"; {second} invalid-reset (" in got["refused"]["err"] and "--all" in got["refused"]["err"]
     assert f"[{first} client]" in got["prompted"], got["prompted"]
     assert got["down"]["rc"] == 0 and second not in got["down"]["out"], got["down"]
     assert f"lab down: {first} is being taken down; this lab shell ends now" in got["shell"], got["shell"]

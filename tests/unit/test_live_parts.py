@@ -8,6 +8,7 @@ from support.scenario import BASE, write
 from lab.api.cluster import pod_aliases
 from lab.describe.load import load_scenario
 from lab.live.adhoc import adhoc_probe, target
+from lab.live.commands import listed
 from lab.live.record import LiveLab, LiveLabError
 from lab.live.summary import summary
 from lab.realize.runs import RunState
@@ -221,6 +222,21 @@ def test_a_printed_curl_says_what_the_scenarios_probe_expects(tmp_path):
     (curl,) = [line for line in summary(topo, "lab-0abc12") if "curl" in line]
     assert "http://192.168.56.12:" in curl  # where probe p goes: node2's NodePort
     assert "expected dropped: curl shows nothing, then exit 28 after 3 s (timed out)" in curl
+
+
+def test_a_printed_curl_to_an_observe_probe_is_one_short_line(tmp_path):
+    observed = BASE.replace("expect: {outcome: delivered, source: node2}", "expect: observe")
+    (topo,) = load_scenario(write(tmp_path, observed)).variants
+    (curl,) = [line for line in summary(topo, "lab-0abc12") if "curl" in line]
+    assert curl.endswith("# web as probe p reaches it; observe: no expectation yet"), curl
+    assert len(curl.split("#", 1)[1]) < 60, curl  # the command and a few words, not a paragraph
+
+
+def test_lab_ls_names_the_variant_and_nothing_for_a_scenario_without_a_matrix():
+    lab = LiveLab("lab-0abc12", "/s.yaml", "imported", {}, {"client": "lab-0abc12-client"}, 0.0, "")
+    assert listed(lab, 5.0) == "lab-0abc12  imported  up 5 s  1 actors  keeper pid ?  /s.yaml"
+    lab = LiveLab("lab-0abc12", "/s.yaml", "t", {"proxyMode": "ipvs"}, {}, 0.0, "")
+    assert listed(lab, 5.0).startswith("lab-0abc12  t (proxyMode=ipvs)  up 5 s  ")
 
 
 def test_lab_up_picks_the_first_variant_that_runs_here_and_says_why_it_passed_others_over(tmp_path):
