@@ -30,9 +30,23 @@ def default_scenarios() -> list[Path]:
     return sorted(CATALOGUE.glob("*.yaml"))
 
 
+# Why each command that needs root does: what it does as root, in the words of that command.
+_AS_ROOT = {
+    "run": "it builds network namespaces",
+    "bench": "it builds network namespaces",
+    "replay": "it builds a network namespace and loads the dump's rules into it",
+    "up": "it builds network namespaces and keeps them running",
+    "ls": "the live labs' records, in /run/lab, are root's alone",
+    "exec": "it runs the command in the lab's network namespace, which only root may enter",
+    "shell": "it starts the shell in the lab's network namespace, which only root may enter",
+    "probe": "the lab's keeper answers on a socket only root may open, in /run/lab",
+    "down": "it stops the lab's keeper, a root process, and removes the namespaces its run recorded",
+}
+
+
 def require_root(command: str) -> None:
     if os.geteuid() != 0:
-        err.print(f"[red]lab {command} needs root[/red]: it builds network namespaces. Run it with sudo.")
+        err.print(f"[red]lab {command} needs root[/red]: {_AS_ROOT[command]}. Run it with sudo.")
         sys.exit(2)
 
 

@@ -104,19 +104,39 @@ def test_version():
     assert done.returncode == 0 and done.stdout.startswith("lab ")
 
 
-def test_vm_run_refuses_a_user_who_is_not_root():
-    import os
-
+def lab_as_nobody(*args: str) -> subprocess.CompletedProcess:
+    """lab run by a user who is not root (by nobody, when the tests run as root)."""
     # nobody keeps the right to read directories (CAP_DAC_READ_SEARCH): a checkout inside a mode-700 directory,
     # as `mktemp -d` makes, must still be importable; the user is no more root for it.
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     can_read = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
     as_nobody = [] if os.geteuid() else [*nobody, *can_read]
-    done = subprocess.run(
-        [*as_nobody, sys.executable, "-m", "lab", "vm", "run", "--", "true"],
-        capture_output=True, text=True, cwd=REPO, check=False,
-    )  # fmt: skip
+    return subprocess.run(
+        [*as_nobody, sys.executable, "-m", "lab", *args], capture_output=True, text=True, cwd=REPO, check=False
+    )
+
+
+def test_vm_run_refuses_a_user_who_is_not_root():
+    done = lab_as_nobody("vm", "run", "--", "true")
     assert done.returncode == 2 and "lab vm run needs root" in said(done) and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["ls"], "the live labs' records, in /run/lab, are root's alone"),
+        (["down"], "it stops the lab's keeper, a root process, and removes the namespaces its run recorded"),
+        (["probe", "p"], "the lab's keeper answers on a socket only root may open, in /run/lab"),
+        (
+            ["exec", "client", "--", "true"],
+            "it runs the command in the lab's network namespace, which only root may enter",
+        ),
+        (["shell", "client"], "it starts the shell in the lab's network namespace, which only root may enter"),
+    ],
+)
+def test_a_live_lab_command_says_why_it_needs_root_in_its_own_words(argv, why):
+    done = lab_as_nobody(*argv)
+    assert done.returncode == 2 and said(done) == f"lab {argv[0]} needs root: {why}. Run it with sudo.", said(done)
 
 
 def test_without_files_only_the_shipped_catalogue_runs_never_the_working_directorys(tmp_path):
