@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.describe.families import Family, family_of
+from lab.describe.kubectl import ipfields
 from lab.describe.kubectl.objects import Obj
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -70,38 +71,39 @@ class Cni:
 
 def read_node(obj: Obj, notes: list[str]) -> Node | None:
     """A node with its address and podCIDR of each family, or None (said in `notes`) when it has no address."""
-    addresses = [(a.get("type"), a.get("address")) for _, a in obj.each(("status", "addresses")) if isinstance(a, dict)]
+    # An InternalIP or ExternalIP is an address (kubelet's, or the cloud's); a Hostname or DNS entry is a name.
+    addresses = [
+        (a.get("type"), ipfields.address(obj, (*path, "address"), a.get("address"), notes))
+        for path, a in obj.each(("status", "addresses"))
+        if isinstance(a, dict) and a.get("type") in ("InternalIP", "ExternalIP")
+    ]
     ips: dict[Family, str] = {}
     for family in FAMILIES:
-        of_family = [(kind, a) for kind, a in addresses if isinstance(a, str) and family_of(a) == family]
+        of_family = [(kind, a) for kind, a in addresses if family_of(a) == family]
         ip = next((a for kind, a in of_family if kind == "InternalIP"), None) or next((a for _, a in of_family), None)
         if ip is not None:
             ips[family] = ip
     if not ips:
         notes.append(obj.note(("status", "addresses"), "no IP address: the node is left out"))
         return None
-    cidrs = [c for _, c in obj.each(("spec", "podCIDRs"))] or [obj.get(("spec", "podCIDR"), str)]
+    cidrs = obj.each(("spec", "podCIDRs")) or [(("spec", "podCIDR"), obj.get(("spec", "podCIDR"), str))]
     pod_cidrs: dict[Family, str] = {}
-    for cidr in cidrs:
-        if cidr is None:
-            continue
-        try:
-            net = ipaddress.ip_network(cidr) if isinstance(cidr, str) else None
-        except ValueError:
-            net = None
-        if net is None:
-            raise obj.error(("spec", "podCIDRs"), f"expected a network such as 10.244.1.0/24, got {cidr!r}")
-        pod_cidrs.setdefault(FAMILIES[net.version == 6], str(net))
+    for path, cidr in cidrs:
+        if cidr is not None:
+            net = ipfields.network(obj, path, cidr, notes)
+            pod_cidrs.setdefault(FAMILIES[":" in net], net)
     labels = {k: v for k, v in obj.get(("metadata", "labels"), dict, {}).items() if isinstance(v, str)}
     return Node(obj, obj.name, ips, pod_cidrs, labels)
 
 
-def read_pod(obj: Obj) -> Pod:
-    listed = [p.get("ip") for _, p in obj.each(("status", "podIPs")) if isinstance(p, dict)]
+def read_pod(obj: Obj, notes: list[str]) -> Pod:
+    listed = [((*path, "ip"), p.get("ip")) for path, p in obj.each(("status", "podIPs")) if isinstance(p, dict)]
     ips: dict[Family, str] = {}
-    for ip in listed or [obj.get(("status", "podIP"), str)]:
-        if isinstance(ip, str) and (family := family_of(ip)) is not None:
-            ips.setdefault(family, ip)
+    for k, (path, text) in enumerate([(("status", "podIP"), obj.get(("status", "podIP"), str)), *listed]):
+        if text is not None:  # a pod not yet given an address (Pending) has none
+            ip = ipfields.address(obj, path, text, notes)
+            if k or not listed:  # podIP is podIPs[0] where both are given (the API server keeps them so)
+                ips.setdefault("IPv6" if ":" in ip else "IPv4", ip)
     ports = []
     for cpath, container in obj.each(("spec", "containers")):
         if not isinstance(container, dict):

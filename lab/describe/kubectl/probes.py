@@ -7,8 +7,9 @@ range goes once per family that has a range."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
+
+from lab.describe.ip import parse_network
 
 OBSERVE = "observe"
 
@@ -61,9 +62,9 @@ def probes_for(
 def _inside(ranges: list[str], family: str) -> str | None:
     """An address inside the first source range of the family (each proxier filters on its own family's)."""
     for text in ranges:
-        network = ipaddress.ip_network(text.strip(), strict=False)
+        network = parse_network(text.strip())  # as the API server reads a source range: space around it trimmed
         if ("IPv4" if network.version == 4 else "IPv6") == family:
-            return str(next(network.hosts(), network.network_address))
+            return str(next(iter(network.hosts()), network.network_address))  # a /32's hosts() is a list
     return None
 
 

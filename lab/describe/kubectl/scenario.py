@@ -74,7 +74,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         said = "".join(f"; {n}" for n in inputs.notes())
         raise ScenarioError("lab import", None, "", f"no Node in the input (give kubectl get nodes,... -o yaml){said}")
     families = _families(config, list(nodes.values()), cni.value, notes)
-    pods = [read_pod(obj) for obj in _unique(inputs, "Pod")]
+    pods = [read_pod(obj, notes) for obj in _unique(inputs, "Pod")]
     placed = _placeable(pods, nodes, cni.value, families, notes)
     services = _services(inputs, options, families, notes)
     by_ip = {ip: p for p in placed for ip in p.ips.values()}

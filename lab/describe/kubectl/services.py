@@ -3,13 +3,15 @@ frontends, and each endpoint with its conditions, node and hints, tied to the po
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.describe.families import Family, family_of
+from lab.describe.kubectl import ipfields
 from lab.describe.kubectl.cluster import Pod
 from lab.describe.kubectl.objects import Obj
+from lab.describe.yamlsrc import FieldPath
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
@@ -118,8 +120,9 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
     if skip:
         notes.append(obj.note((), f"skipped: {skip}"))
         return None
-    ips = [ip for _, ip in obj.each(("spec", "clusterIPs"))] or [cluster_ip]
-    kept = _of_families(obj, ("spec", "clusterIPs"), ips, families, notes)
+    ips = obj.each(("spec", "clusterIPs"))
+    cluster_ip = ipfields.address(obj, ("spec", "clusterIP"), cluster_ip, notes) if cluster_ip or not ips else ""
+    kept = _of_families(obj, ips or [(("spec", "clusterIP"), cluster_ip)], families, notes, ipfields.address)
     if not kept:
         notes.append(
             obj.note(("spec", "clusterIP"), f"skipped: no cluster IP of the imported families ({_and(families)})")
@@ -153,6 +156,8 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
     ingress = []
     for path, _item in obj.each(("status", "loadBalancer", "ingress")):
         ip = obj.get((*path, "ip"), str)
+        if ip is not None:
+            ip = ipfields.address(obj, (*path, "ip"), ip, notes)
         if ip is None or family_of(ip) not in families:
             said = ip or obj.get((*path, "hostname"), str, "")
             notes.append(
@@ -174,9 +179,10 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
     elif ingress:
         notes.append(obj.note(("status", "loadBalancer"), ROUTED))
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
+    if lb_ip:
+        lb_ip = ipfields.address(obj, ("spec", "loadBalancerIP"), lb_ip, notes)
     if lb_ip and family_of(lb_ip) in families and not ingress and kind == "LoadBalancer":
         spec["loadBalancerIP"] = lb_ip
-    ranges_path = ("spec", "loadBalancerSourceRanges")
     return Service(
         obj,
         obj.namespace or "default",
@@ -185,9 +191,9 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
         kept,
         ports,
         spec,
-        _of_families(obj, ("spec", "externalIPs"), [v for _, v in obj.each(("spec", "externalIPs"))], families, notes),
+        _of_families(obj, obj.each(("spec", "externalIPs")), families, notes, ipfields.address),
         ingress,
-        _of_families(obj, ranges_path, [v for _, v in obj.each(ranges_path)], families, notes, "a CIDR"),
+        _of_families(obj, obj.each(("spec", "loadBalancerSourceRanges")), families, notes, ipfields.source_range),
         {k: v for k, v in obj.get(("metadata", "annotations"), dict, {}).items() if k in TOPOLOGY_ANNOTATIONS},
     )
 
@@ -216,6 +222,7 @@ def read_slice(
         address = obj.get((*path, "addresses", 0), str)
         if address is None:
             raise obj.error((*path, "addresses"), "missing: an endpoint has one address")
+        address = ipfields.address(obj, (*path, "addresses", 0), address, notes)
         pod = pods_by_ip.get(address)
         if pod is None:
             notes.append(
@@ -261,24 +268,20 @@ def _networking(annotation: str) -> bool:
 
 def _of_families(
     obj: Obj,
-    path: tuple[str, ...],
-    values: list[Any],
+    values: list[tuple[FieldPath, Any]],
     families: Collection[Family],
     notes: list[str],
-    what: str = "an IP address",
+    read: Callable[[Obj, FieldPath, Any, list[str]], str],
 ) -> list[str]:
     """The addresses (or source ranges: kube-proxy runs a proxier per family of the cluster, each keeping its own
-    family's) of the imported cluster's families, in order; others said and left out."""
+    family's) of the imported cluster's families, in order, each `read` at its field; others said and left out."""
     kept = []
-    for value in values:
-        if not isinstance(value, str) or family_of(value) is None:
-            raise obj.error(path, f"expected {what}, got {value!r}")
-        if family_of(value) in families:
-            kept.append(value)
+    for path, value in values:
+        text = read(obj, path, value, notes)
+        if family_of(text) in families:
+            kept.append(text)
         else:
-            notes.append(
-                obj.note(path, f"{value}: not of the imported cluster's families ({_and(families)}); left out")
-            )
+            notes.append(obj.note(path, f"{text}: not of the imported cluster's families ({_and(families)}); left out"))
     return kept
 
 
