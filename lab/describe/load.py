@@ -23,7 +23,27 @@ from lab.describe.resolve.remainder import as_written, probes_refused, without_p
 from lab.describe.resolve.steps import SCALED, scale_demand
 from lab.describe.resolve.workload import resolve_pods, resolve_services, unselected, without_endpoints
 from lab.describe.topology import Axis, Topology
-from lab.describe.yamlsrc import Source, load_yaml
+from lab.describe.yamlsrc import Expected, Source, load_yaml
+
+_FIELDS = {f.alias or name: f.is_required() for name, f in schema.ScenarioFile.model_fields.items()}
+
+
+def _not_a_scenario(keys: dict[str, int]) -> str:
+    """Why a mapping with these top-level keys is no scenario ("" when it is one): it is when every key is a
+    scenario's field (one in the making may lack a required one), or when it has every required field (one with
+    a misspelt key, which the schema then names with a "did you mean")."""
+    unknown = sorted(line for key, line in keys.items() if key not in _FIELDS)
+    missing = [f"`{key}`" for key, required in _FIELDS.items() if required and key not in keys]
+    if not unknown or not missing:
+        return ""
+    where = f"line {unknown[0]} holds" if len(unknown) == 1 else f"lines {', '.join(map(str, unknown))} hold"
+    said = f"{where} no field of a scenario, and it has no {' or '.join(missing)}"
+    if "apiVersion" in keys and "kind" in keys:
+        said += "; kubectl's output is read by lab import, which writes a scenario from it"
+    return said
+
+
+_SCENARIO = Expected("a scenario (a mapping with `name`, `nodes`, `workload` and `probes`)", _not_a_scenario)
 
 
 @dataclass(frozen=True)
@@ -56,9 +76,7 @@ def load_scenario(
     architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label). What
     is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
     reads, what each variant's resolve steps refuse."""
-    source = load_yaml(path)
-    if not isinstance(source.data, dict):
-        raise source.error((), "expected a mapping with `name`, `nodes`, `workload` and `probes`")
+    source = load_yaml(path, expected=_SCENARIO)
     if (extra_probes or not own_probes) and isinstance(source.data.get("probes"), list):
         source.data["probes"] = [*(source.data["probes"] if own_probes else ()), *extra_probes]
     errors = check_manifests(source)

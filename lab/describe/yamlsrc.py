@@ -8,6 +8,9 @@ bounds below, which no scenario comes near.
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,17 @@ class Source:
 
     def error(self, path: FieldPath, message: str) -> ScenarioError:
         return ScenarioError(self.file, self.line_of(path), format_path(path), message)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The kind of file a reader expects, judged on the keys at its top before anything of it is quoted: until a
+    file is recognised, its errors give lines, never its text (a path given to lab, running as root, may name any
+    file of the machine). `what` names the kind in words; `misfit` says why a mapping with these top-level keys
+    (each with its line) is not one, "" when it is."""
+
+    what: str
+    misfit: Callable[[dict[str, int]], str]
 
 
 def _tag_name(tag: str) -> str:
@@ -194,6 +208,25 @@ def _read(name: str, path: Path | str, limit: int | None = None) -> str:
         raise ScenarioError(name, exc.line, "", f"{exc.reason}{hint}") from None
 
 
+# PyYAML's syntax errors quote what they found ("found character '\\t' that cannot start any token", "found undefined
+# alias 'x'"); a file that is not even YAML is no scenario or dump, so only the grammar's own quoted words stay:
+# token names ('<block end>') and YAML's indicator characters (expected ',' or ']').
+_QUOTED = re.compile(r"""\s*('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_GRAMMAR = re.compile(r"'<[a-z ]+>'|'[][{},:?!&*#|>%@`-]'")
+
+
+def _grammar_only(text: str) -> str:
+    kept = _QUOTED.sub(lambda m: m.group() if _GRAMMAR.fullmatch(m.group(1)) else "", text)
+    return re.sub(r"\b(but (?:found|got))(?=$|[;,])", r"\1 something else", kept)
+
+
+def _refused_character(character: int) -> str:
+    """What sort of character YAML refuses (not which: the file is no YAML)."""
+    if character == 0:
+        return "a NUL byte (a binary file?)"
+    return "a control character" if unicodedata.category(chr(character)) == "Cc" else "a character of this kind"
+
+
 def _compose(name: str, text: str, max_values: int, fast: bool = False) -> yaml.Node | None:
     loader = None
     try:
@@ -203,28 +236,57 @@ def _compose(name: str, text: str, max_values: int, fast: bool = False) -> yaml.
         return loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        what = ", ".join(filter(None, (exc.context, exc.problem)))  # "while parsing a flow sequence, expected ..."
-        raise ScenarioError(name, mark.line + 1 if mark else None, "", f"not valid YAML: {what}") from None
+        # "while parsing a flow sequence, expected ..."
+        what = ", ".join(_grammar_only(part) for part in (exc.context, exc.problem) if part)
+        column = f" (column {mark.column + 1})" if mark else ""
+        raise ScenarioError(name, mark.line + 1 if mark else None, "", f"not valid YAML: {what}{column}") from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
-        what = "a NUL byte (a binary file?)" if exc.character == 0 else f"the character U+{exc.character:04X}"
-        raise ScenarioError(name, line, "", f"not valid YAML: {what} cannot appear in YAML") from None
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        what = _refused_character(exc.character)
+        raise ScenarioError(name, line, "", f"not valid YAML: {what} cannot appear in YAML (column {column})") from None
     finally:
         if loader is not None:
             loader.dispose()
 
 
-def load_yaml(path: Path | str, limit: int | None = None, max_values: int = MAX_VALUES, fast: bool = False) -> Source:
+def load_yaml(
+    path: Path | str,
+    limit: int | None = None,
+    max_values: int = MAX_VALUES,
+    fast: bool = False,
+    expected: Expected | None = None,
+) -> Source:
     """A file's YAML; `limit` (bytes) and `max_values` raise the bounds for inputs larger than scenarios, `fast`
-    parses with libyaml."""
-    return parse_yaml(str(path), _read(str(path), path, limit), max_values, fast)
+    parses with libyaml, `expected` is the kind of file it must be before any error quotes it."""
+    return parse_yaml(str(path), _read(str(path), path, limit), max_values, fast, expected)
 
 
-def parse_yaml(name: str, text: str, max_values: int = MAX_VALUES, fast: bool = False) -> Source:
+def parse_yaml(
+    name: str, text: str, max_values: int = MAX_VALUES, fast: bool = False, expected: Expected | None = None
+) -> Source:
     """YAML text read elsewhere (standard input, a document embedded in a field), under the name errors give."""
     root = _compose(name, text, max_values, fast)
     if root is None:
         raise ScenarioError(name, None, "", "the file is empty")
+    if expected is not None:
+        _recognise(name, root, expected)
     builder = _Builder(name, max_values)
     data = builder.build(root, ())
     return Source(name, data, builder.lines)
+
+
+def _recognise(name: str, root: yaml.Node, expected: Expected) -> None:
+    """Refuse, naming lines only, a document that is not the kind expected."""
+    if isinstance(root, yaml.MappingNode):
+        keys = {k.value: k.start_mark.line + 1 for k, _ in root.value if isinstance(k, yaml.ScalarNode)}
+        why = expected.misfit(keys)
+    else:
+        why = f"it holds {'a list' if isinstance(root, yaml.SequenceNode) else 'a single value'}, not a mapping"
+    if why:
+        raise ScenarioError(
+            name,
+            root.start_mark.line + 1,
+            "",
+            f"not {expected.what}: {why}; lab quotes nothing of a file it does not recognise",
+        )

@@ -162,7 +162,7 @@ def _read_state(dir_fd: int, filename: str, prefix: str) -> RunState | None:
 def _read_own(dir_fd: int, filename: str) -> str | None:
     """A file of /run/lab, if it is a plain one of bounded size (never a symlink's target, a FIFO or a device)."""
     try:
-        return read_text(filename, dir_fd=dir_fd, follow=False)
+        return read_text(filename, dir_fd=dir_fd, caller=False)
     except ReadError:
         return None
 

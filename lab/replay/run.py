@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
+from lab.describe.ip import IP, AddressError, parse_ip, parse_network
 from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
@@ -37,6 +38,7 @@ from lab.replay.env import SINK_ARP_ADDRESS, SINK_LINK_LOCAL, WORLD_ARP_ADDRESS,
 from lab.replay.families import FAMILIES, OPTION, SAVE_TOOL, XtablesDump, version_of, xtables_dumps
 from lab.replay.jumps import add_kube_jumps, check_reaches_kube_proxy
 from lab.replay.nfacct import create_nfacct_objects
+from lab.replay.recognise import check_first_line
 from lab.replay.review import review_ipsets, review_iptables, review_ipvs, review_nft
 from lab.replay.watch import Seen, Watcher, counter_watcher, nft_trace_watcher
 
@@ -311,15 +313,18 @@ def _summarise(
 
 
 def read(option: str, path: str | None) -> str | None:
-    """A dump the user gave, bounded and checked as lab.describe.readfile reads every file."""
+    """A dump the user gave, bounded and checked as lab.describe.readfile reads every file, and recognised as the
+    dump `option` gives (a DumpError before then)."""
     if not path:
         return None
     try:
-        return read_text(path)
+        text = read_text(path)
     except ReadError as exc:
         where = f"{option} {path}" + (f" line {exc.line}" if exc.line else "")
         hint = "; iptables-save, nft and ipvsadm write UTF-8, so this is not one of their dumps as written"
         raise InstallError(f"{where}: {exc.reason}{hint if exc.line else ''}") from None
+    check_first_line(option.removeprefix("--"), text)
+    return text
 
 
 def replay_from_args(args: argparse.Namespace) -> ReplayResult:
@@ -367,11 +372,13 @@ def _replay_dumps(args: argparse.Namespace, setup: Setup) -> ReplayResult:
     )
 
 
-def _address(option: str, text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+def _address(option: str, text: str) -> IP:
+    """An address of a flag, as Kubernetes parses one (lab/describe/ip.py): it reaches the commands that build the
+    node, so nothing but an address's characters may."""
     try:
-        address = ipaddress.ip_address(text)
-    except ValueError as exc:
-        raise InstallError(f"{option} {text}: expected an IPv4 or IPv6 address ({exc})") from None
+        address = parse_ip(text)
+    except AddressError as exc:
+        raise InstallError(f"{option}: {exc}") from None
     if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
         raise InstallError(f"{option} {text}: not an address of one host (unspecified, multicast or broadcast)")
     if address.version == 6 and address.is_link_local:
@@ -399,9 +406,9 @@ def _pod_cidr(texts: list[str] | None, version: int) -> str | None:
     networks = []
     for text in texts or ():
         try:
-            networks.append(ipaddress.ip_network(text))
-        except ValueError as exc:
-            raise InstallError(f"--pod-cidr {text}: expected an IPv4 or IPv6 CIDR ({exc})") from None
+            networks.append(parse_network(text, exact=True))
+        except AddressError as exc:
+            raise InstallError(f"--pod-cidr: {exc}") from None
         if networks[-1].num_addresses < 4:
             raise InstallError(f"--pod-cidr {text}: too small to hold the node's cni0 address and a pod")
     for family in (4, 6):

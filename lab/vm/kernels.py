@@ -112,7 +112,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _read_record(kdir: Path) -> dict | None:
     """kernel.json of a complete download; None when there is none, or it is of a lab that took no digests."""
     try:
-        record = json.loads(read_text(kdir / "kernel.json", follow=False))
+        record = json.loads(read_text(kdir / "kernel.json", caller=False))
     except (ReadError, ValueError):
         return None
     return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None

@@ -184,7 +184,7 @@ def _take_line(run: Run, line: str, on_output: Callable[[str], None] | None) -> 
 def _written_status(path: Path) -> int | None:
     """The exit status /init wrote to the job share (the guest's root may have written anything there)."""
     try:
-        return int(read_text(path, limit=16).strip())
+        return int(read_text(path, limit=16, caller=False).strip())
     except (ReadError, ValueError):
         return None
 

@@ -215,7 +215,7 @@ def _args(tmp_path: Path, **dumps: str) -> argparse.Namespace:
     ("kind", "text", "says"),
     [
         ("rules", "*nat\n:KUBE-SERVICES - [0:0]\nhello world\nCOMMIT\n", "line 3: not a line of iptables-save"),
-        ("rules", "-A KUBE-SERVICES -j ACCEPT\n", "line 1: a rule or chain outside a table"),
+        ("rules", "*nat\nCOMMIT\n-A KUBE-SERVICES -j ACCEPT\n", "line 3: a rule or chain outside a table"),
         ("rules", "*nat\n-A KUBE-SERVICES -j LED\nCOMMIT\n", "line 2: -j LED"),
         ("rules", "*nat\n-A KUBE-SERVICES dport 80 -j ACCEPT\nCOMMIT\n", "line 2: `dport` in chain KUBE-SERVICES"),
         ("nft", 'table ip kube-proxy {\ninclude "/etc/passwd"\n}\n', "line 2: `include`"),

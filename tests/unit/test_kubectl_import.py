@@ -233,7 +233,7 @@ def test_a_file_that_is_no_kubectl_output_is_refused(tmp_path):
     other.write_text("name: x\nnodes: []\n")
     done = lab("import", str(other))
     assert done.returncode == 2
-    assert f"{other}:1: object: kind: expected a Kubernetes object or List" in done.stderr
+    assert f"{other}:1: not kubectl output (a Kubernetes object or List" in done.stderr
 
 
 def test_the_same_object_twice_is_refused():

@@ -114,7 +114,7 @@ def test_ipvsadm_lines_no_save_holds_are_refused(tmp_path):
     ("make", "said"),
     [
         (lambda p: os.mkfifo(p), "a FIFO (named pipe), not a regular file: give a file"),
-        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file: give a file"),
+        (lambda p: p.symlink_to("/dev/zero"), "is a symbolic link: lab does not follow links on input; give the file"),
         (lambda p: p.mkdir(), "a directory, not a regular file: give a file"),
     ],
     ids=["fifo", "dev-zero", "directory"],
@@ -124,7 +124,7 @@ def test_a_dump_that_is_no_regular_file_is_refused_unread(tmp_path, make, said):
     make(path)
     with pytest.raises(InstallError) as caught, time_limit(5):  # read unbounded, a FIFO blocks and /dev/zero grows
         replay_from_args(parser().parse_args(["replay", "--rules", str(path), *PROBE]))
-    assert str(caught.value) == f"--rules {path}: {said}"
+    assert str(caught.value).startswith(f"--rules {path}: {said}")
 
 
 def test_a_dump_larger_than_the_bound_is_refused_unread(tmp_path, monkeypatch):

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.describe.errors import ScenarioError
-from lab.describe.yamlsrc import FieldPath, Source, format_path, load_yaml, parse_yaml
+from lab.describe.readfile import ReadError, utf8_text
+from lab.describe.yamlsrc import Expected, FieldPath, Source, format_path, load_yaml, parse_yaml
 
 # A cluster's dump is larger than a scenario: `kubectl get pods -A -o yaml` holds a few kB and a few hundred
 # values per pod (managedFields included), so 1 000 pods are some 8 MB and 500 000 values.
@@ -140,13 +141,24 @@ class Inputs:
         ]
 
 
+def _not_kubectl_output(keys: dict[str, int]) -> str:
+    """Every Kubernetes object and List has a `kind`; `kubectl version -o yaml`, its client's and server's."""
+    if "kind" in keys or "serverVersion" in keys or "clientVersion" in keys:
+        return ""
+    return "it has no `kind` (nor `serverVersion`, as kubectl version writes)"
+
+
+KUBECTL = Expected(
+    "kubectl output (a Kubernetes object or List, kubectl get ... -o yaml|json, or kubectl version -o yaml)",
+    _not_kubectl_output,
+)
+
+
 def read_inputs(files: list[str]) -> Inputs:
     """Every file's objects; `-` is standard input."""
     inputs = Inputs()
     for name in files:
-        src = _stdin() if name == "-" else load_yaml(name, MAX_BYTES, MAX_VALUES, fast=True)
-        if not isinstance(src.data, dict):
-            raise ScenarioError(src.file, 1, "", f"expected a Kubernetes object or List, got {_said(src.data)}")
+        src = _stdin() if name == "-" else load_yaml(name, MAX_BYTES, MAX_VALUES, fast=True, expected=KUBECTL)
         inputs.add(Obj(src, (), src.data))
     return inputs
 
@@ -156,11 +168,10 @@ def _stdin() -> Source:
     if len(data) > MAX_BYTES:
         raise ScenarioError("<stdin>", None, "", f"more than {MAX_BYTES} bytes, the most lab import reads")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ScenarioError("<stdin>", line, "", f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
-    return parse_yaml("<stdin>", text, MAX_VALUES, fast=True)
+        text = utf8_text(data)
+    except ReadError as exc:
+        raise ScenarioError("<stdin>", exc.line, "", exc.reason) from None
+    return parse_yaml("<stdin>", text, MAX_VALUES, fast=True, expected=KUBECTL)
 
 
 def embedded(obj: Obj, path: FieldPath) -> Obj:
