@@ -3,10 +3,10 @@ endpoints its rules can DNAT to, which recent lists and nfacct objects they name
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 
+from lab.describe.ip import AddressError, canonical_ip, parse_ip
 from lab.install.tools import InstallError
 from lab.realize.families import endpoint
 
@@ -21,10 +21,11 @@ class DumpError(InstallError):
 
 
 def _address(dump: str, address: str, line: int, what: str) -> str:
+    """The address as Kubernetes parses one (lab/describe/ip.py), canonical: the lab builds pods at it."""
     try:
-        return str(ipaddress.ip_address(address))
-    except ValueError:
-        raise DumpError(dump, f"{what} {address} is not an IP address", line) from None
+        return canonical_ip(address)
+    except AddressError as exc:
+        raise DumpError(dump, f"{what}: {exc}", line) from None
 
 
 _DNAT = re.compile(r"-j DNAT --to-destination (\S+)")
@@ -57,7 +58,7 @@ class Target:
 
     @property
     def version(self) -> int:
-        return ipaddress.ip_address(self.ip).version
+        return parse_ip(self.ip).version
 
 
 def dnat_targets(dump: str, dump_name: str = "rules") -> list[Target]:
@@ -113,8 +114,8 @@ def _nft_address(text: str) -> str | None:
     """The address as Python writes it (nft may abbreviate otherwise); None for what only looks like one, which nft
     then refuses with its line."""
     try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
+        return canonical_ip(text)
+    except AddressError:
         return None
 
 
@@ -152,7 +153,7 @@ def ipvs_table(dump: str) -> dict[tuple[str, str, int], list[Target]]:
         servers = table.setdefault((proto, address, int(port)), [])
         if kind == "a" and rip:
             real = Target(_address("ipvs", rip.strip("[]"), number, "real server"), int(rport), proto)
-            if real.version != ipaddress.ip_address(address).version:  # the kernel takes that for a tunnel only
+            if real.version != parse_ip(address).version:  # the kernel takes that for a tunnel only
                 raise DumpError(
                     "ipvs",
                     f"real server {rip} is not of its virtual server {vip}'s family (kube-proxy's never are)",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
+from lab.describe.ip import IP, AddressError, parse_ip, parse_network
 from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
@@ -371,11 +372,13 @@ def _replay_dumps(args: argparse.Namespace, setup: Setup) -> ReplayResult:
     )
 
 
-def _address(option: str, text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+def _address(option: str, text: str) -> IP:
+    """An address of a flag, as Kubernetes parses one (lab/describe/ip.py): it reaches the commands that build the
+    node, so nothing but an address's characters may."""
     try:
-        address = ipaddress.ip_address(text)
-    except ValueError as exc:
-        raise InstallError(f"{option} {text}: expected an IPv4 or IPv6 address ({exc})") from None
+        address = parse_ip(text)
+    except AddressError as exc:
+        raise InstallError(f"{option}: {exc}") from None
     if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
         raise InstallError(f"{option} {text}: not an address of one host (unspecified, multicast or broadcast)")
     if address.version == 6 and address.is_link_local:
@@ -403,9 +406,9 @@ def _pod_cidr(texts: list[str] | None, version: int) -> str | None:
     networks = []
     for text in texts or ():
         try:
-            networks.append(ipaddress.ip_network(text))
-        except ValueError as exc:
-            raise InstallError(f"--pod-cidr {text}: expected an IPv4 or IPv6 CIDR ({exc})") from None
+            networks.append(parse_network(text, exact=True))
+        except AddressError as exc:
+            raise InstallError(f"--pod-cidr: {exc}") from None
         if networks[-1].num_addresses < 4:
             raise InstallError(f"--pod-cidr {text}: too small to hold the node's cni0 address and a pod")
     for family in (4, 6):

@@ -126,7 +126,8 @@ def test_cli_nft_is_exclusive_with_rules_and_takes_no_ipvs(tmp_path):
     ("option", "value", "message"),
     [
         ("--to", "172.30.0.41", "--to 172.30.0.41: expected DST_IP:PORT with a port in 1-65535"),
-        ("--from", "10.0.1.x", "--from 10.0.1.x: expected an IPv4 or IPv6 address"),
+        ("--from", "10.0.1.x", "--from: expected an IP address such as 192.168.56.10 or fd00:56::10, got '10.0.1.x'"),
+        ("--from", "fd00::1%x", "--from: 'fd00::1%x' names a zone (after %): Kubernetes takes addresses without one"),
     ],
 )
 def test_cli_names_the_bad_option(option, value, message):

@@ -196,7 +196,7 @@ def test_dnat_targets_of_either_family():
     assert (caught.value.dump, caught.value.line, caught.value.reason) == (
         "rules6",
         5,
-        "DNAT to 1.2.3 is not an IP address",
+        "DNAT to: expected an IP address such as 192.168.56.10 or fd00:56::10, got '1.2.3'",
     )
     targets = dnat_targets(dump.replace(" 1.2.3:80", " 2001:db8::3"))
     assert [str(t) for t in targets] == ["[2001:db8::1]:80", "2001:db8::2", "2001:db8::3"]
@@ -208,6 +208,14 @@ def test_ipvs_servers_of_both_families_and_a_real_server_of_the_other_family_nam
     assert ipvs_table(dual) == {("tcp", "fd00:10:96::1", 443): [Target("fd00::1", 6443, "tcp")]}
     with pytest.raises(DumpError, match="is not of its virtual server 10.96.0.1's family") as caught:
         ipvs_table("-A -t 10.96.0.1:443 -s rr\n-a -t 10.96.0.1:443 -r [fd00::1]:6443 -m -w 1\n")
+    assert (caught.value.dump, caught.value.line) == ("ipvs", 2)
+
+
+def test_an_ipvs_address_with_more_than_an_address_is_refused_at_its_line():
+    # The lab builds a pod at each real server's address: a zone would carry its text into the commands that do.
+    hostile = "-A -t 10.96.0.1:443 -s rr\n-a -t [fd00::1%$(id)]:443 -r [fd00::1%x]:6443 -m -w 1\n"
+    with pytest.raises(DumpError, match="names a zone") as caught:
+        ipvs_table(hostile)
     assert (caught.value.dump, caught.value.line) == ("ipvs", 2)
 
 
