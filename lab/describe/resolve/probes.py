@@ -4,13 +4,13 @@ the steps before it that apply to this variant (their `when`)."""
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import replace
 from typing import get_args
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, raise_all
 from lab.describe.families import Family, family_of
+from lab.describe.ip import AddressError, canonical_ip
 from lab.describe.kernel_when import KERNEL
 from lab.describe.resolve.checks import node_names, pod_named, unique
 from lab.describe.resolve.matrix import Variant
@@ -356,8 +356,8 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family
     if (address := topo.address_of(name, family)) is not None:
         return address
     try:
-        return str(ipaddress.ip_address(name))
-    except ValueError:
+        return canonical_ip(name)
+    except AddressError:
         tunnel = f", node/{TUNNEL_NAME}" if topo.cluster.cni == "routed-tunnel" else ""
         raise src.error(
             path,
