@@ -110,6 +110,9 @@ def _actors(**_: object) -> list[str]:
         return []
 
 
+ACTOR_HELP = "a node, pod (NAME or NAMESPACE/NAME), external host, router or load balancer, as the scenario names it"
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "up",
@@ -148,9 +151,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise COMMAND's own status")),
     )
     ex.add_argument("--run", help=run_help)
-    ex.add_argument(
-        "actor", help="a node, pod, external host, router or load balancer, as the scenario names it"
-    ).completer = _actors  # type: ignore[attr-defined]
+    ex.add_argument("actor", help=ACTOR_HELP).completer = _actors  # type: ignore[attr-defined]
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     ex.set_defaults(func=run_live(cmd_exec))
 
@@ -161,9 +162,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise the shell's own status")),
     )
     shell.add_argument("--run", help=run_help)
-    shell.add_argument(
-        "actor", help="a node, pod, external host, router or load balancer, as the scenario names it"
-    ).completer = _actors  # type: ignore[attr-defined]
+    shell.add_argument("actor", help=ACTOR_HELP).completer = _actors  # type: ignore[attr-defined]
     shell.set_defaults(func=run_live(cmd_shell))
 
     probe = sub.add_parser(

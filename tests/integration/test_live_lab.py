@@ -86,6 +86,13 @@ def test_an_ad_hoc_probe_and_its_refusals(live):
     )
     assert probed.returncode == 0, probed.stderr
     assert "delivered by openresty from node3" in probed.stdout
+    # A Service and a pod as NAMESPACE/NAME, as a scenario names them; an ad hoc probe that fails exits 1.
+    namespaced = lab("probe", "--run", live, "--from", "default/openresty", "--to", "default/openresty:http")
+    assert namespaced.returncode == 0 and "delivered by openresty" in namespaced.stdout, namespaced.stderr
+    failed = lab("probe", "--run", live, "--from", "client", "--to", "node1:9")
+    assert failed.returncode == 1 and "expected delivered, got refused" in failed.stdout, failed.stdout
+    entered = lab("exec", "--run", live, "default/openresty", "--", "true")
+    assert entered.returncode == 0, entered.stderr
     unknown = lab("probe", "--run", live, "--from", "client", "--to", "nope:80")
     assert unknown.returncode == 2 and "nope is no Service, node, pod or host of the lab" in unknown.stderr
     stranger = lab("exec", "--run", live, "stranger", "--", "true")
