@@ -19,18 +19,20 @@ def check_version(version: str) -> str | None:
     """None when supported, else what to tell the user."""
     if version in IPTABLES_VERSIONS:
         return None
-    if _minor(version) is not None and _minor(version) > NEWEST_MINOR:
+    shown = version if len(version) <= 12 else f"{version[:12]}... ({len(version)} characters)"
+    if (minor := _minor(version)) is not None and minor > NEWEST_MINOR:
         return (
-            f"kube-proxy {version} is newer than the lab knows: the newest reproduced is 1.{NEWEST_MINOR}"
+            f"kube-proxy {shown} is newer than the lab knows: the newest reproduced is 1.{NEWEST_MINOR}"
             f" (known to change after it: {AFTER_NEWEST})"
         )
-    return f"kube-proxy {version} is not reproduced; supported: {', '.join(IPTABLES_VERSIONS)}"
+    return f"kube-proxy {shown} is not reproduced; supported: {', '.join(IPTABLES_VERSIONS)}"
 
 
 def _minor(version: str) -> int | None:
-    """N of "1.N", None for anything else."""
+    """N of "1.N" (ASCII digits: str.isdigit() and int() take any script's; at most three, as int() refuses
+    thousands), None for anything else."""
     major, _, minor = version.partition(".")
-    return int(minor) if major == "1" and minor.isdigit() else None
+    return int(minor) if major == "1" and minor.isascii() and minor.isdigit() and len(minor) <= 3 else None
 
 
 # kube-proxy configuration fields a scenario may set, and the first release that has each (the field's path

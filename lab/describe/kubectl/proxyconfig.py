@@ -1,10 +1,12 @@
 """kube-proxy's configuration (the KubeProxyConfiguration in its ConfigMap's data["config.conf"]) and its release,
 as a scenario's `cluster` fields, and a note for every field the lab does not reproduce.
 
-Field names are kube-proxy's config API (kubernetes/kubernetes at 052d2d84f95e90aa94868b51a48b1ae7a1c91152,
-staging/src/k8s.io/kube-proxy/config/v1alpha1/types.go: KubeProxyConfiguration and its iptables, ipvs, nftables,
-conntrack and detectLocal sections; nodePortAddresses' keywords primary, localhost and all); durations are Go's
-(`1h0m0s`, `30s`)."""
+Field names are kube-proxy's config API of the release (proxyfields.py: every field of each release, 1.19 to
+1.37; nodePortAddresses' keywords primary, localhost and all); durations are Go's (`1h0m0s`, `30s`: time.ParseDuration,
+whose value is a whole number of nanoseconds below 2^63), and the checks of a value are kube-proxy's own validation's
+(kubernetes/kubernetes at 01593144e663c2a7721eb19bf55e53e784a64fbb, pkg/proxy/apis/config/validation/validation.go:
+nodePortAddresses and clusterCIDR are CIDRs, net.ParseCIDR; conntrack and ipvs timeouts are not negative), for
+kube-proxy refuses to start with a configuration that fails it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.describe.kubectl.objects import Obj, embedded
+from lab.describe.kubectl.proxyfields import check_fields, paths
 from lab.describe.releases import (
     FEATURE_GATES_SINCE,
     check_feature_gate,
@@ -42,14 +45,50 @@ _PROCESS = [
     "showHiddenMetricsForVersion",
     "winkernel",
     "windowsRunAsService",
-    "syncPeriod",
-    "minSyncPeriod",
 ]
+# Fields read above, each with its own note where the lab leaves it out (a section: every field of it).
+_READ = (
+    "mode",
+    "clusterCIDR",
+    "detectLocalMode",
+    "detectLocal",
+    "nodePortAddresses",
+    "featureGates",
+    "conntrack",
+    "iptables.masqueradeAll",
+    "iptables.masqueradeBit",
+    "iptables.localhostNodePorts",
+    "nftables.masqueradeAll",
+    "nftables.masqueradeBit",
+    "ipvs.scheduler",
+    "ipvs.strictARP",
+    "ipvs.excludeCIDRs",
+    "ipvs.tcpTimeout",
+    "ipvs.tcpFinTimeout",
+    "ipvs.udpTimeout",
+)
 _CONFIG_KEYS = ("config.conf", "config")
-_TIMERS = ("syncPeriod", "minSyncPeriod")
+_TIMERS = tuple((section, t) for section in ("iptables", "ipvs", "nftables") for t in ("syncPeriod", "minSyncPeriod"))
 _DEFAULT_TIMEOUTS = {"tcpEstablishedTimeout": 86400, "tcpCloseWaitTimeout": 3600}  # what the lab writes
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns)")
-_UNIT = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+# Go's time.ParseDuration: a sign, then numbers (ASCII digits, a fraction) each with a unit; nanoseconds per unit.
+_DURATION = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+_NS = {
+    "ns": 1,
+    "us": 10**3,
+    "\u00b5s": 10**3,  # micro sign
+    "\u03bcs": 10**3,  # Greek mu
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
+_MOST_NS = 2**63  # a Go Duration is an int64 of nanoseconds: -2^63 to 2^63 - 1
+_FRACTION_DIGITS = 18  # Go ignores the digits of a fraction past what an int64 holds
+# A release as kubectl or a node prints it: v1.MINOR.PATCH, then semver's pre-release and build (ASCII only; a
+# minor of four digits or more is no release of this century).
+_RELEASE = re.compile(r"v?1\.(0|[1-9][0-9]{0,2})(?:\.[0-9]+)?(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?", re.ASCII)
+GIT_VERSION = ("serverVersion", "gitVersion")
+_LONGEST_UDP_TIMEOUT = 86400  # seconds: the most a scenario's conntrack.udpTimeout takes (describe's schema)
 
 
 @dataclass
@@ -77,6 +116,12 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     """The ConfigMap's (or a bare KubeProxyConfiguration's) settings for kube-proxy `version`."""
     conf = embedded(obj, ("data", config_key(obj) or "config.conf")) if obj.kind == "ConfigMap" else obj
     out = ProxyConfig(conf=conf)
+    skipped = set()
+    for finding in check_fields(conf.data, int(version.split(".")[1])):
+        if finding.refused:
+            raise conf.error(finding.path, finding.text)
+        out.notes.append(conf.note(finding.path, finding.text))
+        skipped.add(finding.path)
     _mode(conf, out)
     _cluster_cidr(conf, out)
     _detect_local(conf, out)
@@ -85,29 +130,10 @@ def kube_proxy_config(obj: Obj, version: str) -> ProxyConfig:
     _ipvs(conf, out)
     _conntrack(conf, out, version)
     _feature_gates(conf, out, version)
-    known = {
-        "mode",
-        "clusterCIDR",
-        "detectLocalMode",
-        "detectLocal",
-        "nodePortAddresses",
-        "iptables",
-        "ipvs",
-        "nftables",
-        "conntrack",
-        "featureGates",
-        *_PROCESS,
-    }
-    for key in conf.data:
-        if key not in known:
-            out.notes.append(conf.note((key,), "a field lab import does not know: not reproduced"))
+    if unmodelled := _not_modelled(conf, skipped):
+        out.notes.append(conf.note((), f"set, not modelled (the lab does not reproduce them): {', '.join(unmodelled)}"))
     process = [k for k in _PROCESS if _set(conf.data.get(k)) and k not in ("apiVersion", "kind")]
-    process += [
-        f"{section}.{t}"
-        for section in ("iptables", "ipvs", "nftables")
-        for t in _TIMERS
-        if _set(conf.get((section, t), str))
-    ]
+    process += [".".join(path) for path in _TIMERS if _set(conf.get(path, str))]
     if process:
         out.notes.append(conf.note((), f"read, no effect on the rules the lab installs: {', '.join(process)}"))
     return out
@@ -214,7 +240,10 @@ def _conntrack(conf: Obj, out: ProxyConfig, version: str) -> None:
     if conf.get(("conntrack", "tcpBeLiberal"), bool, False):
         conntrack["tcpBeLiberal"] = True
     for key in ("udpTimeout", "udpStreamTimeout"):
-        if seconds := _seconds(conf, ("conntrack", key)):
+        if (seconds := _seconds(conf, ("conntrack", key))) and seconds > _LONGEST_UDP_TIMEOUT:
+            said = f"{seconds:.0f} s: longer than the lab sets ({_LONGEST_UDP_TIMEOUT} s at most): left out"
+            out.notes.append(conf.note(("conntrack", key), said))
+        elif seconds:
             conntrack[key] = max(1, round(seconds))
     for key in list(conntrack):
         if problem := check_option(version, ("conntrack", key)):
@@ -233,6 +262,25 @@ def _conntrack(conf: Obj, out: ProxyConfig, version: str) -> None:
             out.notes.append(conf.note(("conntrack", key), "not modelled: nf_conntrack_max is the host's, left alone"))
 
 
+def _not_modelled(conf: Obj, skipped: set[tuple[str, ...]]) -> list[str]:
+    """The fields set that nothing above reads or says (a field of Windows' kube-proxy, userspace mode's), each
+    once."""
+    found = []
+    for path in paths():
+        dotted = ".".join(path)
+        if path in (*skipped, *_TIMERS) or path[0] in (*_READ, *_PROCESS) or dotted in _READ:
+            continue
+        if _set(_value(conf.data, path)):
+            found.append(dotted)
+    return found
+
+
+def _value(data: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
 def _set(value: Any) -> bool:
     """Whether a field holds anything but its empty value ("", 0, "0s", null, or a mapping of such)."""
     if isinstance(value, dict):
@@ -242,33 +290,73 @@ def _set(value: Any) -> bool:
 
 def release(text: str) -> str | None:
     """1.MINOR of a version as kubectl or a node prints it ("v1.31.2", "v1.29.3-eks-adc7111"), else None."""
-    match = re.fullmatch(r"v?1\.(\d+)(\.\d+)?([-+].*)?", text.strip())
-    return f"1.{int(match.group(1))}" if match else None
+    match = _RELEASE.fullmatch(text)
+    return f"1.{match.group(1)}" if match else None
 
 
 def version_of(obj: Obj) -> str:
     """The release of `kubectl version -o yaml`'s server."""
-    git = obj.get(("serverVersion", "gitVersion"), str)
-    if git is None:
-        raise obj.error(("serverVersion", "gitVersion"), "missing: kubectl version printed no server (no cluster?)")
-    found = release(git)
+    found = release_at(obj, GIT_VERSION)
     if found is None:
-        raise obj.error(("serverVersion", "gitVersion"), f"expected a version such as v1.31.2, got {git!r}")
+        raise obj.error(GIT_VERSION, "missing: kubectl version printed no server (no cluster?)")
+    return found
+
+
+def release_at(obj: Obj, path: FieldPath) -> str | None:
+    """The release a version field names, None when it is missing or empty; refused when it is no version."""
+    text = obj.get(path, str, "")
+    if not text:
+        return None
+    if (found := release(text)) is None:
+        raise obj.error(path, f"expected a version such as v1.31.2, got {text[:60]!r}")
     return found
 
 
 def _seconds(obj: Obj, path: FieldPath) -> float | None:
+    """A timeout: a Go duration, not negative (kube-proxy's validation refuses one that is)."""
     text = obj.get(path, str)
     if text is None:
         return None
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise obj.error(path, f"expected a duration such as 1h0m0s or 30s, got {text!r}")
-    return sum(float(n) * _UNIT[u] for n, u in parts)
+    ns = go_duration(text)
+    if ns is None:
+        raise obj.error(
+            path,
+            f"expected a duration such as 1h0m0s or 30s (Go's: at most 2562047h47m16s), got {text[:60]!r}",
+        )
+    if ns < 0:
+        raise obj.error(path, f"{text}: a timeout is not negative (kube-proxy refuses to start)")
+    return ns / 10**9
+
+
+def go_duration(text: str) -> int | None:
+    """The nanoseconds of a duration as Go's time.ParseDuration reads it, None where it refuses it (not a duration,
+    an unknown unit, beyond an int64 of nanoseconds)."""
+    sign = -1 if text[:1] == "-" else 1
+    body = text[1:] if text[:1] in ("-", "+") else text
+    if body == "0":
+        return 0
+    if not body:
+        return None
+    total, at = 0, 0
+    while at < len(body):
+        match = _DURATION.match(body, at)
+        whole, fraction, unit = match.group(1).lstrip("0"), match.group(2) or "", match.group(3)
+        if not match.group(1) and not fraction or unit not in _NS or len(whole) > 19:
+            return None
+        fraction = fraction[:_FRACTION_DIGITS]
+        total += int(whole or "0") * _NS[unit] + int(fraction or "0") * _NS[unit] // 10 ** len(fraction)
+        if total > _MOST_NS:
+            return None
+        at = match.end()
+    return sign * total if sign < 0 or total < _MOST_NS else None
 
 
 def _network(obj: Obj, path: FieldPath, text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """A CIDR: kube-proxy's validation (net.ParseCIDR) refuses an address without its prefix length, which Python
+    would take as a /32."""
     try:
-        return ipaddress.ip_network(text.strip(), strict=False)
+        if "/" in text:
+            return ipaddress.ip_network(text.strip(), strict=False)
     except ValueError:
-        raise obj.error(path, f"expected a CIDR such as 10.244.0.0/16, got {text!r}") from None
+        pass
+    raise obj.error(path, f"expected a CIDR such as 10.244.0.0/16 (a prefix length too), got {text[:60]!r}")
