@@ -11,9 +11,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.describe.errors import ScenarioError
+from lab.describe.errors import ScenarioError, ScenarioErrors, raise_all
 from lab.describe.kubectl.objects import read_inputs
-from lab.describe.kubectl.scenario import Options, import_cluster
+from lab.describe.kubectl.origins import located
+from lab.describe.kubectl.scenario import Imported, Options, import_cluster
 from lab.describe.kubectl.write import scenario_text
 from lab.describe.load import load_scenario
 from lab.describe.names import DNS1123_LABEL, refusal
@@ -80,26 +81,66 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     options = Options(args.service, args.kube_version, args.anonymize, args.name)
     imported = import_cluster(read_inputs(args.files), options)
     text = scenario_text(imported.scenario)
-    _check(text)
+    _check(text, imported)
     for line in imported.notes:
         say(line)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_output(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
 
 
-def _check(text: str) -> None:
-    """Refuse to write what lab validate would refuse: that is lab import's error, said as such."""
+def _check(text: str, imported: Imported) -> None:
+    """Refuse to write what lab validate would refuse, each error said at the input the refused part came from;
+    one of no input's is lab import's own (please report it), said without the temporary file's name or lines."""
     fd, path = tempfile.mkstemp(prefix="lab-import-", suffix=".yaml")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         load_scenario(path)
     except ScenarioError as exc:
-        raise ScenarioError(
-            "lab import", None, "", f"the scenario written would not pass lab validate (please report it): {exc}"
-        ) from None
+        raise_all([_said_at_input(e, imported) for e in (exc.errors if isinstance(exc, ScenarioErrors) else [exc])])
     finally:
         os.unlink(path)
+
+
+def _said_at_input(error: ScenarioError, imported: Imported) -> ScenarioError:
+    if (found := located(error, imported.origins, imported.scenario)) is not None:
+        return found
+    said = f"{error.field}: {error.message}" if error.field else error.message
+    return ScenarioError(
+        "lab import", None, "", f"the scenario written would not pass lab validate: {said} (please report it)"
+    )
+
+
+def write_output(target: Path, text: str) -> None:
+    """Write the scenario whole or not at all: a temporary file beside the target, renamed over it once written
+    and flushed; a failure (no such directory, a full disk) leaves nothing and is said in words. Only a regular
+    file is replaced: a directory, a device or a pipe is refused (standard output is the default)."""
+    what = f"-o {target}"
+    try:
+        if target.exists() and not target.is_file():
+            raise ScenarioError("lab import", None, what, "not a regular file: give a file's path, or leave -o out")
+        if not target.parent.is_dir():
+            raise ScenarioError("lab import", None, what, f"{target.parent}: no such directory")
+        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial")
+    except OSError as exc:
+        raise ScenarioError("lab import", None, what, f"cannot write there: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(partial, 0o666 & ~_umask())
+        os.replace(partial, target)
+    except OSError as exc:
+        Path(partial).unlink(missing_ok=True)
+        raise ScenarioError("lab import", None, what, f"not written: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then set back): the scenario's mode is a file's the user makes."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -15,8 +15,9 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 FAMILIES: tuple[Family, Family] = ("IPv4", "IPv6")
 _TOPOLOGY_LABELS = (ZONE_LABEL, "topology.kubernetes.io/region")
 
-# CNIs by the label or name prefix of their node agent's pods in kube-system, and how the lab builds them.
-# The lab has two pod networks: `bridge` (cni0 per node, routes between nodes) and `routed-tunnel` (Calico's).
+# CNIs by the label or name prefix of their node agent's pods in kube-system (or a namespace of their own, below),
+# and how the lab builds them. The lab has two pod networks: `bridge` (cni0 per node, routes between nodes) and
+# `routed-tunnel` (Calico's).
 _CNIS = (
     ("calico-node", "Calico", "routed-tunnel", ""),
     ("kube-flannel", "flannel", "bridge", "flannel's VXLAN between nodes is built as plain routes"),
@@ -27,6 +28,10 @@ _CNIS = (
     ("kube-router", "kube-router", None, "its datapath is not reproduced"),
     ("aws-node", "the AWS VPC CNI", None, "pods take VPC addresses, not their node's podCIDR"),
 )
+# Where the CNIs' pods run: kube-system, and kube-flannel, where flannel's current manifests put its DaemonSet
+# kube-flannel-ds (flannel-io/flannel's Documentation/kube-flannel.yml at d01746e88e76, of 2020, still has
+# kube-system).
+_CNI_NAMESPACES = ("kube-system", "kube-flannel")
 
 
 @dataclass(frozen=True)
@@ -133,11 +138,12 @@ def read_pod(obj: Obj, notes: list[str]) -> Pod:
 
 
 def detect_cni(pods: list[Obj]) -> Cni:
-    """Which CNI the cluster's kube-system pods say it runs, and what of it the lab does not reproduce."""
+    """Which CNI the cluster's kube-system (or kube-flannel) pods say it runs, and what of it the lab does not
+    reproduce."""
     cni = Cni()
     seen = set()
     for obj in pods:
-        if obj.namespace != "kube-system":
+        if obj.namespace not in _CNI_NAMESPACES:
             continue
         labels = obj.get(("metadata", "labels"), dict, {})
         marks = {obj.name, *(v for v in labels.values() if isinstance(v, str))}
@@ -150,7 +156,9 @@ def detect_cni(pods: list[Obj]) -> Cni:
             how = f"built as cni: {value}" if value else "the lab builds cni: bridge instead"
             cni.notes.append(obj.note((), f"the cluster runs {title}: {how}" + (f"; {caveat}" if caveat else "")))
     if not seen:
-        cni.notes.append("lab import: no CNI recognised among kube-system's pods: the lab builds cni: bridge")
+        cni.notes.append(
+            "lab import: no CNI recognised among kube-system's and kube-flannel's pods: the lab builds cni: bridge"
+        )
     return cni
 
 

@@ -28,11 +28,21 @@ from lab.describe.kubectl.cluster import (
 )
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
+from lab.describe.kubectl.origins import NODE_FIELDS, Origin
 from lab.describe.kubectl.probes import probes_for
-from lab.describe.kubectl.proxyconfig import ProxyConfig, config_key, kube_proxy_config, release, version_of
+from lab.describe.kubectl.proxyconfig import (
+    GIT_VERSION,
+    ProxyConfig,
+    config_key,
+    kube_proxy_config,
+    release,
+    release_at,
+    version_of,
+)
 from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, Slice, read_service, read_slice
 from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
+from lab.describe.yamlsrc import FieldPath
 
 OUTSIDE = "client"  # the external host every frontend from outside is probed from
 # Per family: the networks an import takes where the objects name none (the lab's own examples'), and how long a
@@ -59,6 +69,7 @@ class Options:
 class Imported:
     scenario: dict[str, Any]
     notes: list[str]
+    origins: dict[FieldPath, Origin] = field(default_factory=dict)  # each node's and manifest's input object
 
 
 def import_cluster(inputs: Inputs, options: Options) -> Imported:
@@ -113,6 +124,8 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         cluster["cni"] = cni.value
     lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
     workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
+    origins = {("nodes", i): Origin(nodes[n].obj, NODE_FIELDS) for i, n in enumerate(wanted)}
+    origins |= {("workload", i): Origin(p.obj) for i, p in enumerate(written_pods)}
     probes = []
     client_of = {
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
@@ -120,6 +133,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     }
     for svc in services.values():
         manifest = _service(svc, names, notes)
+        origins |= {("workload", len(workload) + i): Origin(o.obj) for i, o in enumerate([svc, *svc.slices])}
         workload.append(manifest)
         workload += [_slice(svc, s, names) for s in svc.slices]
         ns = names.namespace(svc.namespace)
@@ -156,7 +170,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         except ValueError as exc:
             raise ScenarioError("lab import", None, "--anonymize", str(exc)) from None
         scenario = anonymizer.walk(scenario)
-    return Imported(scenario, notes)
+    return Imported(scenario, notes, origins)
 
 
 def _unique(inputs: Inputs, kind: str) -> list[Obj]:
@@ -170,18 +184,16 @@ def _unique(inputs: Inputs, kind: str) -> list[Obj]:
 
 
 def _version(inputs: Inputs, options: Options) -> str:
-    if options.kube_version:
+    if options.kube_version is not None:
         found, where = release(options.kube_version), f"--kube-version {options.kube_version}"
         if found is None:
-            raise ScenarioError("lab import", None, "--kube-version", f"expected 1.MINOR, got {options.kube_version!r}")
+            said = repr(options.kube_version[:60])
+            raise ScenarioError("lab import", None, "--kube-version", f"expected 1.MINOR such as 1.31, got {said}")
     elif inputs.versions:
-        found, where = version_of(inputs.versions[0]), f"{inputs.versions[0].src.file}: serverVersion"
+        found, where = _server_version(inputs.versions), f"{inputs.versions[0].src.file}: serverVersion"
     else:
-        seen = Counter(
-            v
-            for obj in inputs.objects["Node"]
-            if (v := release(obj.get(("status", "nodeInfo", "kubeProxyVersion"), str, "") or "")) is not None
-        )
+        seen = Counter(release_at(obj, ("status", "nodeInfo", "kubeProxyVersion")) for obj in inputs.objects["Node"])
+        seen.pop(None, None)
         if not seen:
             raise ScenarioError(
                 "lab import",
@@ -189,10 +201,24 @@ def _version(inputs: Inputs, options: Options) -> str:
                 "",
                 "which Kubernetes release? give kubectl version -o yaml's output or --kube-version 1.MINOR",
             )
-        found, where = seen.most_common(1)[0][0], "the nodes' status.nodeInfo.kubeProxyVersion"
+        found, where = str(seen.most_common(1)[0][0]), "the nodes' status.nodeInfo.kubeProxyVersion"
     if problem := check_version(found):
         raise ScenarioError("lab import", None, "", f"{where}: {problem}; --kube-version 1.MINOR reproduces another")
     return found
+
+
+def _server_version(versions: list[Obj]) -> str:
+    """The release every `kubectl version` given names: two that differ are two clusters (or one, upgraded between
+    them), and which one kube-proxy runs is not for the import to guess."""
+    first = version_of(versions[0])
+    for other in versions[1:]:
+        if (found := version_of(other)) != first:
+            where = f"{versions[0].src.file} at line {versions[0].src.line_of((*versions[0].path, *GIT_VERSION))}"
+            raise other.error(
+                GIT_VERSION,
+                f"{found}, but {where} says {first}: give one cluster's version (or --kube-version 1.MINOR)",
+            )
+    return first
 
 
 def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig:
@@ -267,7 +293,25 @@ def _placeable(
                 ips[family] = ip
         else:
             kept.append(replace(pod, ips=ips))
+    _refuse_shared_addresses(kept)
     return kept
+
+
+def _refuse_shared_addresses(pods: list[Pod]) -> None:
+    """Two running pods off the host network never share an address in one cluster (the CNI's IPAM hands each out
+    once; a hostNetwork pod has its node's, and is not among these): such an input is two moments or two clusters,
+    and which pod an endpoint at the address is cannot be told."""
+    holder: dict[str, Pod] = {}
+    for pod in pods:
+        for ip in pod.ips.values():
+            if (other := holder.setdefault(ip, pod)) is not pod:
+                line = other.obj.src.line_of((*other.obj.path, "status", "podIP"))
+                raise pod.obj.error(
+                    ("status", "podIP"),
+                    f"{ip} is also the address of Pod {other.namespace}/{other.name} ({other.obj.src.file} at line "
+                    f"{line}), running too: a cluster gives each running pod its own address (are these dumps of "
+                    "two moments, or of two clusters?)",
+                )
 
 
 def _services(inputs: Inputs, options: Options, families: tuple[Family, ...], notes: list[str]) -> dict[str, Service]:
@@ -278,9 +322,30 @@ def _services(inputs: Inputs, options: Options, families: tuple[Family, ...], no
     chosen = [objs[k] for k in options.services] if options.services else list(objs.values())
     found = {}
     for obj in chosen:
+        _refuse_shared_node_ports(obj)
         if (svc := read_service(obj, notes, families)) is not None:
             found[svc.key] = svc
     return found
+
+
+def _refuse_shared_node_ports(obj: Obj) -> None:
+    """Two ports of a Service with one nodePort and protocol: the API server refuses such a Service
+    (kubernetes/kubernetes at 000f26050b9be6fb3d79fae95e06b47fc96128cd, pkg/apis/core/validation/validation.go,
+    ValidateService: "Check for duplicate NodePorts, considering (protocol,port) pairs"), so no cluster has one.
+    The same nodePort for TCP and UDP is allowed (DNS's 53 of both)."""
+    first: dict[tuple[str, int], int] = {}
+    for path, _ in obj.each(("spec", "ports")):
+        number = obj.get((*path, "nodePort"), int)
+        if not number:
+            continue
+        key = (obj.get((*path, "protocol"), str, "TCP"), number)
+        if key in first:
+            raise obj.error(
+                (*path, "nodePort"),
+                f"{number} ({key[0]}) is ports[{first[key]}]'s nodePort too: the API server refuses two ports of one "
+                "Service with the same nodePort and protocol",
+            )
+        first[key] = int(path[-1])
 
 
 def _nodes_involved(services: dict[str, Service], nodes: dict[str, Node], asked: bool) -> list[str]:
@@ -343,14 +408,20 @@ def _cluster_cidr(family: Family, config: ProxyConfig, nodes: list[Node], notes:
 def _pod_cidrs(family: Family, nodes: list[Node], cluster_cidr: str, notes: list[str]) -> dict[str, str]:
     """Each node's podCIDR of the family; a node without one gets a free block of the cluster's pod network."""
     taken = [ipaddress.ip_network(c) for n in nodes if (c := n.pod_cidr_of(family))]
-    block = _LONGEST[family]["block"]
-    free = (
-        b for b in ipaddress.ip_network(cluster_cidr).subnets(new_prefix=block) if not any(b.overlaps(t) for t in taken)
-    )
+    network = ipaddress.ip_network(cluster_cidr)
+    block_bits = max(_LONGEST[family]["block"], network.prefixlen)  # a pod network smaller than a block is one
+    free = (b for b in network.subnets(new_prefix=block_bits) if not any(b.overlaps(t) for t in taken))
     cidrs = {}
     for node in nodes:
         if (cidr := node.pod_cidr_of(family)) is None:
-            cidrs[node.name] = str(next(free))
+            if (block := next(free, None)) is None:
+                raise node.obj.error(
+                    ("spec", "podCIDR"),
+                    f"no {family} podCIDR, and the cluster's pod network {cluster_cidr} has no /{block_bits} left "
+                    "that no other node's podCIDR takes: give the node its podCIDR (kubectl get nodes -o yaml shows "
+                    "it once kube-controller-manager has allocated it)",
+                )
+            cidrs[node.name] = str(block)
             notes.append(node.obj.note(("spec", "podCIDR"), f"no {family} one: the lab gives it {cidrs[node.name]}"))
         else:
             cidrs[node.name] = cidr
