@@ -47,7 +47,12 @@ def add_import_command(sub: argparse._SubParsersAction, func: Callable[[argparse
         ),
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="kubectl output (YAML or JSON); - for standard input")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the scenario to FILE (default: standard output)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the scenario to FILE, whole or not at all (default: standard output)",
+    )
     p.add_argument(
         "--service",
         action="append",
