@@ -9,7 +9,8 @@ MAX_ATTEMPTS, until each has been).
 
 ClientIP session affinity is judged per connection too: `affinity: true|false` asks whether every connection
 after the first was sent along the client's affinity state, which the rule that looks the client up says by
-matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nftables: `ip saddr @affinity-*`),
+matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nftables: `ip saddr @affinity-*`,
+`ip6 saddr @affinity-*` in the IPv6 proxier's table),
 as the renderer that writes it says (lab/render/kubeproxy/affinity.py);
 `pause` spaces the connections to outwait the affinity timeout.
 """

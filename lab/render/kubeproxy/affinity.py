@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class AffinityLookup:
-    """The lookup rule: the one in `table` whose text, as iptables-save or nft's trace prints it, has `match`
-    (not the rule that records the client: iptables' `--set`, nftables' `update @affinity-*`)."""
+    """The lookup rule: the one in `table` whose text, as iptables-save or nft's trace prints it, has one of
+    `texts` (not the rule that records the client: iptables' `--set`, nftables' `update @affinity-*`). One text
+    per way the families write it: ip6tables' `--rcheck` reads as iptables' does, but nftables' IPv6 proxier
+    matches `ip6 saddr` where the IPv4 one matches `ip saddr`."""
 
     table: str
-    match: str
+    texts: tuple[str, ...]
 
     def matches(self, table: str, rule: str) -> bool:
-        return table == self.table and self.match in rule
+        return table == self.table and any(text in rule for text in self.texts)

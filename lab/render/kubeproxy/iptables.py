@@ -75,7 +75,8 @@ NFACCT_LOCALHOST_NODEPORTS = "localhost_nps_accepted_pkts"
 
 # The rules that send a client its xt_recent list knows to its endpoint (`-m recent --rcheck`, in the service and
 # XLB chains; not the endpoint chain's `--set` that records it), as iptables-save prints them.
-AFFINITY_LOOKUP = AffinityLookup("nat", "--rcheck")
+_RCHECK = "--rcheck"
+AFFINITY_LOOKUP = AffinityLookup("nat", (_RCHECK,))
 # The loopback network each family's NodePorts jump leaves out when localhost NodePorts are off (the IPv6 proxier
 # always: IPv6 has no route_localnet, kube-proxy's TestDisableLocalhostNodePortsIPv6 writes "! -d ::1/128").
 _LOOPBACK_NET = {"IPv4": ip_network("127.0.0.0/8"), "IPv6": ip_network("::1/128")}
@@ -583,7 +584,7 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         timeout = svc.port.affinity_timeout
         for ep in plan.local if timeout else ():
             sep = svc.endpoint_chain(ep)
-            recent = ("-m", "recent", "--name", sep, AFFINITY_LOOKUP.match, "--seconds", str(timeout), "--reap")
+            recent = ("-m", "recent", "--name", sep, _RCHECK, "--seconds", str(timeout), "--reap")
             out.nat("-A", xlb_chain, "-m", "comment", "--comment", name, recent, "-j", sep)
         for i, ep in enumerate(plan.local):
             pick = _statistic(len(plan.local) - i)
@@ -783,7 +784,7 @@ def _write_affinity_rules(
     for ep in endpoints:
         sep = svc.endpoint_chain(ep)
         timeout = str(svc.port.affinity_timeout)
-        recent = ("-m", "recent", "--name", sep, AFFINITY_LOOKUP.match, "--seconds", timeout, "--reap")
+        recent = ("-m", "recent", "--name", sep, _RCHECK, "--seconds", timeout, "--reap")
         out.nat("-A", chain, _balancing_comment(svc, ep, large, node), recent, "-j", sep)
 
 

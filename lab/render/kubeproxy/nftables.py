@@ -111,8 +111,9 @@ FIREWALL_PREFIX = "firewall-"
 ENDPOINT_PREFIX = "endpoint-"
 AFFINITY_PREFIX = "affinity-"
 # The service chain's rule that sends a client its affinity set knows to its endpoint (written in
-# _write_balancing as `ip saddr @affinity-* goto endpoint-*`), as nft's trace prints it.
-AFFINITY_LOOKUP = AffinityLookup(TABLE, f"ip saddr @{AFFINITY_PREFIX}")
+# _write_balancing as `ip saddr @affinity-* goto endpoint-*`), as nft's trace prints it in each family's table:
+# the IPv6 proxier's reads `ip6 saddr @affinity-*` (_Tx._words).
+AFFINITY_LOOKUP = AffinityLookup(TABLE, tuple(f"{ip} saddr @{AFFINITY_PREFIX}" for ip in TABLE_FAMILY.values()))
 
 # knftables.NameLengthMax (256) minus the longest prefix kube-proxy reserves (16).
 _NAME_BASE_MAX = 256 - 16
