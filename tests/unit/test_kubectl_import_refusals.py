@@ -455,6 +455,7 @@ def test_a_real_configuration_of_its_release_is_read_field_for_field(tmp_path):
         ("detectLocal: {bridgeInterface: cbr0}", "1.23", "has no detectLocal: it came in 1.24"),
         ("windowsRunAsService: true", "1.30", "has no windowsRunAsService: it came in 1.31"),
         ("logging: {formatt: json}", "1.31", "logging.formatt: not a field of logging of a"),
+        ("apiVersion: kubeproxy.config.k8s.io/v1alpha2", "1.37", "apiVersion: kube-proxy reads kubeproxy.config"),
     ],
 )
 def test_a_field_of_no_release_or_of_a_later_one_is_refused(tmp_path, text, release, said):

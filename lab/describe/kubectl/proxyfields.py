@@ -11,7 +11,9 @@ kubernetes/kubernetes commit it copies. clientConnection's fields are k8s.io/com
 ClientConnectionConfiguration (kubernetes/component-base config/v1alpha1/types.go, the same from release-1.19
 to master), logging's are its LoggingConfiguration (logs/api/v1/types.go at release-1.28,
 47b6c5b21e6b03790281df7f6b385d17a23737e2): logging's own fields are checked, what is under them (options,
-vmodule) is component-base's and not.
+vmodule) is component-base's and not. No release branch of kubernetes/kube-proxy, nor master, has another version
+than v1alpha1 (a v1alpha2 was begun in kubernetes/kubernetes, pkg/proxy/apis/config/v1alpha2 at 2ea45fc996ad, and
+published in no release), so another apiVersion is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 
 from lab.describe.errors import did_you_mean
 
-KIND = "KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1)"
+API_VERSION = "kubeproxy.config.k8s.io/v1alpha1"  # the only version of every release's kube-proxy repository
+KIND = f"KubeProxyConfiguration ({API_VERSION})"
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,15 @@ class Finding:
 
 
 def check_fields(data: Mapping[Any, Any], minor: int) -> list[Finding]:
-    """Each field of a KubeProxyConfiguration document that kube-proxy 1.`minor` does not have."""
+    """Each field of a KubeProxyConfiguration document that kube-proxy 1.`minor` does not have, and an apiVersion
+    it does not read."""
+    version = data.get("apiVersion", API_VERSION)
+    if version != API_VERSION:
+        return [
+            Finding(
+                ("apiVersion",), f"kube-proxy reads {API_VERSION}, no other version, got {str(version)[:60]!r}", True
+            )
+        ]
     return list(_walk(data, SCHEMA, (), minor))
 
 
