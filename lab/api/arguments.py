@@ -63,7 +63,10 @@ def _text(value: object) -> str | None:
     anything else (bytes, a path of bytes, a number) and for text with a NUL, which would end it there."""
     if not isinstance(value, str | os.PathLike):
         return None
-    text = os.fspath(value)
+    try:
+        text = os.fspath(value)
+    except TypeError:  # a __fspath__ that gives neither str nor bytes
+        return None
     return text if isinstance(text, str) and "\0" not in text else None
 
 

@@ -27,7 +27,12 @@ class BytesPath:
         return b"hairpin.yaml"
 
 
-@pytest.mark.parametrize("file", [123, b"hairpin.yaml", BytesPath(), "", "a\0b.yaml", None])
+class NoPath:
+    def __fspath__(self) -> int:
+        return 5
+
+
+@pytest.mark.parametrize("file", [123, b"hairpin.yaml", BytesPath(), NoPath(), "", "a\0b.yaml", None])
 def test_a_scenario_is_a_path_or_a_name(file):
     with pytest.raises(
         LabError, match=r"^file: expected a scenario file's path .* or a catalogue scenario's name, got"
