@@ -20,6 +20,16 @@ class DumpError(InstallError):
         super().__init__(f"{f'line {line} of ' if line else ''}the {dump}: {reason}")
 
 
+# `iptables-save -c` writes each rule's counters before it: `[PACKETS:BYTES] -A CHAIN ...`.
+_RULE_COUNTERS = re.compile(r"^\[\d+:\d+\] (?=-A )", re.MULTILINE)
+
+
+def without_counters(text: str) -> str:
+    """An iptables-save dump (or one line of it) as `iptables-save` without -c writes it: the counters before each
+    rule dropped (a chain's, `:CHAIN POLICY [0:0]`, are part of the line either way). Lines keep their numbers."""
+    return _RULE_COUNTERS.sub("", text)
+
+
 def _address(dump: str, address: str, line: int, what: str) -> str:
     """The address as Kubernetes parses one (lab/describe/ip.py), canonical: the lab builds pods at it."""
     try:

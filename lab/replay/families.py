@@ -17,7 +17,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from lab.replay.dump import DumpError, split_target
+from lab.replay.dump import DumpError, split_target, without_counters
 from lab.replay.review import split_words
 
 FAMILIES = {4: "IPv4", 6: "IPv6"}
@@ -58,7 +58,8 @@ def _header_version(line: str) -> int | None:
 
 def split_xtables(text: str, dump: str, version: int) -> list[XtablesDump]:
     """A file's dumps, one per family it holds, each checked for addresses of the other family. `version`:
-    the family of a part no header names (the option's)."""
+    the family of a part no header names (the option's). Rules' counters (`iptables-save -c`) are dropped."""
+    text = without_counters(text)
     parts: list[tuple[int, int, list[str]]] = []  # (version, first line, lines)
     for number, line in enumerate(text.splitlines(), 1):
         found = _header_version(line)
