@@ -21,6 +21,7 @@ from lab.api.arguments import (
     PROBE_WAIT,
     STEP_ENTRY,
     STEPS_DONE,
+    TOPOLOGY,
     LabError,
     checked,
     scenario_file,
@@ -350,6 +351,7 @@ def up(
 def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT) -> Iterator[Cluster]:
     """Build `topo` (a variant of `source`) with the pipeline's stages, open its probe session, and hold it while
     the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
+    checked("topo", topo, TOPOLOGY)
     checked("timeout", timeout, PROBE_WAIT)
     with standing(topo) as stood, probing(stood, timeout) as session:
         cluster = Cluster(source, topo, stood, session)

@@ -13,7 +13,7 @@ import pytest
 import lab
 from lab.api import Actor, Cluster, LabError, run_variant, to_json
 from lab.api.arguments import given
-from lab.api.cluster import up_arguments
+from lab.api.cluster import hold, up_arguments
 from lab.api.requests import variant_matrix
 from lab.pytest_plugin import lab_up
 from lab.selection import CATALOGUE
@@ -186,8 +186,9 @@ def test_a_commands_timeout_is_none_or_seconds_within_a_day(timeout):
 def test_what_the_runners_hand_over_is_checked():
     with pytest.raises(LabError, match=r"^result: expected a probe's result .*, got 123 \(int\)"):
         to_json(123)
-    with pytest.raises(LabError, match=r"^topo: expected a scenario variant .*, got 'hairpin' \(str\)"):
-        run_variant("hairpin")
+    for build in (run_variant, lambda topo: hold(None, topo).__enter__()):
+        with pytest.raises(LabError, match=r"^topo: expected a scenario variant .*, got 'hairpin' \(str\)"):
+            build("hairpin")
 
 
 def test_a_value_is_said_short_with_its_type():
