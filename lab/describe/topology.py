@@ -386,6 +386,12 @@ class ClusterSpec:
     def service_cidr_of(self, family: Family) -> str:
         return of_family(family, self.service_cidr, self.secondary_service_cidr)
 
+    @property
+    def service_cidrs(self) -> tuple[str, ...]:
+        """The Service CIDRs of every family, the primary first: the API server's --service-cluster-ip-range, which
+        its default ServiceCIDR object ("kubernetes") holds and kube-proxy's ServiceCIDR watch delivers."""
+        return tuple(cidr for cidr in (self.service_cidr, self.secondary_service_cidr) if cidr)
+
     def gate(self, name: str) -> bool:
         """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
         return dict(self.feature_gates).get(name, False)

@@ -48,6 +48,8 @@ from support.nft import (
     sort_nftables_transaction,
 )
 
+from lab.describe.load import load_scenario
+from lab.render.dataplane import node_dataplane
 from lab.render.kubeproxy.nftables import NFTABLES_VERSIONS
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig
 from lab.render.kubeproxy.versions import Release
@@ -342,3 +344,17 @@ def test_long_names_are_truncated_with_the_hash_kept():
 def test_unsupported_version_is_refused():
     with pytest.raises(ValueError, match="not reproduced"):
         render([], "1.29")
+
+
+@pytest.mark.parametrize(("version", "drops"), [("1.32", False), ("1.33", True), ("1.34", True)])
+def test_the_scenarios_service_cidrs_reach_each_familys_proxier_once_kube_proxy_watches_them(version, drops):
+    """A scenario's serviceCIDR (both families in dual-stack) is what the default ServiceCIDR object holds: from 1.33,
+    when kube-proxy watches ServiceCIDRs by default, each family's nftables proxier drops its own family's range."""
+    path = "topologies/dual-stack-service-paths.yaml"
+    axes = {"proxyMode": ["nftables"], "kubeVersion": [version], "externalTrafficPolicy": ["Cluster"]}
+    (topo,) = load_scenario(path, axes).variants
+    v4 = node_dataplane(topo, "node2")
+    assert v4.other_family is not None
+    drop = 'daddr { %s } drop comment "Drop traffic to unallocated ClusterIPs"'
+    assert (drop % "10.96.0.0/16" in v4.nft) == drops
+    assert (drop % "fd00:10:96::/112" in v4.other_family.nft) == drops

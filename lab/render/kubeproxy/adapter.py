@@ -91,9 +91,11 @@ def service_ports(topo: Topology, node: str, family: Family | None = None) -> li
 
 
 def proxy_config(topo: Topology, family: Family | None = None) -> ProxyConfig:
-    """kube-proxy's flags as the proxier of `family` (the primary one by default) gets them: its clusterCIDR."""
+    """kube-proxy's flags as the proxier of `family` (the primary one by default) gets them: its clusterCIDR, and
+    the Service CIDRs of both families once the release watches them (each proxier keeps its own family's)."""
     cluster = topo.cluster
     family = family or cluster.families[0]
+    known = Release.of(cluster.kube_version).knows_service_cidrs
     return ProxyConfig(
         family=family,
         cluster_cidr=cluster.cluster_cidr_of(family) if cluster.kube_proxy_cluster_cidr else None,
@@ -104,4 +106,5 @@ def proxy_config(topo: Topology, family: Family | None = None) -> ProxyConfig:
         nft_localhost_nodeports=cluster.gate("KubeProxyNFTablesLocalhostNodePorts"),
         ipvs_scheduler=cluster.ipvs_scheduler,
         ipvs_strict_arp=cluster.ipvs_strict_arp,
+        service_cidrs=cluster.service_cidrs if known else (),
     )

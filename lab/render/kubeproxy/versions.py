@@ -437,6 +437,25 @@ class Release:
         return self.minor >= 36
 
     @property
+    def knows_service_cidrs(self) -> bool:
+        """kube-proxy learns the Service CIDRs (the ServiceCIDR objects; the API server makes the default one,
+        "kubernetes", from --service-cluster-ip-range, a CIDR of each family in dual-stack) by watching them, and
+        it watches them only with the MultiCIDRServiceAllocator gate on (cmd/kube-proxy/app/server.go at
+        kubernetes/kubernetes@002c85b2, ProxyServer.Run: NewServiceCIDRConfig under
+        utilfeature.DefaultFeatureGate.Enabled(features.MultiCIDRServiceAllocator)). The gate is alpha from 1.27 and
+        beta from 1.31, both off by default, GA and on by default in 1.33 (#128971), locked on from 1.34
+        (pkg/features/kube_features.go). Only the nftables proxier uses them: from 1.30 (#122692) its
+        cluster-ips-check chain drops new traffic to an unallocated address of its own family's Service CIDRs
+        (OnServiceCIDRsChanged keeps the proxier's family and joins them into `ip daddr { CIDRs } drop`); until the
+        watch delivers them, or with the gate off, the chain has only the reject for wrong ports of active
+        ClusterIPs, and such a packet is routed on, untouched. The iptables and ipvs proxiers' OnServiceCIDRsChanged
+        does nothing (pkg/proxy/iptables/proxier.go, pkg/proxy/ipvs/proxier.go: `OnServiceCIDRsChanged(_
+        []string) {}`): neither has an equivalent, and 1.29's nftables proxier had no cluster-ips-check chain
+        (pkg/proxy/nftables/proxier.go at kubernetes/kubernetes@01d7de54). The gate on in 1.30-1.32 (with the API
+        server serving networking.k8s.io/v1alpha1 or v1beta1 ServiceCIDRs, off by default) is not modelled."""
+        return self.minor >= 33
+
+    @property
     def nft_single_endpoint_dnat(self) -> bool:
         """A Service port with one endpoint DNATs to it without a numgen map (#140723, in v1.37.0-rc.0)."""
         return self.minor >= 37
