@@ -5,12 +5,15 @@ This is what makes the one form of lab.replay.diff trustworthy: each normalisati
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 from support.host import REPO
 from support.netns import FreshNetns
 
 from lab.describe.load import load_scenario
 from lab.render.dataplane import node_dataplane
+from lab.replay.diff.command import diff_from_args
 from lab.replay.diff.nodediff import Dumps, diff_node
 
 # nftables-long-comment's rules are refused by nft by design (a comment over 128 characters): nothing to read back.
@@ -91,3 +94,19 @@ def test_a_dual_stack_nodes_rules_read_back_diff_as_identical(mode, version, hos
             dumps = Dumps(rules=run("iptables-save"), rules6=run("ip6tables-save"))
     result = diff_node(topo, "node2", dumps)
     assert result.identical and not result.families_not_compared, [d.as_json() for d in result.differences]
+
+
+def test_iptables_save_c_output_diffs_as_identical(tmp_path, host_unchanged):
+    """What `iptables-save -c` writes (each rule after its counters) diffs as iptables-save's: the counters dropped."""
+    many = REPO / "tests" / "fixtures" / "diff" / "many-features.yaml"
+    variant = ["proxyMode=iptables", "kubeVersion=1.31"]
+    (topo,) = load_scenario(many, {"proxyMode": ["iptables"], "kubeVersion": ["1.31"]}).variants
+    with FreshNetns() as netns:
+        loaded = netns.run("iptables-restore", input=node_dataplane(topo, "node1").iptables)
+        assert loaded.returncode == 0, loaded.stderr
+        (tmp_path / "rules").write_text(netns.run("iptables-save -c").stdout)
+    assert "\n[0:0] -A KUBE-SERVICES " in (tmp_path / "rules").read_text()
+    dumps = {"rules": str(tmp_path / "rules"), "rules6": None, "nft": None, "ipsets": None, "ipvs": None}
+    args = argparse.Namespace(file=str(many), node="node1", variant=variant, matrix=None, **dumps)
+    result, _, _ = diff_from_args(args)
+    assert result.identical, [d.as_json() for d in result.differences]

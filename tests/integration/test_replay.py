@@ -10,6 +10,7 @@ import pytest
 from support.builders import ep, svc
 from support.cases import FAKE, NODE_IPS, render
 from support.host import REPO
+from support.netns import FreshNetns
 
 from lab.describe.load import load_scenario
 from lab.install.tools import InstallError
@@ -79,6 +80,20 @@ def test_rendered_node_rules_replay_like_the_scenario():
         else:
             expected = ("", "forwarded")  # only KUBE-MARK-DROP's mark, which nothing drops on FORWARD
         assert (result.output, result.outcome) == expected, result.as_json()
+
+
+def test_iptables_save_c_output_replays_as_without_counters(two_endpoints, host_unchanged):
+    """What `iptables-save -c` writes (each rule after its counters, the form `lab up`'s hints suggest) replays as
+    iptables-save's: the counters dropped, the same rules walked."""
+    with FreshNetns() as netns:
+        loaded = netns.run("iptables-restore", input=two_endpoints)
+        assert loaded.returncode == 0, loaded.stderr
+        saved = netns.run("iptables-save -c").stdout
+    assert "\n[0:0] -A KUBE-SVC-X " in saved, saved
+    result = replay(saved, setup("10.0.1.7", "172.30.0.41", 80))
+    expected = ("10.0.1.5:8080, 10.180.0.1:80", False, "dnat")
+    assert (result.output, result.masq, result.outcome) == expected, result.as_json()
+    assert not any("[0:0]" in line for line in result.trace), result.trace
 
 
 def test_malformed_dump_names_the_line():
