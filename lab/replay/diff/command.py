@@ -66,12 +66,14 @@ def _variant(args: argparse.Namespace, scenario: Scenario, dumps: Dumps) -> tupl
 
 
 def replay_hint(args: argparse.Namespace, topo: Topology) -> str:
-    """The `lab replay` command for the same dumps: the node's addresses and pod CIDRs of every family."""
+    """The `lab replay` command for the same dumps: the node's addresses and pod CIDRs of every family. Every value
+    is shell-quoted, so that the command pastes as it reads whatever a file name or the scenario holds."""
     node = topo.node(args.node)
-    dumps = [f"{_OPTION[kind]} {shlex.quote(getattr(args, kind))}" for kind in _OPTION if getattr(args, kind)]
-    ips = "".join(f" --node-ip {ip}" for ip in (node.ip, node.secondary_ip) if ip)
-    cidrs = "".join(f" --pod-cidr {cidr}" for cidr in (node.pod_cidr, node.secondary_pod_cidr) if cidr)
-    return f"lab replay {' '.join(dumps)}{ips}{cidrs} --from SRC_IP --to DST_IP:PORT"
+    words = ["lab", "replay"]
+    words += [word for kind in _OPTION if getattr(args, kind) for word in (_OPTION[kind], getattr(args, kind))]
+    words += [word for ip in (node.ip, node.secondary_ip) if ip for word in ("--node-ip", ip)]
+    words += [word for cidr in (node.pod_cidr, node.secondary_pod_cidr) if cidr for word in ("--pod-cidr", cidr)]
+    return shlex.join([*words, "--from", "SRC_IP", "--to", "DST_IP:PORT"])
 
 
 def diff_from_args(args: argparse.Namespace) -> tuple[NodeDiff, str, str]:
