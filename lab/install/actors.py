@@ -93,7 +93,8 @@ def _match(f: FrontendSpec) -> str:
 
 
 def fabric_rules(topo: Topology, decisions: list[Decision]) -> str:
-    """The fabric's nat table: the load balancers' DNAT and SNAT, and the egress gateway's SNAT."""
+    """The fabric's nat table: the load balancers' DNAT and SNAT, and the egress gateway's SNAT. IPv4 only (`/32`,
+    iptables-restore): describe refuses an IPv6 load balancer, VIP or egress gateway in words (docs/ipv6.md)."""
     nodes = {n.name: n for n in topo.nodes}
     lines = [
         "*nat",

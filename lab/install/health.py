@@ -12,6 +12,7 @@ import email.utils
 import socket
 import time
 from dataclasses import dataclass
+from ipaddress import ip_address
 
 from lab.describe.refs import ObjectRef
 from lab.install.loop import SocketLoop
@@ -51,19 +52,26 @@ def response(listener: HealthListener, now: float | None = None) -> bytes:
     return head.encode() + body.encode()
 
 
+def listening_socket(port: int) -> socket.socket:
+    """Go's net.Listen("tcp", "0.0.0.0:PORT"), as kube-proxy's servers listen (the health check node ports, and
+    --healthz-bind-address 0.0.0.0:10256): Go takes a wildcard of either family for every address of both ("It
+    doesn't matter whether we listen on "0.0.0.0", "::", or ""; go treats them all the same": newServiceHealthServer
+    in kubernetes/kubernetes pkg/proxy/healthcheck/service_health.go at 124526cf4904abf16a60f7cfb3404f1bfd3d8e5e),
+    so one IPv6 socket that takes IPv4 too (IPV6_V6ONLY off) answers an IPv6 load balancer or probe as well."""
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind(("::", port))
+    sock.listen(16)
+    return sock
+
+
 class HealthServers(SocketLoop):
     def __init__(self) -> None:
         super().__init__("health")
 
     def listen(self, listener: HealthListener) -> None:
-        def make() -> socket.socket:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("0.0.0.0", listener.port))
-            sock.listen(16)
-            return sock
-
-        self.register(in_netns(listener.netns, make), listener)
+        self.register(in_netns(listener.netns, lambda: listening_socket(listener.port)), listener)
 
     def handle(self, sock: socket.socket, listener: HealthListener) -> None:
         try:
@@ -99,7 +107,8 @@ def http_check(netns: str, source: str, node: str, address: str, port: int, path
     url = f"http://{address}:{port}{path}"
 
     def get() -> CheckResult:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        family = socket.AF_INET6 if ip_address(address).version == 6 else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             try:
                 sock.bind((source, 0))
