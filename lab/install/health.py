@@ -17,6 +17,7 @@ from ipaddress import ip_address
 from lab.describe.refs import ObjectRef
 from lab.install.loop import SocketLoop
 from lab.realize.enter import in_netns
+from lab.render.kubeproxy.addresses import host_port
 from lab.render.kubeproxy.healthcheck import service_body, service_headers
 from lab.render.kubeproxy.versions import Release
 
@@ -104,7 +105,8 @@ class CheckResult:
 
 def http_check(netns: str, source: str, node: str, address: str, port: int, path: str, timeout: float) -> CheckResult:
     """GET http://address:port/path from `source` inside netns, as a load balancer's health check does."""
-    url = f"http://{address}:{port}{path}"
+    authority = host_port(address, port)  # an IPv6 address in brackets, as a URL and a Host header write it
+    url = f"http://{authority}{path}"
 
     def get() -> CheckResult:
         family = socket.AF_INET6 if ip_address(address).version == 6 else socket.AF_INET
@@ -113,7 +115,7 @@ def http_check(netns: str, source: str, node: str, address: str, port: int, path
             try:
                 sock.bind((source, 0))
                 sock.connect((address, port))
-                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {address}:{port}\r\nUser-Agent: lab-lb\r\n\r\n".encode())
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: lab-lb\r\n\r\n".encode())
                 data = b""
                 while True:
                     chunk = sock.recv(4096)

@@ -126,3 +126,10 @@ def test_reconciler_deletes_entries_answered_by_no_serving_endpoint():
         ("-D", "-p", "udp", "--orig-port-dst", "30125", "--reply-src", "10.244.9.9"),
     ]
     assert [d.done for d in gone] == [f"deleted {entries[1].text}", f"deleted {entries[2].text}"]
+
+
+def test_a_frontend_is_named_as_kube_proxy_writes_an_address_and_port_in_each_family():
+    """An IPv6 address in brackets, or its last group would read as the port (a stale entry's reason names it)."""
+    assert str(Frontend("10.96.0.20", 8125)) == "10.96.0.20:8125"
+    assert str(Frontend("fd00:10:96::14", 8125)) == "[fd00:10:96::14]:8125"
+    assert str(Frontend(None, 30125)) == "NodePort 30125"

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lab.describe.families import Family, family_of
-from lab.render.kubeproxy.addresses import parse_ip
+from lab.render.kubeproxy.addresses import host_port, parse_ip
 from lab.render.kubeproxy.kernel_state import ConntrackEntry
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
@@ -49,7 +49,7 @@ class Frontend:
     port: int
 
     def __str__(self) -> str:
-        return f"{self.ip}:{self.port}" if self.ip else f"NodePort {self.port}"
+        return host_port(self.ip, self.port) if self.ip else f"NodePort {self.port}"
 
 
 @dataclass(frozen=True)
