@@ -27,7 +27,8 @@ from lab.realize.enter import in_netns
 from lab.render.dataplane import NodeDataplane
 from lab.render.kubeproxy.nftables import LocalhostNodePort
 
-LISTEN_ADDRESS = "127.0.0.1"  # the IPv4 proxy's (::1 for IPv6, which the lab does not model)
+# IPv4 alone: the gate serves 127.0.0.0/8, and the IPv6 proxier no NodePort on ::1 (lab/render/kubeproxy/nftables.py).
+LISTEN_ADDRESS = "127.0.0.1"
 DIAL_TIMEOUT = 5.0  # dialTimeout
 
 

@@ -166,7 +166,8 @@ class MonitorLines:
 
 def _marker_socket() -> socket.socket:
     """In the namespace's thread: a datagram socket on a loopback port the kernel chose (unconnected, so the port
-    unreachable the marker draws is not raised at the next send)."""
+    unreachable the marker draws is not raised at the next send). IPv4 in every cluster, IPv6-only too: 127.0.0.1 is
+    on every namespace's lo whatever families its links carry, and one family keeps _MARKER to one form."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     return sock

@@ -63,7 +63,7 @@ POLICIES = {0: "DROP", 1: "ACCEPT"}  # NF_DROP, NF_ACCEPT: a base chain's only p
 RECEIVE_BUFFER = 16 << 20
 
 _ATTR = struct.Struct("=HH")
-_LOOPBACK = socket.inet_aton("127.0.0.1")
+_LOOPBACK = socket.inet_aton("127.0.0.1")  # the marker is IPv4 in clusters of every family (nftrace._marker_socket)
 _UDP, _ICMP = 17, 1
 _QUOTED_LENGTH = 20 + 8 + len(MARKER_DATA)  # the marker's IP datagram, as the port unreachable quotes it
 
