@@ -68,6 +68,9 @@ DUMP_LINES = [
     "-A KUBE-SERVICES -m bpf --object-pinned /sys/fs/bpf/x -j DROP", '-A KUBE-SERVICES -m comment --comment "open',
     "save -file /tmp/lab-fuzz", "add KUBE-CLUSTER-IP 10.96.0.10,tcp:80 -fi /etc/hostname", "destroy",
     "add KUBE-CLUSTER-IP 10.96.0.11,tcp:80", "create KUBE-X hash:ip family inet",
+    # ... in the spellings the tools read (an abbreviation, a joined value), and iptables-save -c's counters
+    "-A KUBE-SERVICES --jum LED", "-A KUBE-SERVICES -jIDLETIMER", "-A KUBE-SERVICES --modprobe /tmp/lab-fuzz",
+    'add rule ip kube-proxy x meta mark set 0xaosf name "x"', "[0:0] -A KUBE-SERVICES -j ACCEPT",
 ]  # fmt: skip
 
 
