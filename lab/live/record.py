@@ -96,10 +96,14 @@ class LiveLab:
         return f"{STATE_DIR}/{self.prefix}{LOG}"
 
     @property
+    def variant_label(self) -> str:
+        """The variant's values as every report names them ("" without a matrix)."""
+        return variant_label(self.variant.items())
+
+    @property
     def title(self) -> str:
         """The scenario's name and the variant's values: NAME (KEY=VALUE, ...), or NAME of one without a matrix."""
-        label = variant_label(self.variant.items())
-        return f"{self.name} ({label})" if label else self.name
+        return f"{self.name} ({self.variant_label})" if self.variant_label else self.name
 
 
 def live_labs() -> list[LiveLab]:
