@@ -4,12 +4,12 @@ runs none of the file's steps), then run like any other."""
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Any
 
 from lab.api.cluster import pod_aliases
 from lab.describe.errors import ScenarioError, ScenarioErrors
+from lab.describe.ip import AddressError, canonical_ip
 from lab.describe.load import load_scenario
 from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
 from lab.describe.topology import Axis, ProbeSpec, ServiceSpec, Topology
@@ -19,14 +19,14 @@ from lab.live.record import LiveLabError, actor_named
 # What --to takes, said when it is given something else.
 _FORMS = (
     "expected NAME:PORT, NAMESPACE/NAME:PORT or NAME.NAMESPACE:PORT (a Service; a bare NAME is default's, or the "
-    "one namespace's that has it), NODE:PORT, POD:PORT (or NAMESPACE/POD:PORT), HOST:PORT or IPv4:PORT"
+    "one namespace's that has it), NODE:PORT, POD:PORT (or NAMESPACE/POD:PORT), HOST:PORT, IPv4:PORT or [IPv6]:PORT"
 )
 
 
 def target(topo: Topology, text: str, via: str | None, node: str | None) -> dict[str, Any]:
     """A probe's `to:` from --to TARGET:PORT: a Service (NAME, NAMESPACE/NAME or NAME.NAMESPACE as kube DNS spells
     it; by port number or name; `via` and `node` pick its frontend), a node (its own address), a pod (NAME or
-    NAMESPACE/NAME) or external host (its address), or an IPv4 address."""
+    NAMESPACE/NAME) or external host (its address), or an address ([IPv6]:PORT in brackets)."""
     name, port = _name_and_port(text)
     if (service := _service(topo, text, name)) is not None:
         to: dict[str, Any] = {"service": service.name, "namespace": service.namespace, "port": port}
@@ -44,15 +44,18 @@ def target(topo: Topology, text: str, via: str | None, node: str | None) -> dict
         raise LiveLabError(f"--to {text}: {exc}") from None
     if actor is not None:
         return {"address": addresses[actor], "port": port}
+    bracketed = name.startswith("[") and name.endswith("]")
     try:
-        ipaddress.IPv4Address(name)
-    except ValueError:
+        address = canonical_ip(name[1:-1] if bracketed else name)  # read as every address is (lab/describe/ip.py)
+    except AddressError:
         known = [f"{s.namespace}/{s.name}" for s in topo.services] + [n.name for n in topo.nodes]
         known += sorted(p.name for p in topo.built_pods) + [e.name for e in topo.externals]
         raise LiveLabError(
             f"--to {text}: {name} is no Service, node, pod or host of the lab ({', '.join(known)})"
         ) from None
-    return {"address": name, "port": port}
+    if ":" in address and not bracketed:
+        raise LiveLabError(f"--to {text}: write an IPv6 address in brackets, [ADDRESS]:PORT")
+    return {"address": address, "port": port}
 
 
 def _name_and_port(text: str) -> tuple[str, int | str]:

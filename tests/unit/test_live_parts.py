@@ -35,6 +35,8 @@ def topo(tmp_path):
         ("web-0:8080", None, None, {"address": "10.244.1.2", "port": 8080}),
         ("client:22", None, None, {"address": "192.168.56.100", "port": 22}),
         ("10.244.1.3:8080", None, None, {"address": "10.244.1.3", "port": 8080}),
+        ("010.244.001.003:8080", None, None, {"address": "10.244.1.3", "port": 8080}),  # as Kubernetes reads it
+        ("[FD00::A]:8080", None, None, {"address": "fd00::a", "port": 8080}),
     ],
 )
 def test_to_names_a_service_an_actor_or_an_address(topo, text, via, node, to):
@@ -48,6 +50,8 @@ def test_to_names_a_service_an_actor_or_an_address(topo, text, via, node, to):
         ("nope:80", None, "nope is no Service, node, pod or host of the lab"),
         ("node1:80", "nodePort", "--via and --node pick a Service's frontend"),
         ("node1:http", None, "a named port belongs to a Service"),
+        ("[fd00::1%x]:80", None, "is no Service, node, pod or host"),  # a zone is no address (lab/describe/ip.py)
+        ("fd00::1:80", None, "write an IPv6 address in brackets"),
     ],
 )
 def test_to_is_refused_with_what_was_expected(topo, text, via, said):
