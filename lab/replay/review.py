@@ -33,6 +33,8 @@ _NFT_NEVER = {
     "undefine": "`undefine` (a variable) is no part of `nft list ruleset`'s output",
     "osf": "`osf` makes nft read the OS fingerprint file of this machine",
     "cgroupv2": "`socket cgroupv2` makes nft look up a path in this machine's cgroup tree",
+    # As iptables' -j SECMARK (refused below): a secmark object names a security context of the host's LSM.
+    "secmark": "`secmark` labels packets with a security context of this machine's LSM",
 }
 
 

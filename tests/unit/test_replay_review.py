@@ -49,6 +49,8 @@ def nft_with(line: str) -> str:
         ("monitor", "`monitor` is no part of a ruleset"),
         ("add rule ip kube-proxy services osf name Linux drop", "`osf` makes nft read the OS fingerprint file"),
         ('add rule ip t c socket cgroupv2 level 1 "user.slice" drop', "`socket cgroupv2` makes nft look up a path"),
+        ('add secmark ip t s "system_u:object_r:x_t:s0"', "`secmark` labels packets"),
+        ('add rule ip t c meta secmark set "s"', "`secmark` labels packets"),
         ('add rule ip t c drop comment "unclosed', 'a string opened with " is not closed on its line'),
         # nft's scanner reads a hex number, then the keyword (tried: nft -c opened /etc/nftables/osf/pf.os)
         ('add rule ip kube-proxy services meta mark set 0xaosf name "Linux" drop', "`0xaosf` holds `osf`, which"),
