@@ -36,11 +36,10 @@ def _not_a_scenario(keys: dict[str, int]) -> str:
     missing = [f"`{key}`" for key, required in _FIELDS.items() if required and key not in keys]
     if not unknown or not missing:
         return ""
+    if "kind" in keys and ("apiVersion" in keys or "items" in keys):  # an object, or a List of them
+        return "it is kubectl output (`apiVersion` and `kind`): `lab import FILE -o scenario.yaml` writes a scenario"
     where = f"line {unknown[0]} holds" if len(unknown) == 1 else f"lines {', '.join(map(str, unknown))} hold"
-    said = f"{where} no field of a scenario, and it has no {' or '.join(missing)}"
-    if "apiVersion" in keys and "kind" in keys:
-        said += "; kubectl's output is read by lab import, which writes a scenario from it"
-    return said
+    return f"{where} no field of a scenario, and it has no {' or '.join(missing)}"
 
 
 _SCENARIO = Expected("a scenario (a mapping with `name`, `nodes`, `workload` and `probes`)", _not_a_scenario)

@@ -90,7 +90,7 @@ def edited(old: str, new: str, text: str = BASE) -> str:
         (b"a: &a {b: [{c: *a}]}\n", 1, "", "alias *a is inside the value it names"),
         (b"a: [1\n", 2, "", "not valid YAML"),
         (b"a: *nothing\n", 1, "", "not valid YAML: found undefined alias (column 4)"),
-        (b"a: 1\n---\nb: 2\n", 2, "", "not valid YAML: expected a single document in the stream, but found another"),
+        (b"a: 1\n---\nb: 2\n", 2, "", "a second YAML document starts here (---): this file is one document"),
         (b"", None, "", "the file is empty"),
     ],
 )

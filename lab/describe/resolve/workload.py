@@ -32,6 +32,9 @@ from lab.describe.topology import (
 from lab.describe.yamlsrc import FieldPath, Source
 
 NODE_PORT_RANGE = range(30000, 32768)
+# The most pods a scenario builds, each a network namespace (with the replicas its scale steps create, built at
+# the start): 100 nodes of 100 pods is the largest size measured on a 2-core machine (docs/scale.md).
+MAX_PODS = 10_000
 
 
 class _PodPlan(NamedTuple):
@@ -91,11 +94,13 @@ def resolve_pods(
 def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...], demand: Demand) -> list[_PodPlan]:
     """Every pod the manifests ask for, on its node: a replica goes to the template's matching nodes in turn;
     those a later scale step creates come last, so the pods running at the start keep their addresses."""
+    total = _pod_total(workload, demand)
     later: list[_PodPlan] = []
     wanted: list[_PodPlan] = []
     for i, m in enumerate(workload):
         path: FieldPath = ("workload", i)
         if isinstance(m, k8s.Pod):
+            _bound_pods(src, path, len(wanted) + len(later) + 1, total)
             node = _place(src, (*path, "spec"), m.spec, nodes)[0]
             meta, status = m.metadata, m.status
             ips = tuple(p.ip for p in status.pod_ips)
@@ -123,6 +128,7 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                     f"declares and {extra} new ones its scale steps create) cannot fit: all nodes' podCIDRs together "
                     f"hold {room} pods",
                 )
+            _bound_pods(src, (*path, "spec", "replicas"), len(wanted) + len(later) + m.spec.replicas + extra, total)
             for r in range(m.spec.replicas + extra):
                 node = placed[r % len(placed)]
                 name = replica_name(m.metadata.name, r)
@@ -133,6 +139,28 @@ def _plans(src: Source, workload: list[k8s.Manifest], nodes: tuple[NodeSpec, ...
                 else:
                     later.append(plan._replace(pending=True))
     return wanted + later
+
+
+def _pod_total(workload: list[k8s.Manifest], demand: Demand) -> int:
+    """Every pod the file asks for, the replicas its scale steps create included."""
+    total = 0
+    for m in workload:
+        if isinstance(m, k8s.Pod):
+            total += 1
+        elif isinstance(m, k8s.Deployment):
+            total += m.spec.replicas + demand.get((m.kind, m.metadata.namespace, m.metadata.name), (0, ()))[0]
+    return total
+
+
+def _bound_pods(src: Source, path: FieldPath, planned: int, total: int) -> None:
+    """Refuse, at the manifest that passes MAX_PODS, before a plan is made for its pods."""
+    if planned > MAX_PODS:
+        raise src.error(
+            path,
+            f"at most {MAX_PODS} pods (with the replicas scale steps create): this file asks for {total}; the lab "
+            "builds a network namespace per pod, and 100 nodes of 100 pods is the largest size measured "
+            "(docs/scale.md)",
+        )
 
 
 def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
