@@ -14,7 +14,7 @@ from typing import Any
 
 from lab.describe.errors import ScenarioError
 from lab.describe.readfile import ReadError, utf8_text
-from lab.describe.yamlsrc import Expected, FieldPath, Source, format_path, load_yaml, parse_yaml
+from lab.describe.yamlsrc import Expected, FieldPath, Source, format_path, load_documents, parse_documents, parse_yaml
 
 # A cluster's dump is larger than a scenario: `kubectl get pods -A -o yaml` holds a few kB and a few hundred
 # values per pod (managedFields included), so 1 000 pods are some 8 MB and 500 000 values.
@@ -155,15 +155,16 @@ KUBECTL = Expected(
 
 
 def read_inputs(files: list[str]) -> Inputs:
-    """Every file's objects; `-` is standard input."""
+    """Every file's objects, of each of its YAML documents (kubectl's outputs concatenated, `---` between them);
+    `-` is standard input."""
     inputs = Inputs()
     for name in files:
-        src = _stdin() if name == "-" else load_yaml(name, MAX_BYTES, MAX_VALUES, fast=True, expected=KUBECTL)
-        inputs.add(Obj(src, (), src.data))
+        for src in _stdin() if name == "-" else load_documents(name, MAX_BYTES, MAX_VALUES, KUBECTL):
+            inputs.add(Obj(src, (), src.data))
     return inputs
 
 
-def _stdin() -> Source:
+def _stdin() -> list[Source]:
     data = sys.stdin.buffer.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
         raise ScenarioError("<stdin>", None, "", f"more than {MAX_BYTES} bytes, the most lab import reads")
@@ -171,7 +172,7 @@ def _stdin() -> Source:
         text = utf8_text(data)
     except ReadError as exc:
         raise ScenarioError("<stdin>", exc.line, "", exc.reason) from None
-    return parse_yaml("<stdin>", text, MAX_VALUES, fast=True, expected=KUBECTL)
+    return parse_documents("<stdin>", text, MAX_VALUES, KUBECTL)
 
 
 def embedded(obj: Obj, path: FieldPath) -> Obj:
