@@ -30,7 +30,7 @@ KIND = f"KubeProxyConfiguration ({API_VERSION})"
 
 @dataclass(frozen=True)
 class Change:
-    minor: int  # the first release with the change
+    first: int  # the minor number of the first release with the change
     commit: str  # kubernetes/kube-proxy's, then the kubernetes/kubernetes commit it copies
 
 
@@ -137,11 +137,11 @@ def _walk(data: Mapping[Any, Any], section: Field, path: tuple[str, ...], minor:
         if field is None:
             where = f"{'.'.join(path)} of a {KIND}" if path else f"a {KIND}"
             yield Finding(at, f"not a field of {where}{did_you_mean(name, _present(known, minor))}", True)
-        elif field.added is not None and minor < field.added.minor:
-            since = f"it came in 1.{field.added.minor} ({field.added.commit})"
+        elif field.added is not None and minor < field.added.first:
+            since = f"it came in 1.{field.added.first} ({field.added.commit})"
             yield Finding(at, f"kube-proxy 1.{minor} has no {'.'.join(at)}: {since}; is the release right?", True)
-        elif field.removed is not None and minor >= field.removed.minor:
-            text = f"gone from kube-proxy in 1.{field.removed.minor} ({field.removed.commit}): 1.{minor} skips it"
+        elif field.removed is not None and minor >= field.removed.first:
+            text = f"gone from kube-proxy in 1.{field.removed.first} ({field.removed.commit}): 1.{minor} skips it"
             yield Finding(at, text, False)
         elif field.fields is not None and isinstance(value, Mapping):
             yield from _walk(value, field, at, minor)
@@ -152,7 +152,7 @@ def _present(fields: Mapping[str, Field], minor: int) -> list[str]:
     return [
         n
         for n, f in fields.items()
-        if (f.added is None or f.added.minor <= minor) and (f.removed is None or f.removed.minor > minor)
+        if (f.added is None or f.added.first <= minor) and (f.removed is None or f.removed.first > minor)
     ]
 
 
