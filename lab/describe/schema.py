@@ -93,6 +93,9 @@ class Cluster(Strict):
     conntrack: Conntrack = Conntrack()
     # kube-proxy's --masquerade-all (iptables.masqueradeAll): SNAT every packet to a Service address.
     masquerade_all: bool = Field(False, alias="masqueradeAll")
+    # kube-proxy's --iptables-masquerade-bit (iptables.masqueradeBit; in nftables mode nftables.masqueradeBit): the
+    # bit of the packet mark that says "masquerade", within 0-31 as its validation requires.
+    masquerade_bit: int = Field(14, alias="masqueradeBit", ge=0, le=31)
     # kube-proxy's nodePortAddresses: the CIDRs whose local addresses take NodePorts (empty: kube-proxy's default),
     # and the keywords of NODE_PORT_KEYWORDS (which release takes which: lab/describe/releases.py).
     node_port_addresses: list[str] = Field([], alias="nodePortAddresses")

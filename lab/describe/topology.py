@@ -359,6 +359,7 @@ class ClusterSpec:
     udp_stream_timeout: int = 0
     # kube-proxy's flags as a scenario sets them (KubeProxyConfiguration field names in the scenario).
     masquerade_all: bool = False
+    masquerade_bit: int = 14
     node_port_addresses: tuple[str, ...] = ()  # CIDRs and keywords (primary, localhost, all) as written
     iptables_localhost_nodeports: bool = True
     # kube-proxy's featureGates as the scenario sets them, (gate, on) sorted by gate; which release knows which is

@@ -21,7 +21,7 @@ from lab.describe.yamlsrc import Expected, FieldPath, Source, format_path, load_
 MAX_BYTES = 64 * 2**20
 MAX_VALUES = 5_000_000
 
-KINDS = ("Node", "Pod", "Service", "EndpointSlice", "ConfigMap", "KubeProxyConfiguration")
+KINDS = ("Node", "Pod", "Service", "EndpointSlice", "ConfigMap", "KubeProxyConfiguration", "ServiceCIDR")
 
 _TYPES = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping", list: "a list"}
 
@@ -136,7 +136,7 @@ class Inputs:
     def notes(self) -> list[str]:
         return [
             f"{file}: {count} {kind} object(s) not read: lab import reads Nodes, Pods, Services, EndpointSlices, "
-            "kube-proxy's ConfigMap and kubectl version"
+            "ServiceCIDRs, kube-proxy's ConfigMap and kubectl version"
             for (file, kind), count in self.unused.items()
         ]
 

@@ -208,10 +208,24 @@ def _node_port_addresses(conf: Obj, out: ProxyConfig, version: str) -> None:
 def _masquerade(conf: Obj, out: ProxyConfig, version: str) -> None:
     if any(conf.get((s, "masqueradeAll"), bool, False) for s in ("iptables", "nftables")):
         out.cluster["masqueradeAll"] = True
+    # nftables mode marks by nftables.masqueradeBit, iptables and ipvs mode by iptables.masqueradeBit (the bit kube-
+    # proxy's server.go hands each mode's NewDualStackProxier).
+    used = "nftables" if out.cluster.get("proxyMode") == "nftables" else "iptables"
     for section in ("iptables", "nftables"):
-        bit = conf.get((section, "masqueradeBit"), int)
-        if bit not in (None, 14):
-            out.notes.append(conf.note((section, "masqueradeBit"), f"{bit}: not modelled; the lab marks with bit 14"))
+        path = (section, "masqueradeBit")
+        bit = conf.get(path, int)
+        if bit is not None and not 0 <= bit <= 31:
+            raise conf.error(path, f"{bit}: must be within the range [0, 31] (kube-proxy's validation refuses it)")
+        if bit in (None, 14):
+            continue
+        if section == used:
+            out.cluster["masqueradeBit"] = bit
+        else:
+            out.notes.append(
+                conf.note(
+                    path, f"{bit}: no effect in {out.cluster['proxyMode']} mode, which marks by {used}.masqueradeBit"
+                )
+            )
     if conf.get(("iptables", "localhostNodePorts"), bool, True) is False:
         if problem := check_option(version, ("iptables", "localhostNodePorts")):
             out.notes.append(conf.note(("iptables", "localhostNodePorts"), f"{problem}: left out"))

@@ -74,6 +74,7 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         udp_timeout=ct.udp_timeout or 0,
         udp_stream_timeout=ct.udp_stream_timeout or 0,
         masquerade_all=c.masquerade_all,
+        masquerade_bit=c.masquerade_bit,
         node_port_addresses=tuple(addresses),
         iptables_localhost_nodeports=c.iptables.localhost_nodeports,
         feature_gates=tuple(sorted(c.feature_gates.items())),

@@ -101,6 +101,7 @@ def proxy_config(topo: Topology, family: Family | None = None) -> ProxyConfig:
         cluster_cidr=cluster.cluster_cidr_of(family) if cluster.kube_proxy_cluster_cidr else None,
         conntrack_tcp_be_liberal=cluster.tcp_be_liberal,
         masquerade_all=cluster.masquerade_all,
+        masquerade_bit=cluster.masquerade_bit,
         node_port_addresses=cluster.node_port_addresses,
         localhost_nodeports=cluster.iptables_localhost_nodeports,
         nft_localhost_nodeports=cluster.gate("KubeProxyNFTablesLocalhostNodePorts"),
