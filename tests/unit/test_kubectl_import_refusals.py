@@ -225,26 +225,79 @@ def test_output_replaces_a_file_whole_with_the_users_mode(tmp_path):
 # --- silent acceptances --------------------------------------------------------------------------------------------
 
 
-def _second_port(node_port: int, protocol: str) -> Callable[[dict], None]:
+def _second_port(**port: Any) -> Callable[[dict], None]:
+    """openresty's port again, as a second port with `port`'s fields changed."""
+
     def edit(data: dict) -> None:
         ports = item(data, "Service", "openresty")["spec"]["ports"]
-        ports.append({"name": "alt", "nodePort": node_port, "port": 81, "protocol": protocol, "targetPort": "http"})
+        ports.append({**ports[0], **port})
 
     return edit
 
 
-def test_two_ports_of_a_service_with_one_node_port_are_refused(tmp_path):
-    dump = edited(tmp_path, _second_port(30080, "TCP"))
-    said = refusal([dump, KUBE_PROXY, VERSION])
-    line = line_of(dump, "nodePort: 30080", after="name: alt")
-    assert said == (
-        f"{dump}:{line}: Service default/openresty: spec.ports[1].nodePort: 30080 (TCP) is ports[0]'s nodePort too: "
-        "the API server refuses two ports of one Service with the same nodePort and protocol"
-    )
+def _another_service(**spec: Any) -> Callable[[dict], None]:
+    """A Service "other" like openresty, with `spec`'s fields changed."""
+
+    def edit(data: dict) -> None:
+        other = copy.deepcopy(item(data, "Service", "openresty"))
+        other["metadata"]["name"] = "other"
+        other["spec"] |= {"clusterIP": "10.96.0.99", "clusterIPs": ["10.96.0.99"]} | spec
+        data["items"].append(other)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "where", "said"),
+    [
+        (
+            _second_port(name="alt", port=81),
+            ("nodePort: 30080", "name: alt"),
+            "Service default/openresty: spec.ports[1].nodePort: 30080 (TCP) is ports[0]'s nodePort too: the API "
+            "server refuses two ports of one Service with the same nodePort and protocol",
+        ),
+        (
+            _second_port(name="alt", nodePort=30081),
+            ("port: 80", "name: alt"),
+            "Service default/openresty: spec.ports[1].port: 80 (TCP) is ports[0]'s port too: the API server refuses "
+            "two ports of one Service with the same port and protocol",
+        ),
+        (
+            _second_port(port=81, nodePort=30081),
+            ("name: http", "nodePort: 30080"),
+            "Service default/openresty: spec.ports[1].name: 'http' is ports[0]'s name too: the API server refuses two "
+            "ports of one Service with the same name",
+        ),
+        (
+            _second_port(name="", port=81, nodePort=30081),
+            ("name: ''", "nodePort: 30080"),
+            "Service default/openresty: spec.ports[1].name: missing: the API server requires a name of each port",
+        ),
+        (
+            _another_service(),
+            ("nodePort: 30080", "name: other"),
+            "Service default/other: spec.ports[0].nodePort: 30080 is also Service default/openresty's",
+        ),
+        (
+            _another_service(ports=[{"name": "x", "port": 80, "protocol": "UDP"}], healthCheckNodePort=30080),
+            ("healthCheckNodePort: 30080", "name: other"),
+            "Service default/other: spec.healthCheckNodePort: 30080 is also Service default/openresty's",
+        ),
+        (
+            _another_service(clusterIPs=["10.96.148.27"], ports=[{"name": "x", "port": 80, "protocol": "TCP"}]),
+            ("10.96.148.27", "name: other"),
+            "Service default/other: spec.clusterIPs[0]: 10.96.148.27 is also Service default/openresty's",
+        ),
+    ],
+    ids=["node-port", "port", "name", "no-name", "node-port-of-two", "health-check-node-port", "cluster-ip-of-two"],
+)
+def test_ports_and_addresses_no_api_server_gives_twice_are_refused(tmp_path, edit, where, said):
+    dump = edited(tmp_path, edit)
+    assert refusal([dump, KUBE_PROXY, VERSION]).startswith(f"{dump}:{line_of(dump, where[0], after=where[1])}: {said}")
 
 
 def test_one_node_port_for_tcp_and_udp_is_accepted(tmp_path):
-    dump = edited(tmp_path, _second_port(30080, "UDP"))
+    dump = edited(tmp_path, _second_port(name="dns", protocol="UDP"))
     written = imported([dump, KUBE_PROXY, VERSION]).scenario["workload"]
     service = next(m for m in written if m["kind"] == "Service" and m["metadata"]["name"] == "openresty")
     assert [(p["nodePort"], p["protocol"]) for p in service["spec"]["ports"]] == [(30080, "TCP"), (30080, "UDP")]

@@ -26,6 +26,11 @@ from lab.describe.kubectl.cluster import (
     read_node,
     read_pod,
 )
+from lab.describe.kubectl.consistency import (
+    refuse_conflicting_ports,
+    refuse_reused_allocations,
+    refuse_shared_addresses,
+)
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.origins import NODE_FIELDS, Origin
@@ -296,25 +301,8 @@ def _placeable(
                 ips[family] = ip
         else:
             kept.append(replace(pod, ips=ips))
-    _refuse_shared_addresses(kept)
+    refuse_shared_addresses(kept)
     return kept
-
-
-def _refuse_shared_addresses(pods: list[Pod]) -> None:
-    """Two running pods off the host network never share an address in one cluster (the CNI's IPAM hands each out
-    once; a hostNetwork pod has its node's, and is not among these): such an input is two moments or two clusters,
-    and which pod an endpoint at the address is cannot be told."""
-    holder: dict[str, Pod] = {}
-    for pod in pods:
-        for ip in pod.ips.values():
-            if (other := holder.setdefault(ip, pod)) is not pod:
-                line = other.obj.src.line_of((*other.obj.path, "status", "podIP"))
-                raise pod.obj.error(
-                    ("status", "podIP"),
-                    f"{ip} is also the address of Pod {other.namespace}/{other.name} ({other.obj.src.file} at line "
-                    f"{line}), running too: a cluster gives each running pod its own address (are these dumps of "
-                    "two moments, or of two clusters?)",
-                )
 
 
 def _services(inputs: Inputs, options: Options, families: tuple[Family, ...], notes: list[str]) -> dict[str, Service]:
@@ -322,33 +310,14 @@ def _services(inputs: Inputs, options: Options, families: tuple[Family, ...], no
     for asked in options.services:
         if asked not in objs:
             raise ScenarioError("lab import", None, "--service", f"no Service {asked} in the input (NAMESPACE/NAME)")
+    refuse_reused_allocations(list(objs.values()))
     chosen = [objs[k] for k in options.services] if options.services else list(objs.values())
     found = {}
     for obj in chosen:
-        _refuse_shared_node_ports(obj)
+        refuse_conflicting_ports(obj)
         if (svc := read_service(obj, notes, families)) is not None:
             found[svc.key] = svc
     return found
-
-
-def _refuse_shared_node_ports(obj: Obj) -> None:
-    """Two ports of a Service with one nodePort and protocol: the API server refuses such a Service
-    (kubernetes/kubernetes at 000f26050b9be6fb3d79fae95e06b47fc96128cd, pkg/apis/core/validation/validation.go,
-    ValidateService: "Check for duplicate NodePorts, considering (protocol,port) pairs"), so no cluster has one.
-    The same nodePort for TCP and UDP is allowed (DNS's 53 of both)."""
-    first: dict[tuple[str, int], int] = {}
-    for path, _ in obj.each(("spec", "ports")):
-        number = obj.get((*path, "nodePort"), int)
-        if not number:
-            continue
-        key = (obj.get((*path, "protocol"), str, "TCP"), number)
-        if key in first:
-            raise obj.error(
-                (*path, "nodePort"),
-                f"{number} ({key[0]}) is ports[{first[key]}]'s nodePort too: the API server refuses two ports of one "
-                "Service with the same nodePort and protocol",
-            )
-        first[key] = int(path[-1])
 
 
 def _nodes_involved(services: dict[str, Service], nodes: dict[str, Node], asked: bool) -> list[str]:
