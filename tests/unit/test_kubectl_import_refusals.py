@@ -89,6 +89,20 @@ def test_a_node_without_podcidr_where_no_block_is_free_is_refused(tmp_path):
     assert "no IPv4 podCIDR, and the cluster's pod network 10.244.0.0/16 has no /24 left" in said
 
 
+def test_a_node_without_podcidr_in_a_pod_network_smaller_than_a_block_is_refused(tmp_path):
+    """kube-proxy's clusterCIDR, a /25, holds every podCIDR given: node2 gets no block of it (a /24 of a /25 was a
+    ValueError)."""
+
+    def edit(data: dict) -> None:
+        for name, cidr in (("node1", "10.244.1.0/26"), ("node3", "10.244.1.64/26")):
+            item(data, "Node", name)["spec"] |= {"podCIDR": cidr, "podCIDRs": [cidr]}
+        del item(data, "Node", "node2")["spec"]["podCIDRs"], item(data, "Node", "node2")["spec"]["podCIDR"]
+
+    conf = written(tmp_path, "kind: KubeProxyConfiguration\nclusterCIDR: 10.244.1.0/25\n", "conf.yaml")
+    said = refusal([edited(tmp_path, edit), conf, VERSION])
+    assert "Node node2: spec.podCIDR: no IPv4 podCIDR, and the cluster's pod network 10.244.1.0/25 has no /25" in said
+
+
 @pytest.mark.parametrize(
     "version",
     [
