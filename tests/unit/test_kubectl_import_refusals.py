@@ -423,6 +423,16 @@ def test_what_validate_refuses_is_said_at_the_inputs_line(tmp_path, edit, where,
     assert not (tmp_path / "s.yaml").exists()
 
 
+def test_what_validate_refuses_of_kube_proxys_configuration_is_said_at_its_line(tmp_path):
+    conf = written(tmp_path, "kind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: xyz\n", "conf.yaml")
+    args = argparse.Namespace(
+        files=[DUMP, conf, VERSION], output=None, service=[], kube_version=None, anonymize=False, name="imported"
+    )
+    with pytest.raises(ScenarioError) as info:
+        run_import(args, lambda _line: None)
+    assert str(info.value).startswith(f"{conf}:4: KubeProxyConfiguration: ipvs.scheduler: expected 'rr', 'wrr'")
+
+
 # --- the CNI, and kube-proxy's configuration of each release ------------------------------------------------------
 
 

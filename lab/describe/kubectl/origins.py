@@ -20,6 +20,19 @@ NODE_FIELDS: Mapping[str, FieldPath] = {
     "ip": ("status", "addresses"),
     "podCIDR": ("spec", "podCIDRs"),
 }
+# The scenario's `cluster` fields written from kube-proxy's configuration, and their places in it; the others
+# (the release, the networks, the CNI) are the import's own reading of the whole input, no field's.
+CLUSTER_FIELDS: Mapping[str, FieldPath] = {
+    "proxyMode": ("mode",),
+    "kubeProxyClusterCIDR": ("clusterCIDR",),
+    "nodePortAddresses": ("nodePortAddresses",),
+    "masqueradeAll": ("iptables", "masqueradeAll"),
+    "masqueradeBit": ("iptables", "masqueradeBit"),
+    "iptables": ("iptables",),
+    "ipvs": ("ipvs",),
+    "conntrack": ("conntrack",),
+    "featureGates": ("featureGates",),
+}
 _PART = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 
 
@@ -29,20 +42,22 @@ class Origin:
 
     obj: Obj
     fields: Mapping[str, FieldPath] = field(default_factory=dict)  # written field -> its path in the object
+    only: bool = False  # the object wrote only the fields of `fields`
 
 
 def located(
     error: ScenarioError, origins: Mapping[FieldPath, Origin], scenario: dict[str, Any]
 ) -> ScenarioError | None:
     """`error` (about the scenario written) said at the input it came from, None when no input object wrote that
-    part. `origins` are keyed by the part's path (("workload", 5)). The field is the input's own where the value
-    written is the one read there (a name, a label, a policy), else the object's, with the field as the scenario
-    has it."""
+    part. `origins` are keyed by the part's path (("workload", 5), ("cluster",)). The field is the input's own where
+    the value written is the one read there (a name, a label, a policy), else the object's, with the field as the
+    scenario has it."""
     written = _parse(error.field)
-    origin = origins.get(written[:2])
-    if origin is None:
+    size = next((n for n in (2, 1) if written[:n] in origins), 0)
+    origin = origins.get(written[:size])
+    rest = written[size:]
+    if origin is None or origin.only and (not rest or rest[0] not in origin.fields):
         return None
-    rest = written[2:]
     inside = (*origin.fields.get(str(rest[0]), rest[:1]), *rest[1:]) if rest else ()
     if _same(_at(scenario, written), origin.obj, inside):
         return origin.obj.error(inside, error.message)

@@ -33,7 +33,7 @@ from lab.describe.kubectl.consistency import (
 )
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.objects import Inputs, Obj
-from lab.describe.kubectl.origins import NODE_FIELDS, Origin
+from lab.describe.kubectl.origins import CLUSTER_FIELDS, NODE_FIELDS, Origin
 from lab.describe.kubectl.probes import probes_for
 from lab.describe.kubectl.proxyconfig import (
     GIT_VERSION,
@@ -133,6 +133,8 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
     workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
     origins = {("nodes", i): Origin(nodes[n].obj, NODE_FIELDS) for i, n in enumerate(wanted)}
+    if config.conf is not None:
+        origins[("cluster",)] = Origin(config.conf, CLUSTER_FIELDS, only=True)
     origins |= {("workload", i): Origin(p.obj) for i, p in enumerate(written_pods)}
     probes = []
     client_of = {
