@@ -8,8 +8,8 @@ to release-1.36 (76267a869d183acb47c0ee53c19b277007858142), and master for 1.37
 (d37b2e75a8dce477550045acb61b3e1074813321). Between 1.19 and 1.37 fields were added in 1.24, 1.26, 1.28, 1.29
 and 1.31, and one removed in 1.26; each change below names its kubernetes/kube-proxy commit and the
 kubernetes/kubernetes commit it copies. clientConnection's fields are k8s.io/component-base's
-ClientConnectionConfiguration (kubernetes/component-base config/v1alpha1/types.go, the same from release-1.19
-to master), logging's are its LoggingConfiguration (logs/api/v1/types.go at release-1.28,
+ClientConnectionConfiguration (kubernetes/component-base config/v1alpha1/types.go, the same at release-1.19,
+fbf24dae27f3, and master, 349fbe06359c), logging's are its LoggingConfiguration (logs/api/v1/types.go at release-1.28,
 47b6c5b21e6b03790281df7f6b385d17a23737e2): logging's own fields are checked, what is under them (options,
 vmodule) is component-base's and not. No release branch of kubernetes/kube-proxy, nor master, has another version
 than v1alpha1 (a v1alpha2 was begun in kubernetes/kubernetes, pkg/proxy/apis/config/v1alpha2 at 2ea45fc996ad, and
