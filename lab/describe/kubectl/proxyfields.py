@@ -14,6 +14,13 @@ fbf24dae27f3, and master, 349fbe06359c), logging's are its LoggingConfiguration 
 vmodule) is component-base's and not. No release branch of kubernetes/kube-proxy, nor master, has another version
 than v1alpha1 (a v1alpha2 was begun in kubernetes/kubernetes, pkg/proxy/apis/config/v1alpha2 at 2ea45fc996ad, and
 published in no release), so another apiVersion is refused.
+
+kube-proxy itself is more lenient: a field it does not know fails its strict decoding, and it decodes again
+leniently, logs "Using lenient decoding as strict decoding failed" and goes on without the field (kubernetes/
+kubernetes at c57e1156f58ee5dcdd1d06c31c372c3f5405a888, cmd/kube-proxy/app/options.go, loadConfig). The import
+refuses such a field all the same (a misspelling, or a ConfigMap of another release than the one reproduced), but
+one a later release removed, which an upgraded cluster keeps in its ConfigMap, is said and skipped as kube-proxy
+skips it.
 """
 
 from __future__ import annotations
