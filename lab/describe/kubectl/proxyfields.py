@@ -17,7 +17,7 @@ published in no release), so another apiVersion is refused.
 
 kube-proxy itself is more lenient: a field it does not know fails its strict decoding, and it decodes again
 leniently, logs "Using lenient decoding as strict decoding failed" and goes on without the field (kubernetes/
-kubernetes at c57e1156f58ee5dcdd1d06c31c372c3f5405a888, cmd/kube-proxy/app/options.go, loadConfig). The import
+kubernetes at 008b3652959ca58af8be3fb5b6ecfe9ae7638282, cmd/kube-proxy/app/options.go, loadConfig). The import
 refuses such a field all the same (a misspelling, or a ConfigMap of another release than the one reproduced), but
 one a later release removed, which an upgraded cluster keeps in its ConfigMap, is said and skipped as kube-proxy
 skips it.
