@@ -10,6 +10,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lab.describe.errors import ScenarioError, ScenarioErrors, raise_all
 from lab.describe.kubectl.objects import read_inputs
@@ -18,6 +19,8 @@ from lab.describe.kubectl.scenario import Imported, Options, import_cluster
 from lab.describe.kubectl.write import scenario_text
 from lab.describe.load import load_scenario
 from lab.describe.names import DNS1123_LABEL, refusal
+from lab.describe.resolve.network import MAX_NODES
+from lab.describe.resolve.workload import MAX_PODS
 from lab.helptext import exit_codes
 
 DESCRIPTION = (
@@ -85,6 +88,7 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
             raise ScenarioError("lab import", None, "--service", f"expected NAMESPACE/NAME, got {asked!r}")
     options = Options(args.service, args.kube_version, args.anonymize, args.name)
     imported = import_cluster(read_inputs(args.files), options)
+    _bounded(imported.scenario)
     text = scenario_text(imported.scenario)
     _check(text, imported)
     for line in imported.notes:
@@ -94,6 +98,22 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _bounded(scenario: dict[str, Any]) -> None:
+    """Refuse, before it is written, a scenario larger than the lab builds (lab validate would refuse it, after
+    minutes of writing and reading it back at a cluster of tens of thousands of pods)."""
+    nodes = len(scenario["nodes"])
+    pods = sum(1 for m in scenario["workload"] if m.get("kind") == "Pod")
+    for count, most, what in ((nodes, MAX_NODES, "nodes"), (pods, MAX_PODS, "pods")):
+        if count > most:
+            raise ScenarioError(
+                "lab import",
+                None,
+                "",
+                f"at most {most} {what} in a scenario (docs/scenarios.md): these objects ask for {count}; "
+                "--service NAMESPACE/NAME imports the Services asked for, with only the nodes and pods they involve",
+            )
 
 
 def _check(text: str, imported: Imported) -> None:
