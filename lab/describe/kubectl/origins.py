@@ -59,7 +59,7 @@ def located(
     if origin is None or origin.only and (not rest or rest[0] not in origin.fields):
         return None
     inside = (*origin.fields.get(str(rest[0]), rest[:1]), *rest[1:]) if rest else ()
-    if _same(_at(scenario, written), origin.obj, inside):
+    if not rest or _same(_at(scenario, written), origin.obj, inside):
         return origin.obj.error(inside, error.message)
     return origin.obj.error((), f"{format_path(rest)} as lab import writes it: {error.message}")
 
