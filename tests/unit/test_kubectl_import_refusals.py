@@ -423,6 +423,27 @@ def test_what_validate_refuses_is_said_at_the_inputs_line(tmp_path, edit, where,
     assert not (tmp_path / "s.yaml").exists()
 
 
+def test_what_validate_refuses_where_the_import_moved_it_is_said_at_its_object(tmp_path):
+    """An SCTP container port is left out, so the port named "Bad" is written first: the error names the pod
+    (its line) and the field as written."""
+
+    def edit(data: dict) -> None:
+        ports = item(data, "Pod", "openresty")["spec"]["containers"][0]["ports"]
+        ports[:] = [{"name": "sctp", "containerPort": 9, "protocol": "SCTP"}, {**ports[0], "name": "Bad"}]
+
+    dump = edited(tmp_path, edit)
+    args = argparse.Namespace(
+        files=[dump, KUBE_PROXY, VERSION], output=None, service=[], kube_version=None, anonymize=False, name="x"
+    )
+    with pytest.raises(ScenarioError) as info:
+        run_import(args, lambda _line: None)
+    item_line = line_of(dump, "kind: Pod") - 1  # "- apiVersion: v1", where the pod's item starts
+    assert str(info.value).startswith(
+        f"{dump}:{item_line}: Pod default/openresty: spec.containers[0].ports[0].name as lab import writes it: a "
+        "container port's name is at most 15 characters"
+    )
+
+
 def test_what_validate_refuses_of_kube_proxys_configuration_is_said_at_its_line(tmp_path):
     conf = written(tmp_path, "kind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: xyz\n", "conf.yaml")
     args = argparse.Namespace(
