@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from ipaddress import collapse_addresses, ip_network
 
 from lab.replay.dump import DumpError
 
@@ -254,6 +255,22 @@ def rule(text: str) -> str:
     text = re.sub(r"\bdnat (ip6?) addr \. port to\b", r"dnat \1 to", text)
     text = re.sub(r"\s*,\s*", ", ", text)
     text = re.sub(r"\{\s*", "{ ", re.sub(r"\s*\}", " }", text))
-    # An anonymous set's elements in one order: nft lists `{ 192.168.0.0/25, 10.0.0.0/8 }` sorted.
-    text = re.sub(r"\{ ([^{}]*) \}", lambda m: "{ " + ", ".join(sorted(m.group(1).split(", "))) + " }", text)
+    text = re.sub(r"\{ ([^{}]*) \}", lambda m: _anonymous_set(m.group(1)), text)
     return " ".join(text.split())
+
+
+def _anonymous_set(body: str) -> str:
+    """An anonymous set (or map) in one form: its elements sorted (nft lists `{ 192.168.0.0/25, 10.0.0.0/8 }`
+    sorted); a set holding a network is an interval set, whose adjacent and overlapping elements the kernel merges
+    (`{ 10.96.0.0/16, 10.97.0.0/16 }` is listed `{ 10.96.0.0/15 }`); a set of one element written bare, as nft lists
+    `ip daddr { 10.96.0.0/16 }` (kube-proxy's drop of unallocated ClusterIPs). A map's `KEY : VERDICT` stay."""
+    elements = sorted(body.split(", "))
+    if any("/" in e for e in elements) and not any(" " in e for e in elements):
+        try:
+            merged = collapse_addresses(ip_network(e) for e in elements)
+            elements = sorted(str(n.network_address) if n.prefixlen == n.max_prefixlen else str(n) for n in merged)
+        except (TypeError, ValueError):  # not addresses of one family: left as written
+            pass
+    if len(elements) == 1 and " : " not in elements[0]:
+        return elements[0]
+    return "{ " + ", ".join(elements) + " }"
