@@ -41,6 +41,16 @@ def refusal(files: list[str], **options: Any) -> str:
     return str(info.value)
 
 
+def command_refusal(files: list[str], output: str | None = None) -> pytest.ExceptionInfo[ScenarioError]:
+    """What `lab import FILES [-o OUTPUT]` refuses, the scenario checked as the command checks it."""
+    args = argparse.Namespace(
+        files=files, output=output, service=[], kube_version=None, anonymize=False, name="imported"
+    )
+    with pytest.raises(ScenarioError) as info:
+        run_import(args, lambda _line: None)
+    return info
+
+
 def edited(tmp_path: Path, edit: Callable[[dict], object], name: str = "dump.yaml") -> str:
     """The fixture's dump with `edit` applied, as a file."""
     data = copy.deepcopy(BASE)
@@ -408,16 +418,7 @@ def _rename_service(data: dict) -> None:
 )
 def test_what_validate_refuses_is_said_at_the_inputs_line(tmp_path, edit, where, said):
     dump = edited(tmp_path, edit)
-    args = argparse.Namespace(
-        files=[dump, KUBE_PROXY, VERSION],
-        output=str(tmp_path / "s.yaml"),
-        service=[],
-        kube_version=None,
-        anonymize=False,
-        name="imported",
-    )
-    with pytest.raises(ScenarioError) as info:
-        run_import(args, lambda _line: None)
+    info = command_refusal([dump, KUBE_PROXY, VERSION], str(tmp_path / "s.yaml"))
     assert str(info.value).startswith(f"{dump}:{line_of(dump, where[0], after=where[1])}: {said}")
     assert "please report it" not in str(info.value) and "lab-import-" not in str(info.value)
     assert not (tmp_path / "s.yaml").exists()
@@ -432,11 +433,7 @@ def test_what_validate_refuses_where_the_import_moved_it_is_said_at_its_object(t
         ports[:] = [{"name": "sctp", "containerPort": 9, "protocol": "SCTP"}, {**ports[0], "name": "Bad"}]
 
     dump = edited(tmp_path, edit)
-    args = argparse.Namespace(
-        files=[dump, KUBE_PROXY, VERSION], output=None, service=[], kube_version=None, anonymize=False, name="x"
-    )
-    with pytest.raises(ScenarioError) as info:
-        run_import(args, lambda _line: None)
+    info = command_refusal([dump, KUBE_PROXY, VERSION])
     item_line = line_of(dump, "kind: Pod") - 1  # "- apiVersion: v1", where the pod's item starts
     assert str(info.value).startswith(
         f"{dump}:{item_line}: Pod default/openresty: spec.containers[0].ports[0].name as lab import writes it: a "
@@ -446,11 +443,7 @@ def test_what_validate_refuses_where_the_import_moved_it_is_said_at_its_object(t
 
 def test_what_validate_refuses_of_kube_proxys_configuration_is_said_at_its_line(tmp_path):
     conf = written(tmp_path, "kind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  scheduler: xyz\n", "conf.yaml")
-    args = argparse.Namespace(
-        files=[DUMP, conf, VERSION], output=None, service=[], kube_version=None, anonymize=False, name="imported"
-    )
-    with pytest.raises(ScenarioError) as info:
-        run_import(args, lambda _line: None)
+    info = command_refusal([DUMP, conf, VERSION])
     assert str(info.value).startswith(f"{conf}:4: KubeProxyConfiguration: ipvs.scheduler: expected 'rr', 'wrr'")
 
 
