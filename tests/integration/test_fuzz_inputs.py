@@ -1,5 +1,6 @@
-"""Fuzz: mutants of every catalogue file and of replay dumps through the real command line, in process, and of
-requests sent to a live lab's keeper over its socket.
+"""Fuzz: mutants of every catalogue file, of replay dumps, of kubectl output for `lab import` and of a node's dumps
+for `lab diff` through the real command line, in process; of the Python API's arguments (lab.up, probe, step,
+exec); and of requests sent to a live lab's keeper over its socket.
 
 Every input is untrusted, so whatever a mutant holds, `lab validate` and `lab replay` must answer with a
 result or a clear error (exit 0, 1 or 2, an `error: …` message), never a Python traceback and never a hang.
@@ -180,9 +181,15 @@ def check_mutant(tmp_path: Path, name: str, data: bytes, argv: Callable[[Path], 
 
 
 def fuzz(
-    tmp_path: Path, original: str, edits: list[TextEdit], count: int, argv: Callable[[int, Path], list[str]]
+    tmp_path: Path,
+    original: str,
+    edits: list[TextEdit],
+    count: int,
+    argv: Callable[[int, Path], list[str]],
+    refused: int = 4,
 ) -> None:
-    """Every mutant answered; and the mutants really reach lab: some refused, some still valid."""
+    """Every mutant answered; and the mutants really reach lab: at least one in `refused` refused, some still
+    valid."""
     statuses, failures = [], []
     for number, data in mutants(original, edits, SEED, count):
         status, problem = check_mutant(tmp_path, f"mutant-{number}", data, lambda p, n=number: argv(n, p))
@@ -190,7 +197,7 @@ def fuzz(
         if problem:
             failures.append(problem)
     assert not failures, f"{len(failures)} of {count} mutants (seed {SEED}):\n" + "\n".join(failures[:20])
-    assert statuses.count(2) >= count // 4, f"too few mutants refused: {statuses.count(2)} of {count}"
+    assert statuses.count(2) >= count // refused, f"too few mutants refused: {statuses.count(2)} of {count}"
     assert statuses.count(0) + statuses.count(1) >= count // 20, "too few mutants still ran: the edits are too blunt"
 
 
@@ -245,6 +252,146 @@ def test_import_answers_every_mutant_of_kubectl_output(mutated, tmp_path):
         return ["import", str(path), *others, *(["--anonymize"] if number % 2 else [])]
 
     fuzz(tmp_path, (KUBECTL / mutated).read_text(), SCENARIO_EDITS, IMPORT_MUTANTS, argv)
+
+
+def test_import_answers_every_mutant_of_a_file_of_several_documents(tmp_path):
+    """kubectl's outputs concatenated with ---: the structure between documents mutated too."""
+    docs = "".join(f"---\n{(KUBECTL / 'dual-stack' / f).read_text()}" for f in ("dump.yaml", "kube-proxy.yaml"))
+    edits = [*SCENARIO_EDITS, lambda rng, t: _insert(rng, t, rng.choice(["\n---\n", "\n...\n", "---\n---\n"]))]
+    version = str(KUBECTL / "dual-stack" / "version.yaml")
+    fuzz(tmp_path, docs, edits, IMPORT_MUTANTS, lambda _, p: ["import", str(p), version])
+
+
+# --- lab diff: a node's dumps against a scenario -----------------------------------------------------------------
+
+DIFF_SCENARIO = REPO / "tests/fixtures/diff/many-features.yaml"
+DIFF_MUTANTS = 120
+
+
+def _node_dumps(mode: str) -> dict[str, str]:
+    """What kube-proxy 1.31 of `mode` writes on node1 of the diff fixture: the dumps a node would give."""
+    from lab.describe.load import load_scenario
+    from lab.render.dataplane import node_dataplane
+
+    (topo,) = load_scenario(DIFF_SCENARIO, {"proxyMode": [mode], "kubeVersion": ["1.31"]}).variants
+    plane = node_dataplane(topo, "node1")
+    if mode == "nftables":
+        return {"--nft": plane.nft}
+    if mode == "ipvs":
+        return {"--rules": plane.iptables, "--ipsets": plane.ipsets, "--ipvs": plane.ipvs}
+    return {"--rules": plane.iptables}
+
+
+@pytest.mark.parametrize(
+    ("mode", "option"),
+    [("iptables", "--rules"), ("nftables", "--nft"), ("ipvs", "--ipsets"), ("ipvs", "--ipvs")],
+)
+def test_diff_answers_every_mutant_of_a_node_dump(mode, option, tmp_path):
+    """`lab diff` with one of the node's dumps mutated (the others as kube-proxy wrote them): identical, the
+    differences, or a clear error."""
+    dumps = _node_dumps(mode)
+    given = []
+    for other, text in dumps.items():
+        if other != option:
+            (tmp_path / other.strip("-")).write_text(text)
+            given += [other, str(tmp_path / other.strip("-"))]
+
+    def argv(number: int, path: Path) -> list[str]:
+        flags = ["--variant", f"proxyMode={mode}", "--variant", "kubeVersion=1.31", *(["--json"] if number % 2 else [])]
+        return ["diff", str(DIFF_SCENARIO), "--node", "node1", *flags, *given, option, str(path)]
+
+    fuzz(tmp_path, dumps[option], DUMP_EDITS, DIFF_MUTANTS, argv, refused=10)
+
+
+# --- the Python API --------------------------------------------------------------------------------------------
+
+API_MUTANTS = 60
+# Arguments of every type and range a caller might pass by mistake.
+API_VALUES: list[object] = [
+    123, -1, 0, 1e12, float("nan"), float("inf"), True, None, "", "x", "x" * 300, "web\x00", "../../etc/passwd",
+    b"", b"web", [], [1], {}, {"x": 1}, ("web",), object(), {"proxyMode": 5}, {"proxyMode": "bogus"},
+    {"kubeVersion": ["1.31"]}, "Deployment/web", "Pod/web", {"from": "web"}, 80, 65536, "web:80",
+]  # fmt: skip
+
+
+def _mutated(rng: random.Random, value: object) -> object:
+    """`value` with one part replaced: the whole, a field's value, a field's name, or an item of a list."""
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        copy = dict(value)
+        if rng.random() < 0.25:
+            copy[rng.choice(["", "fromm", "expect", "steps", "before", 1])] = copy.pop(key)
+        else:
+            copy[key] = _mutated(rng, copy[key])
+        return copy
+    if isinstance(value, list) and value and rng.random() < 0.7:
+        copy = list(value)
+        at = rng.randrange(len(copy))
+        copy[at] = _mutated(rng, copy[at])
+        return copy
+    return rng.choice(API_VALUES)
+
+
+API_CALLS: dict[str, tuple[tuple[object, ...], Callable[..., object]]] = {
+    # name: (valid arguments, the call made with them)
+    "up": (("hairpin", {"proxyMode": "iptables"}, 0.5), lambda cluster, *a: _up_and_leave(*a)),
+    "probe": (({"from": "far", "to": {"service": "web", "port": 80}},), lambda cluster, *a: cluster.probe(*a)),
+    "step": (({"run": "true", "nodes": ["node1"]},), lambda cluster, *a: cluster.step(*a)),
+    "exec": ((["true"], 5, None), lambda cluster, *a: cluster["far"].exec(*a)),
+    "actor": (("far",), lambda cluster, *a: cluster[a[0]]),
+}
+
+
+def _up_and_leave(*args: object) -> None:
+    import lab
+
+    with lab.up(*args):  # type: ignore[arg-type]
+        pass
+
+
+def api_mutants(name: str, count: int) -> Iterator[tuple[int, tuple[object, ...]]]:
+    """`count` argument tuples for API_CALLS[name], each with one argument mutated, from its own seeded
+    generator."""
+    valid = API_CALLS[name][0]
+    for number in range(count):
+        rng = random.Random(f"{SEED}/api/{name}/{number}")
+        args = list(valid)
+        at = rng.randrange(len(args))
+        args[at] = _mutated(rng, args[at])
+        yield number, tuple(args)
+
+
+@pytest.fixture
+def api_cluster():
+    """A lab of its own per call: a mutated step that fails (a command that exits 1) leaves it refusing the rest."""
+    import lab
+
+    with lab.up("hairpin", variant={"proxyMode": "iptables"}) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("name", list(API_CALLS))
+def test_the_api_answers_every_mutant_of_its_arguments(name, api_cluster):
+    """Each call with a mutated argument returns a result or raises LabError in words; never another exception
+    (a TypeError, a KeyError or a traceback from deep in the pipeline), never a hang."""
+    from lab.api import LabError
+
+    call = API_CALLS[name][1]
+    failures, refused = [], 0
+    for number, args in api_mutants(name, API_MUTANTS):
+        try:
+            with time_limit(60):
+                call(api_cluster, *args)
+        except LabError as exc:
+            refused += 1
+            if not str(exc).strip() or "Traceback" in str(exc):
+                failures.append(f"{name} mutant {number} {args!r:.160}: LabError without words: {exc!r:.200}")
+        except Hung:
+            failures.append(f"{name} mutant {number} {args!r:.160}: no answer within 60 s")
+        except Exception as exc:  # noqa: BLE001 - anything but LabError is what a caller would not expect
+            failures.append(f"{name} mutant {number} {args!r:.160}: {type(exc).__name__}: {exc}"[:400])
+    assert not failures, f"{len(failures)} of {API_MUTANTS} mutants (seed {SEED}):\n" + "\n".join(failures[:30])
+    assert refused >= API_MUTANTS // 4, f"too few mutants refused: {refused}"
 
 
 # --- requests to a live lab's keeper ---------------------------------------------------------------------------
