@@ -10,11 +10,11 @@ kube-proxy refuses to start with a configuration that fails it."""
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.describe.ip import AddressError, Network, parse_network
 from lab.describe.kubectl.objects import Obj, embedded
 from lab.describe.kubectl.proxyfields import check_fields, paths
 from lab.describe.releases import (
@@ -365,12 +365,10 @@ def go_duration(text: str) -> int | None:
     return sign * total if sign < 0 or total < _MOST_NS else None
 
 
-def _network(obj: Obj, path: FieldPath, text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    """A CIDR: kube-proxy's validation (net.ParseCIDR) refuses an address without its prefix length, which Python
-    would take as a /32."""
+def _network(obj: Obj, path: FieldPath, text: str) -> Network:
+    """A CIDR as kube-proxy's validation reads one (ParseCIDRSloppy: lab/describe/ip.py), with its prefix length:
+    Python would take an address without one as a /32, which kube-proxy refuses."""
     try:
-        if "/" in text:
-            return ipaddress.ip_network(text.strip(), strict=False)
-    except ValueError:
-        pass
-    raise obj.error(path, f"expected a CIDR such as 10.244.0.0/16 (a prefix length too), got {text[:60]!r}")
+        return parse_network(text)
+    except AddressError as exc:
+        raise obj.error(path, str(exc)) from None
