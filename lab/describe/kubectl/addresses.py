@@ -71,6 +71,17 @@ PLACES = {
 }
 
 
+_KINDS = ("pod network", "Service network", "nodes' network")
+
+
+def _said(kind: str, old: str, new: Network | None) -> str:
+    if new is None:
+        return f"the {kind} {old} is inside a network before it: moved with it"
+    if str(new) == old:
+        return f"the {kind} {old} stays: it is where --anonymize puts one"
+    return f"the {kind} {old} moved to {new}, each address in it at its offset"
+
+
 def _moved(ip: Address, old: Network, new: Network) -> Address:
     """`ip` of network `old`, at the same offset in `new`."""
     return new.network_address + (int(ip) - int(old.network_address))
@@ -83,21 +94,25 @@ class _Family:
         self.places = places
         self.moves: list[tuple[Network, Network]] = []
         self.kept = 0  # the cluster's own moves come first: the others follow
+        self.said: list[str] = []  # each of the cluster's networks and where it went, for the notes
         if networks is not None:
-            for old, bases in zip(networks, (places.cluster, places.service, places.underlay), strict=True):
-                self._place(ipaddress.ip_network(old), bases)
+            for old, bases, kind in zip(
+                networks, (places.cluster, places.service, places.underlay), _KINDS, strict=True
+            ):
+                self.said.append(_said(kind, old, self._place(ipaddress.ip_network(old), bases)))
         self.kept = len(self.moves)
         self.others: dict[str, str] = {}
         self.next_address: Iterator[Address] = ipaddress.ip_network(places.hosts).hosts()
 
-    def _place(self, old: Network, bases: tuple[str, ...]) -> None:
+    def _place(self, old: Network, bases: tuple[str, ...]) -> Network | None:
+        """Give `old` its new place (None: inside a network placed before, it moves with it)."""
         if any(old.subnet_of(earlier) for earlier, _ in self.moves):  # type: ignore[arg-type]  # one family
-            return  # inside a network placed before (a VPC's pods among its nodes): moved with it
+            return None  # a VPC's pods among its nodes
         for base in bases:
             new = ipaddress.ip_network((ipaddress.ip_address(base), old.prefixlen), strict=False)
             if not any(new.overlaps(taken) for _, taken in self.moves):
                 self.moves.append((old, new))
-                return
+                return new
         raise ValueError(f"--anonymize finds no place for {old} apart from the cluster's other networks")
 
     def address(self, ip: Address, text: str) -> str:
@@ -130,6 +145,16 @@ class _Family:
             self.others[text] = str(block)
         return self.others[text]
 
+    def summary(self) -> list[str]:
+        """Where this family's addresses went: each of the cluster's networks, then the others met, counted."""
+        hosts = sum("/" not in text for text in self.others)
+        lines = list(self.said)
+        if hosts:
+            lines.append(f"{hosts} other address(es) (external, load balancer) moved to {self.places.hosts}")
+        if others := len(self.others) - hosts:
+            lines.append(f"{others} other network(s) (source ranges) moved to blocks of {self.places.pool}")
+        return lines
+
 
 class Anonymizer:
     """Every IP address and network of a scenario, replaced consistently; `networks` gives each imported family's
@@ -137,6 +162,10 @@ class Anonymizer:
 
     def __init__(self, networks: Mapping[str, tuple[str, str, str]]) -> None:
         self.families = {family: _Family(places, networks.get(family)) for family, places in PLACES.items()}
+
+    def summary(self) -> list[str]:
+        """One line per network of the cluster's moved, and per kind of the other addresses: for the notes."""
+        return [line for family in self.families.values() for line in family.summary()]
 
     def _of(self, value: Address | Network) -> _Family:
         return self.families["IPv4" if value.version == 4 else "IPv6"]

@@ -36,12 +36,25 @@ class Names:
         "ip-10-0-1-5-ec2-internal")."""
         if self.anonymize:
             return self._numbered("node", name, "node")
-        label = re.sub(r"-+", "-", name.lower().replace(".", "-"))[:63].strip("-") or "node"
-        return self._new("node", name, label if DNS1123_LABEL.problem(label) is None else "node")
+        return self._new("node", name, _label(name))
 
-    def renamed_nodes(self) -> list[tuple[str, str]]:
-        """Nodes whose name changed without --anonymize (told on standard error)."""
-        return [(key, name) for (kind, key), name in self.given.items() if kind == "node" and key != name]
+    def renamed_nodes(self) -> list[tuple[str, str, str]]:
+        """Each node whose name changed (told on standard error): its name, the scenario's, and why."""
+        return [
+            (key, name, self._why_renamed(key, name))
+            for (kind, key), name in self.given.items()
+            if kind == "node" and key != name
+        ]
+
+    def _why_renamed(self, key: str, name: str) -> str:
+        if self.anonymize:
+            return "--anonymize renames every node"
+        label = _label(key)
+        if label == key:  # a label already, taken by another node's name made one
+            other = next(k for (kind, k), given in self.given.items() if kind == "node" and given == key)
+            return f"node {other} is named {key} in the scenario"
+        why = "not a DNS-1123 label (lower case, no dots), as the lab's node names are"
+        return why if label == name else f"{why}, and {label} is another node's name in the scenario"
 
     def namespace(self, namespace: str) -> str:
         if not self.anonymize or namespace in _WELL_KNOWN:
@@ -62,3 +75,10 @@ class Names:
 
     def container(self, name: str) -> str:
         return "main" if self.anonymize else name
+
+
+def _label(name: str) -> str:
+    """A node's name made a DNS-1123 label: lower case, dots made dashes, at most 63 characters ("node" when
+    nothing of it is left)."""
+    label = re.sub(r"-+", "-", name.lower().replace(".", "-"))[:63].strip("-") or "node"
+    return label if DNS1123_LABEL.problem(label) is None else "node"

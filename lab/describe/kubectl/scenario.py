@@ -9,7 +9,6 @@ client where the node runs none of them. Everything the lab leaves out or change
 from __future__ import annotations
 
 import ipaddress
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,6 +31,8 @@ from lab.describe.kubectl.consistency import (
     refuse_shared_addresses,
 )
 from lab.describe.kubectl.names import Names
+from lab.describe.kubectl.nodestate import DRAINING_GATE, Pool, left_out_of_pool, node_notes
+from lab.describe.kubectl.nodestate import Release as NodeRelease
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.origins import CLUSTER_FIELDS, NODE_FIELDS, Origin
 from lab.describe.kubectl.probes import probes_for
@@ -51,6 +52,7 @@ from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
 from lab.describe.yamlsrc import FieldPath
 
+KUBE_PROXY_VERSION = ("status", "nodeInfo", "kubeProxyVersion")
 OUTSIDE = "client"  # the external host every frontend from outside is probed from
 # Per family: the networks an import takes where the objects name none (the lab's own examples'), and how long a
 # covering network may be (podCIDR blocks, the cluster's pod network, its Service network, the nodes' network).
@@ -82,7 +84,8 @@ class Imported:
 def import_cluster(inputs: Inputs, options: Options) -> Imported:
     notes = inputs.notes()
     names = Names(options.anonymize)
-    version = _version(inputs, options)
+    version, said = _version(inputs, options)
+    notes.append(said)
     config = _proxy_config(inputs, version, notes)
     cni = detect_cni(inputs.objects["Pod"])
     notes += cni.notes
@@ -148,12 +151,8 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         workload += [_slice(svc, s, names) for s in svc.slices]
         ns = names.namespace(svc.namespace)
         probes += probes_for(manifest, ns, client_of, [names.node(n) for n in wanted], OUTSIDE, svc.source_ranges)
-    for original, label in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
-        notes.append(
-            nodes[original].obj.note(
-                ("metadata", "name"), f"named {label} in the scenario (the lab's node names are DNS-1123 labels)"
-            )
-        )
+    for original, label, why in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
+        notes.append(nodes[original].obj.note(("metadata", "name"), f"named {label} in the scenario: {why}"))
     if not probes:
         raise ScenarioError("lab import", None, "", "no Service to reproduce: the input holds none kube-proxy serves")
     scenario = {
@@ -167,20 +166,52 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         "workload": workload,
         "probes": probes,
     }
-    proxied = [
-        f"{names.namespace(s.namespace)}/{names.service(s.namespace, s.name)}"
-        for s in services.values()
-        if any(i["ipMode"] == "Proxy" for i in s.ingress)
-    ]
-    if proxied:  # kube-proxy writes nothing for a Proxy address: a load balancer must take it to a NodePort
-        scenario["loadBalancers"] = [{"name": "lb", "services": proxied}]
+    release = NodeRelease(int(version.split(".")[1]), _gate(config, DRAINING_GATE))
+    if (lb := _load_balancer(services, [nodes[n] for n in wanted], names, release, notes)) is not None:
+        scenario["loadBalancers"] = [lb]
     if options.anonymize:
         try:
             anonymizer = Anonymizer({f: (n.cluster, n.service, n.underlay) for f, n in networks.items()})
         except ValueError as exc:
             raise ScenarioError("lab import", None, "--anonymize", str(exc)) from None
         scenario = anonymizer.walk(scenario)
+        notes += [f"lab import: --anonymize: {line}" for line in anonymizer.summary()]
     return Imported(scenario, notes, origins)
+
+
+def _gate(config: ProxyConfig, gate: str) -> bool | None:
+    """A feature gate as kube-proxy's configuration sets it (None when it does not)."""
+    return config.conf.get(("featureGates", gate), bool) if config.conf is not None else None
+
+
+def _load_balancer(
+    services: dict[str, Service], nodes: list[Node], names: Names, release: NodeRelease, notes: list[str]
+) -> dict[str, Any] | None:
+    """The load balancer standing in for the cloud's, for the Services whose load balancer address has ipMode Proxy
+    (kube-proxy writes nothing for one: a load balancer must take it to a NodePort), with the nodes the cloud's
+    service controller would give it; what each node's state means is said either way."""
+    proxied = [s for s in services.values() if any(i["ipMode"] == "Proxy" for i in s.ingress)]
+    pool = Pool(bool(proxied), all(s.spec.get("externalTrafficPolicy") != "Local" for s in proxied))
+    kept = []
+    for node in nodes:
+        left_out = left_out_of_pool(node.obj, release, pool)
+        notes += node_notes(node.obj, release, pool, left_out)
+        if left_out is None:
+            kept.append(names.node(node.name))
+    if not proxied:
+        return None
+    lb: dict[str, Any] = {
+        "name": "lb",
+        "services": [f"{names.namespace(s.namespace)}/{names.service(s.namespace, s.name)}" for s in proxied],
+    }
+    if not kept:
+        notes.append(
+            "lab import: every node is left out of the load balancer's pool (see above), where the cloud's load "
+            "balancer would have none to send to: the lab's keeps them all"
+        )
+    elif len(kept) < len(nodes):
+        lb["nodes"] = kept
+    return lb
 
 
 def _unique(inputs: Inputs, kind: str) -> list[Obj]:
@@ -193,28 +224,62 @@ def _unique(inputs: Inputs, kind: str) -> list[Obj]:
     return list(seen.values())
 
 
-def _version(inputs: Inputs, options: Options) -> str:
+def _version(inputs: Inputs, options: Options) -> tuple[str, str]:
+    """kube-proxy's release, and a note saying where it was taken from."""
+    running = _kube_proxy_releases(inputs.objects["Node"])
     if options.kube_version is not None:
         found, where = release(options.kube_version), f"--kube-version {options.kube_version}"
         if found is None:
             said = repr(options.kube_version[:60])
             raise ScenarioError("lab import", None, "--kube-version", f"expected 1.MINOR such as 1.31, got {said}")
+        said = f"lab import: kubeVersion {found}: from --kube-version, whatever the inputs say"
     elif inputs.versions:
         found, where = _server_version(inputs.versions), f"{inputs.versions[0].src.file}: serverVersion"
+        said = replace(inputs.versions[0], label="kubectl version").note(
+            GIT_VERSION,
+            f"{inputs.versions[0].get(GIT_VERSION, str)}: kubeVersion {found}: the API server's release, taken as "
+            "kube-proxy's" + _other_releases(running, found),
+        )
     else:
-        seen = Counter(release_at(obj, ("status", "nodeInfo", "kubeProxyVersion")) for obj in inputs.objects["Node"])
-        seen.pop(None, None)
-        if not seen:
+        for obj in inputs.objects["Node"]:
+            release_at(obj, KUBE_PROXY_VERSION)  # a version, or refused: the release is taken from them
+        if not running:
             raise ScenarioError(
                 "lab import",
                 None,
                 "",
                 "which Kubernetes release? give kubectl version -o yaml's output or --kube-version 1.MINOR",
             )
-        found, where = str(seen.most_common(1)[0][0]), "the nodes' status.nodeInfo.kubeProxyVersion"
+        found, where = next(iter(running)), "the nodes' status.nodeInfo.kubeProxyVersion"
+        first = running[found][0]
+        said = first.note(
+            KUBE_PROXY_VERSION,
+            f"{first.get(KUBE_PROXY_VERSION, str)}: kubeVersion {found}: no kubectl version given, the release of "
+            f"the kube-proxy of {len(running[found])} of {sum(len(n) for n in running.values())} node(s)"
+            + _other_releases(running, found),
+        )
     if problem := check_version(found):
         raise ScenarioError("lab import", None, "", f"{where}: {problem}; --kube-version 1.MINOR reproduces another")
-    return found
+    return found, said
+
+
+def _kube_proxy_releases(nodes: list[Obj]) -> dict[str, list[Obj]]:
+    """The nodes by the release of their kube-proxy (status.nodeInfo.kubeProxyVersion), the most common first; one
+    that names none (empty from 1.33, or text of no version) is not counted."""
+    found: dict[str, list[Obj]] = {}
+    for obj in nodes:
+        if (minor := release(obj._text(*KUBE_PROXY_VERSION))) is not None:
+            found.setdefault(minor, []).append(obj)
+    return dict(sorted(found.items(), key=lambda item: -len(item[1])))
+
+
+def _other_releases(running: dict[str, list[Obj]], taken: str) -> str:
+    """The other releases the nodes' kube-proxy runs (a cluster mid-upgrade, kube-proxy older than the API server),
+    each a scenario of its own."""
+    others = [f"{minor} on {len(objs)} node(s)" for minor, objs in running.items() if minor != taken]
+    if not others:
+        return ""
+    return f"; the nodes' kube-proxy runs {', '.join(others)}: --kube-version 1.MINOR reproduces another"
 
 
 def _server_version(versions: list[Obj]) -> str:
