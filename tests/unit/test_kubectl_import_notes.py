@@ -97,7 +97,7 @@ def test_a_ready_node_gets_no_note_of_its_state(tmp_path):
 def test_a_cordoned_node_stays_in_the_pool_said_once(tmp_path):
     result = _imported(_edited(tmp_path, "shop", _on_node(SHOP_NODE, lambda n: n["spec"].update(unschedulable=True))))
     note = _one_note(result, f"Node {SHOP_NODE}", "spec.unschedulable")
-    assert "cordoned" in note and "kept in any load balancer's pool" in note
+    assert "cordoned" in note and note.endswith("built like any node; kept in the load balancer's pool")
     assert _pool(result) is None
     _valid(tmp_path, result)
 
@@ -227,7 +227,11 @@ def test_before_1_27_a_not_ready_node_leaves_a_cluster_services_pool(tmp_path):
     files = [f for f in _edited(tmp_path, "shop", change) if not f.endswith("kube-proxy.yaml")]  # of 1.30's fields
     older = _imported(files, kube_version="1.26")
     note = _one_note(older, f"Node {SHOP_NODE}", "Ready False")
-    assert "left out of the load balancer's pool (loadBalancers[].nodes), as the cloud's service controller" in note
+    pool = "left out of the load balancer's pool (loadBalancers[].nodes),"
+    assert note.endswith(
+        f"{pool} as the cloud's service controller leaves out a node that is NotReady, before 1.27, from the pool "
+        "of a Service of externalTrafficPolicy Cluster"
+    )
     assert SHOP_LABEL not in _pool(older)
     _valid(tmp_path, older)
     assert _pool(_imported(files)) is None  # 1.30: StableLoadBalancerNodeSet keeps it

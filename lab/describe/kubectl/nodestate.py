@@ -30,6 +30,7 @@ from lab.describe.yamlsrc import FieldPath
 TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 DRAINING_GATE = "KubeProxyDrainingTerminatingNodes"
+NOT_READY = "that is NotReady, before 1.27, from the pool of a Service of externalTrafficPolicy Cluster"
 # Taints the node's state puts there, said with that state (the node lifecycle controller's and kubectl cordon's).
 _STATE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable")
 
@@ -98,7 +99,7 @@ def left_out_of_pool(obj: Obj, release: Release, pool: Pool) -> str | None:
     if _deleting(obj):
         return "being deleted"
     if release.minor < 27 and pool.cluster_only and not_ready(obj):
-        return "NotReady"
+        return NOT_READY
     return None
 
 
@@ -108,21 +109,23 @@ def node_notes(obj: Obj, release: Release, pool: Pool, left_out: str | None) -> 
     if found := not_ready(obj):
         notes.append(obj.note(found[0], _not_ready_text(found[1], release, pool, left_out)))
     if obj.get(("spec", "unschedulable"), bool, False):
-        kept = f"; {_pool_text(pool, left_out, '')}" if left_out else ", and kept in any load balancer's pool"
         notes.append(
             obj.note(
                 ("spec", "unschedulable"),
-                f"true (cordoned): built like any node{kept}: only the scheduler reads it, not kube-proxy (its rules, "
-                "its /healthz) nor the cloud's service controller",
+                "true (cordoned): only the scheduler reads it, not kube-proxy (its rules, its /healthz) nor the "
+                f"cloud's service controller: built like any node; {_pool_text(pool, left_out)}",
             )
         )
     taints = _taints(obj)
-    for path, key, _ in taints:
+    for path, key, said in taints:
         if key == TO_BE_DELETED:
-            notes.append(obj.note(path, _draining_text(key, release, pool, left_out)))
+            notes.append(obj.note(path, f"{said}: {_draining_text(release, pool, left_out)}"))
     if _deleting(obj):
         notes.append(
-            obj.note(("metadata", "deletionTimestamp"), _draining_text("being deleted", release, pool, left_out))
+            obj.note(
+                ("metadata", "deletionTimestamp"),
+                f"being deleted: {_draining_text(release, pool, left_out)}",
+            )
         )
     others = [said for _, key, said in taints if key not in (TO_BE_DELETED, *_STATE_TAINTS)]
     if others:
@@ -134,37 +137,39 @@ def node_notes(obj: Obj, release: Release, pool: Pool, left_out: str | None) -> 
             )
         )
     if _excluded(obj):
-        said = _pool_text(pool, left_out, f"labelled {EXCLUDE_LABEL}")
+        said = _pool_text(pool, left_out)
         notes.append(obj.note(("metadata", "labels", EXCLUDE_LABEL), f"{said}; kube-proxy ignores the label"))
     return notes
 
 
-def _pool_text(pool: Pool, left_out: str | None, own: str) -> str:
-    """What the import did with the node's place in the load balancer's pool; `own` is the state the note is about
-    ("" for one the controller does not read)."""
+def _pool_text(pool: Pool, left_out: str | None) -> str:
+    """What the import did with the node's place in the load balancer's pool."""
     if not pool.written:
         return "the scenario has no load balancer"
     if left_out is None:
         return "kept in the load balancer's pool"
-    why = f"as the cloud's service controller leaves out a node {own}" if own == left_out else f"(it is {left_out})"
-    return f"left out of the load balancer's pool (loadBalancers[].nodes), {why}"
+    return (
+        f"left out of the load balancer's pool (loadBalancers[].nodes), as the cloud's service controller leaves "
+        f"out a node {left_out}"
+    )
 
 
 def _not_ready_text(status: str, release: Release, pool: Pool, left_out: str | None) -> str:
     text = (
         f"Ready {status}: built like any node, with kube-proxy's rules (it writes them on every node it runs on, "
         "whatever the node's readiness) and its endpoints as the EndpointSlices hold them (the EndpointSlice "
-        f"controller marks a NotReady node's pods not ready); {_pool_text(pool, left_out, 'NotReady')}"
+        f"controller marks a NotReady node's pods not ready); {_pool_text(pool, left_out)}"
     )
     if pool.written and left_out is None:
-        why = (
-            "the cloud's service controller keeps it from 1.27" if release.minor >= 27 else "it serves a Local Service"
+        why = "from 1.27" if release.minor >= 27 else "before 1.27 where a Service is of externalTrafficPolicy Local"
+        text += (
+            f", as the cloud's service controller keeps a NotReady node {why}; the lab's kube-proxy answers its health "
+            "checks as a running kube-proxy does"
         )
-        text += f" ({why}), where the lab's kube-proxy answers /healthz 200, as a running kube-proxy does"
     return text
 
 
-def _draining_text(state: str, release: Release, pool: Pool, left_out: str | None) -> str:
+def _draining_text(release: Release, pool: Pool, left_out: str | None) -> str:
     if release.drains:
         healthz = (
             f"kube-proxy 1.{release.minor} answers /healthz 503 on this node (KEP-3836, on by default from 1.30), "
@@ -175,5 +180,4 @@ def _draining_text(state: str, release: Release, pool: Pool, left_out: str | Non
             f"kube-proxy 1.{release.minor} answers /healthz 200 on this node (from 1.30, or with {DRAINING_GATE} "
             "from 1.28, 503: KEP-3836)"
         )
-    own = f"tainted {TO_BE_DELETED}" if state == TO_BE_DELETED else state
-    return f"{healthz}; {_pool_text(pool, left_out, own)}"
+    return f"{healthz}; {_pool_text(pool, left_out)}"
