@@ -3,7 +3,9 @@
 Only plain YAML is read: strings, numbers, booleans, null, lists and mappings. Anything else a YAML library
 might build (tags such as `!!python/object`, `!!set`, merge keys `<<`) is refused with the line, as are
 files that are no UTF-8 text, duplicate keys, and documents nested or expanded (through aliases) past the
-bounds below, which no scenario comes near.
+bounds below, which no scenario comes near. Values are built straight from libyaml's parser's events, in time
+and memory linear in the file; a file is one document, or several where the reader takes several (load_documents:
+kubectl's outputs concatenated).
 """
 
 from __future__ import annotations
@@ -134,15 +136,16 @@ class _Builder:
         """The values of the document whose start event was just read, up to and with its end event."""
         self.anchors.clear()
         root: list[Any] = []
-        while not isinstance(event := parser.get_event(), yaml.DocumentEndEvent):
-            if isinstance(event, yaml.ScalarEvent):
-                self.scalar_event(event, root)
-            elif isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent):
-                self.start(event)
-            elif isinstance(event, yaml.SequenceEndEvent | yaml.MappingEndEvent):
-                self.end(root)
-            elif isinstance(event, yaml.AliasEvent):
-                self.alias(event, root)
+        handle = {
+            yaml.ScalarEvent: self.scalar_event,
+            yaml.SequenceStartEvent: self.start,
+            yaml.MappingStartEvent: self.start,
+            yaml.SequenceEndEvent: self.end,
+            yaml.MappingEndEvent: self.end,
+            yaml.AliasEvent: self.alias,
+        }
+        while (kind := type(event := parser.get_event())) is not yaml.DocumentEndEvent:
+            handle[kind](event, root)
         return root[0]
 
     def error(self, event: yaml.Event, path: FieldPath, message: str) -> ScenarioError:
@@ -165,7 +168,7 @@ class _Builder:
 
     def note(self, path: FieldPath, line: int) -> None:
         self.lines[path] = line
-        for held in self.recording:
+        for held in self.recording if self.recording else ():
             held.record.append((path[len(held.path) :], line))  # type: ignore[union-attr]
 
     def begin(self, event: yaml.Event, path: FieldPath) -> None:
@@ -220,7 +223,7 @@ class _Builder:
         top.key = name
         self.note(key_path, _line(event))
 
-    def start(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent) -> None:
+    def start(self, event: yaml.SequenceStartEvent | yaml.MappingStartEvent, root: list[Any]) -> None:
         path, is_key = self.slot()
         if is_key:
             raise self.error(event, path, "a key must be a plain value, not a list or a mapping")
@@ -235,7 +238,7 @@ class _Builder:
             self.recording.append(held)
         self.open.append(held)
 
-    def end(self, root: list[Any]) -> None:
+    def end(self, event: yaml.Event, root: list[Any]) -> None:
         held = self.open.pop()
         if held.anchor is not None:
             self.recording.remove(held)
