@@ -35,8 +35,10 @@ DESCRIPTION = (
     "ranges nftables kube-proxy drops unallocated addresses of); `-` reads standard input. Services kube-proxy "
     "ignores (headless, ExternalName, labelled service.kubernetes.io/service-proxy-name) are skipped, and "
     "everything the lab leaves out or changes (IPv6, fields it does not model, a CNI it builds otherwise, an "
-    "endpoint no pod of the input answers) is said on standard error, one line each with file, line, object and "
-    "field. The scenario is checked as lab validate checks it before it is written. See docs/import.md."
+    "endpoint no pod of the input answers), what it did with a node's state (NotReady, cordoned, tainted, excluded "
+    "from load balancers), where the release came from and why a node was renamed are said on standard error, one "
+    "line each with file, line, object and field. The scenario is checked as lab validate checks it before it "
+    "is written. See docs/import.md."
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from lab.describe.kubectl.nodestate import Release
 from lab.describe.kubectl.objects import read_inputs
 from lab.describe.kubectl.scenario import Imported, Options, import_cluster
 from lab.describe.kubectl.write import scenario_text
@@ -235,3 +236,20 @@ def test_before_1_27_a_not_ready_node_leaves_a_cluster_services_pool(tmp_path):
     assert SHOP_LABEL not in _pool(older)
     _valid(tmp_path, older)
     assert _pool(_imported(files)) is None  # 1.30: StableLoadBalancerNodeSet keeps it
+
+
+def test_healthz_drains_a_deleted_node_from_1_30_or_with_the_gate_from_1_28():
+    drains = {
+        (version, gate): Release(version, gate).drains
+        for version in ("1.27", "1.28", "1.29", "1.30", "1.31")
+        for gate in (None, True, False)
+    }
+    assert [key for key, on in drains.items() if on] == [
+        ("1.28", True),
+        ("1.29", True),
+        ("1.30", None),
+        ("1.30", True),
+        ("1.31", None),
+        ("1.31", True),
+        ("1.31", False),  # GA and locked on: kube-proxy 1.31 refuses to turn it off
+    ]

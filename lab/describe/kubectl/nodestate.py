@@ -30,24 +30,36 @@ from lab.describe.yamlsrc import FieldPath
 TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
 EXCLUDE_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 DRAINING_GATE = "KubeProxyDrainingTerminatingNodes"
-NOT_READY = "that is NotReady, before 1.27, from the pool of a Service of externalTrafficPolicy Cluster"
 # Taints the node's state puts there, said with that state (the node lifecycle controller's and kubectl cordon's).
 _STATE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable")
+
+
+# The releases where what a node's state does changed (see the sources above).
+DRAINING_GATE_SINCE = 28  # kube-proxy takes KubeProxyDrainingTerminatingNodes (alpha, off)
+DRAINING_SINCE = 30  # ... on by default (beta; GA and locked on from 1.31)
+STABLE_NODE_SET_SINCE = 27  # the service controller keeps NotReady nodes (StableLoadBalancerNodeSet beta, on)
+NOT_READY = (
+    f"that is NotReady, before 1.{STABLE_NODE_SET_SINCE}, from the pool of a Service of externalTrafficPolicy Cluster"
+)
 
 
 @dataclass(frozen=True)
 class Release:
     """What of the cluster's release the node notes depend on."""
 
-    minor: int
+    version: str  # 1.MINOR
     draining_gate: bool | None  # KubeProxyDrainingTerminatingNodes as kube-proxy's configuration sets it
+
+    def since(self, first: int) -> bool:
+        """Whether the release is 1.`first` or later."""
+        return int(self.version.split(".")[1]) >= first
 
     @property
     def drains(self) -> bool:
         """Whether kube-proxy's /healthz answers 503 on a node being deleted."""
-        if self.draining_gate is not None and 28 <= self.minor <= 30:
+        if self.draining_gate is not None and self.since(DRAINING_GATE_SINCE) and not self.since(DRAINING_SINCE + 1):
             return self.draining_gate
-        return self.minor >= 30
+        return self.since(DRAINING_SINCE)
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,7 @@ def left_out_of_pool(obj: Obj, release: Release, pool: Pool) -> str | None:
         return f"tainted {TO_BE_DELETED}"
     if _deleting(obj):
         return "being deleted"
-    if release.minor < 27 and pool.cluster_only and not_ready(obj):
+    if not release.since(STABLE_NODE_SET_SINCE) and pool.cluster_only and not_ready(obj):
         return NOT_READY
     return None
 
@@ -161,7 +173,11 @@ def _not_ready_text(status: str, release: Release, pool: Pool, left_out: str | N
         f"controller marks a NotReady node's pods not ready); {_pool_text(pool, left_out)}"
     )
     if pool.written and left_out is None:
-        why = "from 1.27" if release.minor >= 27 else "before 1.27 where a Service is of externalTrafficPolicy Local"
+        why = (
+            f"from 1.{STABLE_NODE_SET_SINCE}"
+            if release.since(STABLE_NODE_SET_SINCE)
+            else f"before 1.{STABLE_NODE_SET_SINCE} where a Service is of externalTrafficPolicy Local"
+        )
         text += (
             f", as the cloud's service controller keeps a NotReady node {why}; the lab's kube-proxy answers its health "
             "checks as a running kube-proxy does"
@@ -172,12 +188,13 @@ def _not_ready_text(status: str, release: Release, pool: Pool, left_out: str | N
 def _draining_text(release: Release, pool: Pool, left_out: str | None) -> str:
     if release.drains:
         healthz = (
-            f"kube-proxy 1.{release.minor} answers /healthz 503 on this node (KEP-3836, on by default from 1.30), "
+            f"kube-proxy {release.version} answers /healthz 503 on this node (KEP-3836, on by default from "
+            f"1.{DRAINING_SINCE}), "
             "which the lab's kube-proxy does not model (it answers 200)"
         )
     else:
         healthz = (
-            f"kube-proxy 1.{release.minor} answers /healthz 200 on this node (from 1.30, or with {DRAINING_GATE} "
-            "from 1.28, 503: KEP-3836)"
+            f"kube-proxy {release.version} answers /healthz 200 on this node (from 1.{DRAINING_SINCE}, or with "
+            f"{DRAINING_GATE} from 1.{DRAINING_GATE_SINCE}, 503: KEP-3836)"
         )
     return f"{healthz}; {_pool_text(pool, left_out)}"

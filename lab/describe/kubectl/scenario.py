@@ -166,7 +166,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         "workload": workload,
         "probes": probes,
     }
-    release = NodeRelease(int(version.split(".")[1]), _gate(config, DRAINING_GATE))
+    release = NodeRelease(version, _gate(config, DRAINING_GATE))
     if (lb := _load_balancer(services, [nodes[n] for n in wanted], names, release, notes)) is not None:
         scenario["loadBalancers"] = [lb]
     if options.anonymize:
