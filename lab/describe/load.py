@@ -138,7 +138,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     potential = resolve_services(src, f.workload, cluster, nodes, (*pods, *pending), externals)
     services = tuple(without_endpoints(s, {p.name for p in pending}) for s in potential)
     egress = resolve_egress(src, f.egress_gateway, cluster, nodes)
-    balancers = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)
+    balancers, announced = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)
     fabric = Topology(
         scenario=f.name,
         file=src.file,
@@ -151,8 +151,9 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         services=services,
         probes=(),
         description=f.description,
-        lb_routes=gateway_routes(nodes, services, balancers),
+        lb_routes=gateway_routes(nodes, services, balancers, announced),
         load_balancers=balancers,
+        announcements=announced,
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
         pending_pods=pending,

@@ -181,7 +181,11 @@ class ExternalHost(Strict):
 
 class LoadBalancer(Strict):
     name: Name = "lb"
+    # external: an L4 load balancer in the fabric; layer2: no such host, a node's speaker answers ARP for the VIP
+    # on the underlay (MetalLB's L2 mode, kube-vip's ARP mode).
+    mode: Literal["external", "layer2"] = "external"
     services: list[str] | None = None  # "name" or "namespace/name"; None: every LoadBalancer Service left over
+    announcer: str | None = None  # layer2: the node whose speaker answers (default: MetalLB's election)
     address: str | None = None
     source: Literal["preserve", "snat"] = "preserve"
     forward: Literal["nodePort", "vip"] = "nodePort"

@@ -150,6 +150,18 @@ class LoadBalancerSpec:
 
 
 @dataclass(frozen=True)
+class AnnouncementSpec:
+    """A LoadBalancer VIP inside the underlay, announced on it by one node's speaker (MetalLB's layer 2 mode): the
+    speaker answers ARP for the VIP with the node's MAC, and the packet enters that node unchanged."""
+
+    balancer: str  # the `loadBalancers` entry's name
+    service: str  # namespace/name
+    vip: str
+    announcer: str  # the node whose speaker answers; "" when no node may announce (nobody answers)
+    how: str  # why that node: pinned, or MetalLB's election among which candidates
+
+
+@dataclass(frozen=True)
 class EgressSpec:
     """An egress gateway in the fabric: traffic from the cluster to `destinations` leaves with a public address."""
 
@@ -412,6 +424,7 @@ class Topology:
     description: str = ""
     lb_routes: tuple[tuple[str, str], ...] = field(default=())  # (VIP, node IP) the gateway forwards to
     load_balancers: tuple[LoadBalancerSpec, ...] = ()
+    announcements: tuple[AnnouncementSpec, ...] = ()  # layer 2 load balancers' VIPs, each with its speaker's node
     egress: EgressSpec | None = None
     masq_agent: MasqAgentSpec | None = None
     # Replicas a later `scale:` step creates: built at the start (network up, backends listening, idle), in no

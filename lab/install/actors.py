@@ -12,6 +12,7 @@
 - the egress gateway: traffic from a node (or its pods) to a public destination leaves with that node's
   public address (or the gateway's);
 - ip-masq-agent's nat IP-MASQ-AGENT chain on the nodes that run it;
+- each layer 2 load balancer's speaker (lab/install/speaker.py): the announcing node answers ARP for its VIPs;
 - a router that masquerades its LAN.
 
 Load balancers and the egress gateway live in the fabric (the underlay's router), whose conntrack also
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from lab.describe.topology import FrontendSpec, LoadBalancerSpec, MasqAgentSpec, Topology
 from lab.install.health import HEALTHZ_PORT, CheckResult, HealthListener, HealthServers, http_check
+from lab.install.speaker import Announced, Speakers
 from lab.install.tools import _feed, _tool, ip_batch, iptables_restore
 from lab.realize.build import FABRIC, Realized
 from lab.render.kubeproxy.healthcheck import local_endpoints
@@ -177,6 +179,24 @@ def decide(realized: Realized) -> list[Decision]:
     return decisions
 
 
+def speakers(realized: Realized) -> list[Announced]:
+    """Each announcing node with the layer 2 VIPs its speaker answers for (none for a VIP nobody announces)."""
+    by_node: dict[str, list[str]] = {}
+    for a in realized.topology.announcements:
+        if a.announcer:
+            by_node.setdefault(a.announcer, []).append(a.vip)
+    return [Announced(node, realized.namespaces[node], tuple(vips)) for node, vips in by_node.items()]
+
+
+def start_speakers(realized: Realized, closers: ExitStack) -> None:
+    """The layer 2 speakers' ARP answers, until `closers` unwinds."""
+    loop = Speakers()
+    closers.callback(loop.close)
+    for announced in speakers(realized):
+        loop.announce(announced)
+    loop.start()
+
+
 def install_actors(realized: Realized, closers: ExitStack) -> list[Decision]:
     """Start kube-proxy's health servers, run the load balancers' checks, install every actor's rules.
     The servers are stopped by `closers`, which the pipeline unwinds before the namespaces go."""
@@ -190,6 +210,8 @@ def install_actors(realized: Realized, closers: ExitStack) -> list[Decision]:
         if ext.masquerade:
             text = f"*nat\n-A POSTROUTING -s {ext.network} -o eth0 -j MASQUERADE\nCOMMIT\n"
             iptables_restore(realized.namespaces[ext.name], text, backend)
+    if topo.announcements:
+        start_speakers(realized, closers)
     if not topo.load_balancers and not topo.egress:
         return []
     decisions: list[Decision] = []

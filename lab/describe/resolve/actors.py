@@ -3,11 +3,14 @@ VIPs and ports), the gateway's routes for the VIPs no load balancer serves, the 
 
 from __future__ import annotations
 
+import hashlib
+
 from lab.describe import schema
 from lab.describe.families import family_of
 from lab.describe.refs import ObjectRef
 from lab.describe.resolve.checks import disjoint, inside, node_names, unique
 from lab.describe.topology import (
+    AnnouncementSpec,
     ClusterSpec,
     EgressSpec,
     ExternalSpec,
@@ -63,9 +66,9 @@ def resolve_load_balancers(
     externals: tuple[ExternalSpec, ...],
     services: tuple[ServiceSpec, ...],
     egress: EgressSpec | None,
-) -> tuple[LoadBalancerSpec, ...]:
+) -> tuple[tuple[LoadBalancerSpec, ...], tuple[AnnouncementSpec, ...]]:
     """Each load balancer with the Services it names; the one that names none serves every other Service with
-    a load balancer IP."""
+    a load balancer IP. An external one is a host in the fabric; a layer 2 one is its VIPs' announcements."""
     named = _named_services(src, declared, services)
     defaults = [i for i, lb in enumerate(declared) if lb.services is None]
     if len(defaults) > 1:
@@ -74,18 +77,145 @@ def resolve_load_balancers(
     rest = [
         s for s in services if s.type == "LoadBalancer" and s.ingress_ips and f"{s.namespace}/{s.name}" not in claimed
     ]
-    balancers = tuple(
-        _balancer(
-            src, ("loadBalancers", i), lb, rest if lb.services is None else chosen, cluster, nodes, externals, egress
-        )
+    served = [
+        (i, lb, rest if lb.services is None else chosen)
         for i, (lb, chosen) in enumerate(zip(declared, named, strict=True))
+    ]
+    balancers = tuple(
+        _balancer(src, ("loadBalancers", i), lb, chosen, cluster, nodes, externals, egress)
+        for i, lb, chosen in served
+        if lb.mode == "external"
+    )
+    others = (cluster.gateway_ip, cluster.secondary_gateway_ip, *(b.address for b in balancers))
+    taken = _addresses_taken(nodes, externals, others)
+    announcements = tuple(
+        a
+        for i, lb, chosen in served
+        if lb.mode == "layer2"
+        for a in _announce(src, ("loadBalancers", i), lb, chosen, cluster, nodes, taken)
     )
     unique(src, "load balancer name", [(("loadBalancers", i, "name"), lb.name) for i, lb in enumerate(declared)])
     vips = [
         (("loadBalancers", i), f"{f.vip}:{f.port}/{f.protocol}") for i, b in enumerate(balancers) for f in b.frontends
     ]
     unique(src, "load balancer frontend", vips)
-    return balancers
+    return balancers, announcements
+
+
+def _addresses_taken(
+    nodes: tuple[NodeSpec, ...], externals: tuple[ExternalSpec, ...], others: tuple[str, ...]
+) -> dict[str, str]:
+    """Every address a host the lab builds holds on the underlay, with whose it is."""
+    taken = {a: f"{n.name}'s" for n in nodes for a in (n.ip, n.secondary_ip) if a}
+    taken |= {a: f"{e.name}'s" for e in externals for a in (e.ip, e.secondary_ip) if a}
+    return taken | {a: "the fabric's" for a in others if a}
+
+
+# What only a load balancer host has: a layer 2 VIP is answered by a node, with nothing in between.
+_EXTERNAL_ONLY = {
+    "address": "address",
+    "source": "source",
+    "forward": "forward",
+    "health_check": "healthCheck",
+    "avoid_source_backend": "avoidSourceBackend",
+}
+
+
+def _announce(
+    src: Source,
+    path: FieldPath,
+    lb: schema.LoadBalancer,
+    chosen: list[ServiceSpec],
+    cluster: ClusterSpec,
+    nodes: tuple[NodeSpec, ...],
+    taken: dict[str, str],
+) -> list[AnnouncementSpec]:
+    """A layer 2 load balancer's VIPs, each with the node whose speaker answers ARP for it: `announcer`, or the
+    node MetalLB's election picks among the speakers (`nodes`, default every node)."""
+    for name, key in _EXTERNAL_ONLY.items():
+        if name in lb.model_fields_set:
+            raise src.error(
+                (*path, key),
+                f"`{key}` is a load balancer host's; with `mode: layer2` there is none: a node's speaker answers ARP"
+                " for the VIP and the packet enters that node unchanged (leave it out, or use `mode: external`)",
+            )
+    speakers = node_names(src, (*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
+    pool = speakers or tuple(n.name for n in nodes)
+    if lb.announcer is not None and lb.announcer not in pool:
+        raise src.error((*path, "announcer"), f"{lb.announcer!r} is not a node of `nodes` ({', '.join(pool)})")
+    announcements = []
+    for svc in chosen:
+        for vip in svc.ingress_ips:
+            _announceable(src, path, svc, vip, cluster, taken)
+        candidates = _candidates(svc, pool)
+        if lb.announcer is not None and lb.announcer not in candidates:
+            raise src.error(
+                (*path, "announcer"),
+                f"MetalLB never elects {lb.announcer} for {svc.namespace}/{svc.name}: "
+                + _no_candidate_reason(svc, lb.announcer),
+            )
+        node, how = _elect(svc, candidates, lb.announcer)
+        announcements += [
+            AnnouncementSpec(lb.name, f"{svc.namespace}/{svc.name}", v, node, how) for v in svc.ingress_ips
+        ]
+    unique(src, "layer 2 VIP", [(path, a.vip) for a in announcements])
+    return announcements
+
+
+def _announceable(
+    src: Source, path: FieldPath, svc: ServiceSpec, vip: str, cluster: ClusterSpec, taken: dict[str, str]
+) -> None:
+    """A VIP a speaker can announce in the lab: IPv4 (ARP), inside the underlay, no host's address."""
+    where = (*path, "services")
+    name = f"{svc.namespace}/{svc.name}"
+    if family_of(vip) == "IPv6":
+        raise src.error(
+            where,
+            f"{name}'s load balancer IP {vip} is IPv6: a layer 2 speaker answers NDP for it, which the lab does not"
+            " model yet (ARP only); leave it out of this load balancer",
+        )
+    if not inside(vip, cluster.underlay):
+        raise src.error(
+            where,
+            f"{name}'s load balancer IP {vip} is outside the underlay {cluster.underlay}: a layer 2 VIP is answered"
+            " on the nodes' own link, so it must lie inside it (use `mode: external` for a VIP routed elsewhere)",
+        )
+    if vip in taken:
+        raise src.error(where, f"{name}'s load balancer IP {vip} is already {taken[vip]} address on the underlay")
+
+
+def _ready_nodes(svc: ServiceSpec) -> set[str]:
+    return {ep.node for p in svc.ports for ep in p.endpoints if ep.ready}
+
+
+def _candidates(svc: ServiceSpec, pool: tuple[str, ...]) -> tuple[str, ...]:
+    """The speakers' nodes MetalLB's election takes: none without a ready endpoint anywhere; for
+    externalTrafficPolicy Local only those with a ready local endpoint (ShouldAnnounce and usableNodes in
+    metallb/metallb speaker/layer2_controller.go at abd9bc4819df12c3b902ccf99b213dfd3a1bee11)."""
+    ready = _ready_nodes(svc)
+    if not ready:
+        return ()
+    return tuple(n for n in pool if n in ready) if svc.external_policy == "Local" else pool
+
+
+def _no_candidate_reason(svc: ServiceSpec, node: str) -> str:
+    """Why `node` (or, for "", every node of the load balancer's `nodes`) never announces the Service."""
+    if not _ready_nodes(svc):
+        return "the Service has no ready endpoint, so no speaker announces it"
+    which = f"{node} has" if node else "no node of `nodes` has"
+    return f"externalTrafficPolicy Local announces only from a node with a ready local endpoint, and {which} one"
+
+
+def _elect(svc: ServiceSpec, candidates: tuple[str, ...], pinned: str | None) -> tuple[str, str]:
+    """The announcing node and how it was chosen. MetalLB sorts the candidates by sha256(node + "#" + the
+    Service's first load balancer IP) and the first announces (ShouldAnnounce, as cited in _candidates)."""
+    if pinned is not None:
+        return pinned, "pinned by `announcer`"
+    if not candidates:
+        return "", "no node may announce: " + _no_candidate_reason(svc, "")
+    first_ip = svc.ingress_ips[0]
+    ranked = sorted(candidates, key=lambda n: hashlib.sha256(f"{n}#{first_ip}".encode()).digest())
+    return ranked[0], f"elected by MetalLB's hash among {', '.join(ranked)}"
 
 
 def _named_services(
@@ -133,6 +263,8 @@ def _balancer(
     """One load balancer: its backend nodes, its own address (outside the cluster's networks, no one else's) and
     a frontend per VIP and port of the Services it serves."""
     pool = node_names(src, (*path, "nodes"), lb.nodes, nodes) if lb.nodes is not None else None
+    if lb.announcer is not None:
+        raise src.error((*path, "announcer"), "only a `mode: layer2` load balancer has an announcing node")
     if lb.forward == "vip" and lb.avoid_source_backend:
         raise src.error((*path, "avoidSourceBackend"), "needs `forward: nodePort` (a routed VIP has one next hop)")
     address = lb.address or cluster.gateway_ip
@@ -203,14 +335,18 @@ def _frontends(
 
 
 def gateway_routes(
-    nodes: tuple[NodeSpec, ...], services: tuple[ServiceSpec, ...], balancers: tuple[LoadBalancerSpec, ...]
+    nodes: tuple[NodeSpec, ...],
+    services: tuple[ServiceSpec, ...],
+    balancers: tuple[LoadBalancerSpec, ...],
+    announcements: tuple[AnnouncementSpec, ...] = (),
 ) -> tuple[tuple[str, str], ...]:
     """Where the gateway (standing in for a pass-through load balancer) sends each VIP no load balancer serves.
 
     Like a cloud LB health-checking healthCheckNodePort, a Local Service's VIP goes to a node
-    with a ready local endpoint; otherwise to the first node.
+    with a ready local endpoint; otherwise to the first node. A layer 2 VIP gets no route: the gateway, on the
+    underlay, asks ARP for it like every other host there.
     """
-    served = {f.vip for lb in balancers for f in lb.frontends}
+    served = {f.vip for lb in balancers for f in lb.frontends} | {a.vip for a in announcements}
     routes = {}
     for svc in services:
         target = nodes[0]
