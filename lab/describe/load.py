@@ -13,7 +13,13 @@ from pathlib import Path
 
 from lab.describe import schema
 from lab.describe.errors import ScenarioError, ScenarioErrors, raise_all
-from lab.describe.resolve.actors import gateway_routes, resolve_egress, resolve_load_balancers, resolve_masq_agent
+from lab.describe.resolve.actors import (
+    gateway_routes,
+    resolve_egress,
+    resolve_load_balancers,
+    resolve_masq_agent,
+    unannounced,
+)
 from lab.describe.resolve.cluster import resolve_cluster
 from lab.describe.resolve.matrix import Variant, expand
 from lab.describe.resolve.network import resolve_externals, resolve_nodes
@@ -157,7 +163,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
         pending_pods=pending,
-        warnings=unselected(src, f.workload, pods),
+        warnings=unselected(src, f.workload, pods) + unannounced(src, f.load_balancers, announced),
     )
     controllers = frozenset((m.kind, m.metadata.namespace, m.metadata.name) for m in f.workload if m.kind in SCALED)
     return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric, potential, controllers))

@@ -73,8 +73,10 @@ def test_announcer_pins_the_node(tmp_path):
 
 
 def test_nobody_announces_a_service_without_a_ready_endpoint(tmp_path):
-    (a,) = load(tmp_path, BASE.replace("app: web}\n      ports", "app: none}\n      ports")).announcements
+    topo = load(tmp_path, BASE.replace("app: web}\n      ports", "app: none}\n      ports"))
+    (a,) = topo.announcements
     assert a.announcer == "" and "no ready endpoint" in a.how
+    assert "loadBalancers[0]: nobody answers ARP for default/web's VIP 192.168.56.240" in topo.warnings[-1]
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,23 @@ def resolve_load_balancers(
     return balancers, announcements
 
 
+def unannounced(
+    src: Source, declared: list[schema.LoadBalancer], announcements: tuple[AnnouncementSpec, ...]
+) -> tuple[str, ...]:
+    """A warning for each layer 2 VIP no node announces: allowed (MetalLB announces nothing then), and every
+    packet to it is lost on the underlay for want of an ARP answer; said in case it is not what was meant."""
+    index = {lb.name: i for i, lb in enumerate(declared)}
+    return tuple(
+        str(
+            src.error(
+                ("loadBalancers", index[a.balancer]), f"nobody answers ARP for {a.service}'s VIP {a.vip}: {a.how}"
+            )
+        )
+        for a in announcements
+        if not a.announcer
+    )
+
+
 def _addresses_taken(
     nodes: tuple[NodeSpec, ...], externals: tuple[ExternalSpec, ...], others: tuple[str, ...]
 ) -> dict[str, str]:
