@@ -31,7 +31,7 @@ def trace(ip: str, *, followed: bool) -> list[str]:
         else [f"{head} {SERVICE} rule numgen random mod 2 vmap {{ 0 : goto {ENDPOINT} }} (verdict goto {ENDPOINT})"]
     )
     return [
-        f"{head} nat-prerouting packet: iif \"eth0\" {ip} {addresses} tcp sport 53836 tcp dport 80 tcp flags == syn",
+        f'{head} nat-prerouting packet: iif "eth0" {ip} {addresses} tcp sport 53836 tcp dport 80 tcp flags == syn',
         f"{head} nat-prerouting rule jump services (verdict jump services)",
         f"{head} services rule {ip} daddr . meta l4proto . th dport vmap @service-ips (verdict goto {SERVICE})",
         *pick,
