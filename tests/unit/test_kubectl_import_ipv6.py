@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+import pytest
 import yaml
 from test_kubectl_import import FIXTURES, SHOP, imported, loaded, notes_about
 
@@ -182,3 +183,17 @@ def test_the_shop_cluster_on_calico_is_imported_ipv4_and_says_why():
     assert notes_about(result, "clusterCIDR", "fd00:64::/48", "imported IPv4")
     assert notes_about(result, "EndpointSlice shop/web-r9fmd", "IPv6", "skipped")
     assert notes_about(result, "Service monitoring/grafana", "no cluster IP of the imported families (IPv4)")
+
+
+def test_anonymize_says_in_words_when_a_documentation_range_runs_out():
+    from lab.describe.kubectl.addresses import Anonymizer, PoolExhausted
+
+    anonymizer = Anonymizer({"IPv4": ("10.244.0.0/16", "10.96.0.0/12", "192.168.56.0/24")})
+    # 198.18.0.0/15 holds two /16 blocks: a third source range of that size has nowhere to go (was StopIteration)
+    assert anonymizer.walk(["11.0.0.0/16", "12.0.0.0/16"]) == ["198.18.0.0/16", "198.19.0.0/16"]
+    with pytest.raises(PoolExhausted, match="no /16 of 198.18.0.0/15 left for 13.0.0.0/16"):
+        anonymizer.walk(["13.0.0.0/16"])
+    # 203.0.113.0/24 holds 254 hosts for external and load balancer addresses
+    anonymizer.walk([f"11.1.{i // 250}.{i % 250 + 1}" for i in range(254)])
+    with pytest.raises(PoolExhausted, match="no address of 203.0.113.0/24 left for 11.9.9.9"):
+        anonymizer.walk(["11.9.9.9"])

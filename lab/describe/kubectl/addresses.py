@@ -120,7 +120,9 @@ class _Family:
             if ip in old:
                 return str(_moved(ip, old, new))
         if text not in self.others:
-            self.others[text] = str(next(self.next_address))
+            if (address := next(self.next_address, None)) is None:
+                raise PoolExhausted(f"--anonymize has no address of {self.places.hosts} left for {text}")
+            self.others[text] = str(address)
         return self.others[text]
 
     def network(self, net: Network, text: str) -> str:
@@ -136,11 +138,10 @@ class _Family:
                 if net.subnet_of(old):  # type: ignore[arg-type]  # inside a range met before
                     return str(ipaddress.ip_network((_moved(net.network_address, old, new), net.prefixlen)))
             pool = ipaddress.ip_network(self.places.pool)
-            block = next(
-                b
-                for b in pool.subnets(new_prefix=net.prefixlen)
-                if not any(b.overlaps(taken) for _, taken in self.moves[self.kept :])
-            )
+            met = [taken for _, taken in self.moves[self.kept :]]
+            free = (b for b in pool.subnets(new_prefix=net.prefixlen) if not any(b.overlaps(t) for t in met))
+            if (block := next(free, None)) is None:
+                raise PoolExhausted(f"--anonymize has no /{net.prefixlen} of {pool} left for {text}")
             self.moves.append((net, block))
             self.others[text] = str(block)
         return self.others[text]
@@ -154,6 +155,11 @@ class _Family:
         if others := len(self.others) - hosts:
             lines.append(f"{others} other network(s) (source ranges) moved to blocks of {self.places.pool}")
         return lines
+
+
+class PoolExhausted(Exception):
+    """More other addresses or networks than the documentation ranges hold: no ValueError, which `walk` takes
+    for text that is no address."""
 
 
 class Anonymizer:

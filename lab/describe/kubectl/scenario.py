@@ -14,7 +14,7 @@ from typing import Any
 
 from lab.describe.errors import ScenarioError
 from lab.describe.families import Family, family_of
-from lab.describe.kubectl.addresses import Anonymizer, covering
+from lab.describe.kubectl.addresses import Anonymizer, PoolExhausted, covering
 from lab.describe.kubectl.cluster import (
     FAMILIES,
     ZONE_LABEL,
@@ -172,9 +172,9 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if options.anonymize:
         try:
             anonymizer = Anonymizer({f: (n.cluster, n.service, n.underlay) for f, n in networks.items()})
-        except ValueError as exc:
+            scenario = anonymizer.walk(scenario)
+        except (ValueError, PoolExhausted) as exc:
             raise ScenarioError("lab import", None, "--anonymize", str(exc)) from None
-        scenario = anonymizer.walk(scenario)
         notes += [f"lab import: --anonymize: {line}" for line in anonymizer.summary()]
     return Imported(scenario, notes, origins)
 
