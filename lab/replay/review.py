@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from lab.describe.ip import AddressError, canonical_ip
 from lab.replay.dump import DumpError, without_counters
 from lab.replay.xtables_options import LONG_OPTIONS, OWN_OPTIONS, SHORT_OPTSTRING
 
@@ -35,7 +36,12 @@ _NFT_NEVER = {
     "cgroupv2": "`socket cgroupv2` makes nft look up a path in this machine's cgroup tree",
     # As iptables' -j SECMARK (refused below): a secmark object names a security context of the host's LSM.
     "secmark": "`secmark` labels packets with a security context of this machine's LSM",
+    # As iptables' -j AUDIT: `log level audit` writes to the audit log, which no namespace confines (nft_log).
+    "audit": "`log level audit` writes to this machine's audit log, which no namespace confines",
 }
+# `ct helper`, `ct timeout` and `ct expectation` name a conntrack helper or policy the kernel loads by name (a module
+# of the machine's kernel, nfct-helper-NAME); kube-proxy writes none. `timeout` alone is a set's, and stays.
+_NFT_CT_OBJECTS = ("helper", "timeout", "expectation")
 
 
 def _shown(word: str) -> str:
@@ -91,11 +97,16 @@ def _nft_keyword(word: str) -> str | None:
 
 
 def review_nft(text: str) -> None:
-    statement_start = True
+    statement_start, previous = True, ""
     for line, depth, word in _nft_words(text):
         if word in "{};":
             statement_start = word != "}"  # `{ 10.0.0.0/8 } drop`: a rule goes on after an anonymous set
             continue
+        if previous == "ct" and word in _NFT_CT_OBJECTS:
+            raise DumpError(
+                "nft", f"`ct {word}` makes the kernel load a conntrack {word} by name, on this machine", line
+            )
+        previous = word
         if "$" in word:  # nft's scanner starts a variable at a `$` inside a word too: `a$b` is `a` and `$b`
             raise DumpError("nft", f"`{word}` holds a variable ($), which `nft list ruleset` never writes", line)
         if keyword := _nft_keyword(word):
@@ -154,6 +165,10 @@ _NEVER_OPTIONS = {
     "--path": "-m cgroup --path resolves a path in this machine's cgroup tree",
     "--modprobe": _MODPROBE,
     "-M": _MODPROBE,
+    # -j CT --helper NAME and --timeout NAME make the kernel load a conntrack helper or timeout policy by name (a
+    # module of this machine's kernel, nfct-helper-NAME); kube-proxy writes neither.
+    "--helper": "--helper makes the kernel load a conntrack helper by name, a module of this machine's kernel",
+    "--timeout": "--timeout makes the kernel look up (and load) a conntrack timeout policy by name on this machine",
 }
 _IPTABLES_LINES = re.compile(r"\*\S+|:\S+ \S+( \[\d+:\d+\])?|COMMIT|-[AIDRNXPFZ] .*|-[NXFZ]")
 
@@ -281,10 +296,41 @@ def review_ipsets(text: str) -> None:
             raise DumpError("ipsets", "-file makes ipset read or write a file", number)
 
 
+# What `ipvsadm -Sn` writes on an -A or -a line: the service (-t, -u, -f), scheduler (-s), persistence (-p, -M),
+# real server (-r), forwarding (-g, -i, -m, --tun-*), weight and thresholds (-w, -x, -y), flags (-b). Not --pe: a
+# persistence engine, like a scheduler, is a module the kernel loads by name (ip_vs_pe_NAME, ip_vs_NAME).
+_IPVS_OPTIONS = {"-t", "-u", "-f", "-s", "-p", "-M", "-r", "-g", "-i", "-m", "-w", "-x", "-y", "-b"}
+_IPVS_TUNNEL = {"--tun-type", "--tun-port", "--tun-nocsum", "--tun-csum", "--tun-remcsum"}
+# The kernel's schedulers (net/netfilter/ipvs/ip_vs_*.c), each a module ip_vs_NAME: any other name is a module
+# load of something else.
+_IPVS_SCHEDULERS = {"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
+
+
 def review_ipvs(text: str) -> None:
     """`ipvsadm -Sn`: -A (a virtual server) and -a (a real server) lines only; anything else (a sync daemon, a
-    clear, timeouts of the whole machine) is no part of a dump."""
+    clear, timeouts of the whole machine) is no part of a dump. Only the options -Sn writes, a scheduler of the
+    kernel's, and numeric addresses (-n: a name would be resolved through this machine's name services)."""
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split()
         if words and words[0] not in ("-A", "-a"):
             raise DumpError("ipvs", f"`{words[0]}`: ipvsadm -Sn writes only -A and -a lines", number)
+        for option, value in zip(words[1:], [*words[2:], ""], strict=True):
+            if option.startswith("-") and option not in _IPVS_OPTIONS | _IPVS_TUNNEL:
+                raise DumpError("ipvs", f"`{_shown(option)}`: no option ipvsadm -Sn writes on a service line", number)
+            if option == "-s" and value not in _IPVS_SCHEDULERS:
+                said = ", ".join(sorted(_IPVS_SCHEDULERS))
+                raise DumpError("ipvs", f"-s {_shown(value)}: not one of the kernel's schedulers ({said})", number)
+            if option in ("-t", "-u", "-r") and not _ipvs_endpoint(value):
+                raise DumpError(
+                    "ipvs", f"{option} {_shown(value)}: expected ADDRESS:PORT in numbers, as -Sn writes", number
+                )
+
+
+def _ipvs_endpoint(text: str) -> bool:
+    """ADDRESS:PORT or [IPv6]:PORT, both numeric."""
+    host, _, port = text.rpartition(":")
+    try:
+        canonical_ip(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
+    except AddressError:
+        return False
+    return port.isascii() and port.isdigit()

@@ -13,6 +13,7 @@ from support.timelimit import time_limit
 from lab.cli import parser
 from lab.describe import readfile
 from lab.install.tools import InstallError
+from lab.replay.dump import DumpError
 from lab.replay.run import replay_from_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,6 +163,62 @@ def test_ipvsadm_lines_no_save_holds_are_refused(tmp_path):
     dump = "-A -t 10.96.0.1:80 -s rr\n--start-daemon master --mcast-interface eth0\n"
     message = refused(tmp_path, "--ipvs", dump)
     assert message.startswith(f"--ipvs {tmp_path / 'ipvs'} line 2: `--start-daemon`: ipvsadm -Sn writes only"), message
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("-A -t 10.96.0.1:21 -s ftp", "-s ftp: not one of the kernel's schedulers"),  # request_module("ip_vs_ftp")
+        ("-A -t 10.96.0.1:5060 -s rr --pe sip", "`--pe`: no option ipvsadm -Sn writes"),  # ip_vs_pe_sip
+        ("-A -t example.com:http -s rr", "-t example.com:http: expected ADDRESS:PORT in numbers"),
+        ("-A -t [fd00::1%x]:80 -s rr", "expected ADDRESS:PORT in numbers"),
+        ("-A -t 10.96.0.1:80 -sftp", "`-sftp`: no option ipvsadm -Sn writes"),
+    ],
+)
+def test_ipvsadm_what_loads_a_module_or_resolves_a_name_is_refused(line, said):
+    from lab.replay.review import review_ipvs
+
+    review_ipvs(
+        "-A -t 10.96.0.1:80 -s rr\n-a -t [fd00::1]:80 -r [fd00::2]:8080 -m -w 1\n-A -t 10.96.0.2:80 -s sh -p 10800\n"
+    )
+    with pytest.raises(DumpError, match=said):
+        review_ipvs(line)
+
+
+@pytest.mark.parametrize(
+    ("rule", "said"),
+    [
+        ("-A PREROUTING -p tcp -j CT --helper ftp", "--helper makes the kernel load a conntrack helper"),
+        ("-A PREROUTING -p udp -j CT --timeout slow", "--timeout makes the kernel look up"),
+        ("-A KUBE-SERVICES -s localhost -j ACCEPT", "'localhost' is no address: iptables-save writes numbers"),
+    ],
+)
+def test_iptables_what_loads_a_helper_or_resolves_a_name_is_refused(rule, said):
+    from lab.replay.families import check_addresses, xtables_dumps
+    from lab.replay.review import review_iptables
+
+    dump = f"*raw\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n{rule}\nCOMMIT\n"
+    with pytest.raises(DumpError, match=said):
+        review_iptables(dump)
+        for part in xtables_dumps(dump, None).values():
+            check_addresses(part)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('add ct helper ip t ftp-std { type "ftp" protocol tcp ; }', "`ct helper` makes the kernel load"),
+        ('add rule ip t c ct helper set "ftp-std"', "`ct helper` makes the kernel load"),
+        ("add ct timeout ip t slow { protocol udp ; policy = { unreplied : 1 } ; }", "`ct timeout`"),
+        ("add rule ip t c log level audit", "`log level audit` writes to this machine's audit log"),
+    ],
+)
+def test_nft_what_loads_a_helper_or_writes_the_audit_log_is_refused(line, said):
+    from lab.replay.review import review_nft
+
+    review_nft("add table ip t\nadd set ip t s { type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; }\n")
+    with pytest.raises(DumpError, match=said):
+        review_nft(line)
 
 
 @pytest.mark.parametrize(
