@@ -107,6 +107,9 @@ def test_ctrl_c_or_sigterm_in_the_block_tears_it_down(tmp_path, sig):
         import faulthandler, signal, sys, time
         import lab
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # where each thread is, should the teardown hang
+        # Ctrl-C as a terminal delivers it, whatever this process inherited: a job a non-interactive shell starts
+        # with & has SIGINT ignored, and Python then installs no KeyboardInterrupt handler (the block slept on).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with lab.up({str(STEPS)!r}, variant={{"proxyMode": "iptables"}}) as cluster:
             print(cluster.prefix, flush=True)
             time.sleep(600)
