@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from lab.vm.errors import VmError
 
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 _CODENAMES = ("buster", "bullseye", "bookworm", "trixie", "forky", "sid", "stable", "testing", "unstable")
@@ -122,3 +124,63 @@ def meta_dependency(show_output: str) -> str | None:
         if line.startswith("Depends:") and (match := re.search(r"\b(linux-image-\d\S*-amd64)\b", line)):
             return match.group(1)
     return None
+
+
+def stanza_field(stanza: str, name: str) -> str:
+    """One field of a package's stanza (`apt-cache show` or a Packages index), "" when it has none."""
+    for line in stanza.splitlines():
+        if line.startswith(f"{name}:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def depends_names(stanza: str) -> list[str]:
+    """The package names a stanza's Depends line requires (the first of each set of alternatives)."""
+    names = []
+    for clause in stanza_field(stanza, "Depends").split(","):
+        if words := clause.split("|", 1)[0].split():
+            names.append(words[0].split(":", 1)[0])  # an architecture qualifier (name:any) is not the name
+    return names
+
+
+@dataclass(frozen=True)
+class KernelPackages:
+    """What a release's kernel is made of: its image package, its release (`uname -r`) and the packages that hold
+    its files (the image package itself before 7.x; linux-binary-*, linux-modules-* and linux-base-* from 7.x)."""
+
+    image: str
+    release: str
+    payload: tuple[str, ...]
+
+
+def kernel_packages(show: Callable[[str], str], meta: str) -> KernelPackages:
+    """Follow the meta package to the packages holding the kernel's files. `show(name)` gives a package's stanza.
+
+    Debian's 7.x kernels split linux-image-<release> into a package that only depends on linux-binary-<release>
+    (the signed vmlinuz), linux-modules-<release> and linux-base-<release> (config, System.map): every package of
+    that release the image package needs, transitively, is fetched. Before the split the image holds them all."""
+    image = meta_dependency(show(meta))
+    if image is None:
+        raise VmError(f"{meta} names no linux-image-<version>-amd64 package")
+    release = image.removeprefix("linux-image-")
+    payload: list[str] = []
+    todo = _same_release(depends_names(show(image)), release)
+    while todo:
+        name = todo.pop(0)
+        if name not in payload:
+            payload.append(name)
+            todo += _same_release(depends_names(show(name)), release)
+    if not payload:
+        return KernelPackages(image, release, (image,))
+    kinds = {name.removesuffix(f"-{release}") for name in payload}
+    if missing := {"linux-binary", "linux-modules"} - kinds:
+        raise VmError(
+            f"{image} depends on {', '.join(payload)}: a kernel split into packages needs "
+            + " and ".join(f"{kind}-{release}" for kind in sorted(missing))
+        )
+    return KernelPackages(image, release, tuple(sorted(payload)))
+
+
+def _same_release(names: list[str], release: str) -> list[str]:
+    """The linux-*-<release> packages among names: the kernel's own, not linux-base (>= 4.17~) and the like."""
+    return [name for name in names if name.startswith("linux-") and name.endswith(f"-{release}")]

@@ -1,7 +1,10 @@
 """kernels: what a kernel SPEC names, and a cached copy of that kernel and its modules on this machine.
 
-SPEC is `debian-12` / `debian-13` (the stock amd64 kernel of that Debian release, fetched with a private apt
-configuration and cached), or a path to a vmlinuz together with its modules directory (/lib/modules/<release>).
+SPEC is `debian-11` / `debian-12` / `debian-13` (the stock amd64 kernel of that Debian release, fetched with a
+private apt configuration and cached), `debian-13-backports` (the newer kernel trixie-backports ships for Debian 13),
+`debian-14` (forky, the testing release), or a path to a vmlinuz together with its modules directory
+(/lib/modules/<release>). The Debian specs follow the suite, so a cached kernel is that suite's kernel of the day it
+was fetched; `lab vm` fetches again only after its cache directory is removed.
 """
 
 from __future__ import annotations
@@ -19,13 +22,19 @@ from pathlib import Path
 
 from lab.describe.readfile import ReadError, read_text
 from lab.paths import cache_root
-from lab.vm.apt import PrivateApt, machine_mirror, meta_dependency
+from lab.vm.apt import KernelPackages, PrivateApt, kernel_packages, machine_mirror, stanza_field
 from lab.vm.errors import VmError, missing_tool
 from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
 from lab.vm.progress import Progress, watch_download
 
 DEFAULT = "debian-12"
-RELEASES = {"debian-11": "bullseye", "debian-12": "bookworm", "debian-13": "trixie"}
+RELEASES = {
+    "debian-11": "bullseye",
+    "debian-12": "bookworm",
+    "debian-13": "trixie",
+    "debian-13-backports": "trixie-backports",
+    "debian-14": "forky",
+}
 META_PACKAGE = "linux-image-amd64"
 
 # Root's tools live in sbin, which a non-root PATH may lack.
@@ -133,12 +142,15 @@ def _verify(kdir: Path, files: dict[str, str]) -> None:
 def _kernel_from_record(name: str, kdir: Path, record: dict) -> Kernel | None:
     release = record["release"]
     tree = kdir / "tree"
+    modules = tree / "lib" / "modules" / release
+    # Debian's 7.x packages keep the image and config beside the modules; before 7.x they are in /boot.
+    beside = (modules / "vmlinuz").is_file()
     kernel = Kernel(
         name=name,
         release=release,
-        vmlinuz=tree / "boot" / f"vmlinuz-{release}",
-        modules=tree / "lib" / "modules" / release,
-        config=tree / "boot" / f"config-{release}",
+        vmlinuz=modules / "vmlinuz" if beside else tree / "boot" / f"vmlinuz-{release}",
+        modules=modules,
+        config=modules / "config" if beside else tree / "boot" / f"config-{release}",
         cache=kdir,
     )
     if not (kernel.vmlinuz.is_file() and (kernel.modules / "modules.dep").is_file()):
@@ -161,7 +173,10 @@ def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
             write_atomically(kdir / "kernel.json", (json.dumps(record, indent=2) + "\n").encode())
         kernel = _kernel_from_record(spec.name, kdir, record)
     if kernel is None:
-        raise VmError(f"{record['package']} in {kdir / 'tree'} has no boot/vmlinuz-{record['release']} or modules")
+        raise VmError(
+            f"{record['package']} in {kdir / 'tree'} has no vmlinuz (in boot/ or lib/modules/{record['release']}/) "
+            "or no modules"
+        )
     return kernel
 
 
@@ -183,9 +198,9 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict[str, str]:
+def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict:
     """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; its package, version, release
-    and the package file's sha256."""
+    and the sha256 of each package file."""
     mirror = machine_mirror()
     if mirror is None:
         raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
@@ -194,29 +209,49 @@ def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict[str, s
     apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
     progress.stage(f"reading the package lists of {suite} from {mirror}")
     _update(apt_get, apt, suite, mirror)
-    shown = _run([apt_cache, *apt.options(), "show", "--no-all-versions", META_PACKAGE], f"apt-cache show ({suite})")
-    package = meta_dependency(shown)
-    if package is None:
-        raise VmError(f"{META_PACKAGE} in {suite} names no linux-image-<version>-amd64 package")
-    index = _run([apt_cache, *apt.options(), "show", "--no-all-versions", package], "apt-cache show")
-    release = package.removeprefix("linux-image-")
+    stanzas: dict[str, str] = {}
+
+    def show(package: str) -> str:
+        argv = [apt_cache, *apt.options(), "show", "--no-all-versions", package]
+        stanzas[package] = _run(argv, f"apt-cache show {package} ({suite})")
+        return stanzas[package]
+
+    found = kernel_packages(show, META_PACKAGE)
     with tempfile.TemporaryDirectory(dir=kdir, prefix="download-") as tmp:
-        argv = [apt_get, *apt.options(), "-q", "download", package]
-        size = int(_field(index, "Size") or 0)
-        done = watch_download(argv, Path(tmp), f"downloading {package}", size, progress)
-        if done.returncode != 0:
-            said = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-            raise VmError(f"apt-get download {package} ({suite}) failed (exit {done.returncode}):\n{said}")
-        debs = sorted(Path(tmp).glob("*.deb"))
-        if not debs:
-            raise VmError(f"apt-get download {package} left no .deb")
-        # apt checked the file against the signed index already; say so where it can be seen, and keep the digest.
-        digest = sha256_file(debs[0])
-        if digest != _field(index, "SHA256"):
-            raise VmError(f"{debs[0].name}: sha256 {digest} is not the {_field(index, 'SHA256')} of {suite}'s index")
-        progress.stage(f"unpacking {debs[0].name} and building modules.dep")
-        _unpack(debs[0], kdir, release)
-    return {"package": package, "version": _field(index), "release": release, "deb_sha256": digest}
+        debs = _download(apt_get, apt, found, stanzas, Path(tmp), progress)
+        progress.stage(f"unpacking {', '.join(deb.name for deb in debs.values())} and building modules.dep")
+        _unpack(list(debs.values()), kdir, found.release)
+    return {
+        "package": found.image,
+        "version": stanza_field(stanzas[found.image], "Version"),
+        "release": found.release,
+        "debs_sha256": {package: stanza_field(stanzas[package], "SHA256") for package in found.payload},
+    }
+
+
+def _download(
+    apt_get: str, apt: PrivateApt, found: KernelPackages, stanzas: dict[str, str], tmp: Path, progress: Progress
+) -> dict[str, Path]:
+    """apt-get download the kernel's packages into tmp; each file checked against its stanza's SHA256."""
+    argv = [apt_get, *apt.options(), "-q", "download", *found.payload]
+    size = sum(int(stanza_field(stanzas[package], "Size") or 0) for package in found.payload)
+    done = watch_download(argv, tmp, f"downloading {', '.join(found.payload)}", size, progress)
+    if done.returncode != 0:
+        said = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise VmError(
+            f"apt-get download {' '.join(found.payload)} ({apt.suite}) failed (exit {done.returncode}):\n{said}"
+        )
+    debs = {}
+    for package in found.payload:
+        deb = next(iter(sorted(tmp.glob(f"{package}_*.deb"))), None)
+        if deb is None:
+            raise VmError(f"apt-get download {package} ({apt.suite}) left no .deb")
+        # apt checked the file against the signed index already; say so where it can be seen.
+        digest, wanted = sha256_file(deb), stanza_field(stanzas[package], "SHA256")
+        if digest != wanted:
+            raise VmError(f"{deb.name}: sha256 {digest} is not the {wanted} of {apt.suite}'s index")
+        debs[package] = deb
+    return debs
 
 
 def _update(apt_get: str, apt: PrivateApt, suite: str, mirror: str) -> None:
@@ -231,18 +266,12 @@ def _update(apt_get: str, apt: PrivateApt, suite: str, mirror: str) -> None:
         raise VmError(f"{what} fetched no package list:\n" + "\n".join(said[-5:] or ["(apt said nothing)"]))
 
 
-def _field(show_output: str, name: str = "Version") -> str:
-    for line in show_output.splitlines():
-        if line.startswith(f"{name}:"):
-            return line.split(":", 1)[1].strip()
-    return ""
-
-
-def _unpack(deb: Path, kdir: Path, release: str) -> None:
-    """Extract the package beside the final tree, run depmod there, then move it into place in one rename."""
+def _unpack(debs: list[Path], kdir: Path, release: str) -> None:
+    """Extract the packages beside the final tree, run depmod there, then move it into place in one rename."""
     staging = kdir / "tree.new"
     shutil.rmtree(staging, ignore_errors=True)
-    _run([_tool("dpkg-deb"), "-x", str(deb), str(staging)], f"dpkg-deb -x {deb.name}")
+    for deb in debs:
+        _run([_tool("dpkg-deb"), "-x", str(deb), str(staging)], f"dpkg-deb -x {deb.name}")
     if not (staging / "lib" / "modules" / release).is_dir() and (staging / "usr" / "lib" / "modules").is_dir():
         # Newer packages ship /usr/lib/modules; depmod -b and this cache look under lib/modules.
         (staging / "lib").mkdir(exist_ok=True)

@@ -31,6 +31,9 @@ def test_debian_release_names_and_codenames():
     assert parse_spec("debian-12") == KernelSpec(name="debian-12", suite="bookworm")
     assert parse_spec("debian-13") == KernelSpec(name="debian-13", suite="trixie")
     assert parse_spec("bookworm") == KernelSpec(name="debian-12", suite="bookworm")
+    backports = KernelSpec(name="debian-13-backports", suite="trixie-backports")
+    assert parse_spec("debian-13-backports") == parse_spec("trixie-backports") == backports
+    assert parse_spec("debian-14") == parse_spec("forky") == KernelSpec(name="debian-14", suite="forky")
 
 
 def test_a_vmlinuz_path_needs_its_modules():

@@ -110,6 +110,19 @@ def test_a_cached_kernel_that_changed_is_refused_before_it_boots(tmp_path, offli
         kernels.resolve(kernels.parse_spec("debian-12"), tmp_path)
 
 
+def test_a_7x_kernel_is_found_beside_its_modules(tmp_path, offline):
+    # Debian's 7.x packages (linux-binary-*, linux-base-*) put vmlinuz and config in /usr/lib/modules/<release>.
+    kdir = _cached_kernel(tmp_path)
+    modules = kdir / "tree" / "usr" / "lib" / "modules" / RELEASE
+    (kdir / "tree" / "boot" / f"vmlinuz-{RELEASE}").rename(modules / "vmlinuz")
+    (modules / "config").write_text("CONFIG_IP_VS=m\n")
+    record = json.loads((kdir / "kernel.json").read_text()) | {"files": files.tree_digests(kdir / "tree")}
+    (kdir / "kernel.json").write_text(json.dumps(record))
+    kernel = kernels.resolve(kernels.parse_spec("debian-12"), tmp_path)
+    assert kernel.vmlinuz == kdir / "tree" / "lib" / "modules" / RELEASE / "vmlinuz"
+    assert kernel.config == kdir / "tree" / "lib" / "modules" / RELEASE / "config"
+
+
 def test_a_kernel_cached_without_digests_is_downloaded_again(tmp_path, monkeypatch):
     kdir = _cached_kernel(tmp_path)
     old = json.loads((kdir / "kernel.json").read_text())
