@@ -15,6 +15,7 @@ from lab.describe.releases import check_feature_gate
 from lab.describe.topology import ProbeSpec, Topology
 from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
+from lab.install.calico import ensure_felix
 from lab.install.dataplane import FirstSync, apply_rules, clean_conntrack, read_states
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
@@ -98,6 +99,7 @@ def standing(topo: Topology) -> Iterator[Standing]:
     first = FirstSync(planes, topo.cluster.iptables_backend)
     with ExitStack() as stack:
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside))
+        ensure_felix(realized)  # after kube-proxy's first sync, as Felix finds it
         built = time.perf_counter()
         ports = PortHolder(realized)
         stack.callback(ports.close)
@@ -145,6 +147,7 @@ def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology
         plans = {node: plan_sync(before, after, node, state, restart) for node, state in states.items()}
         ports.sync({node: plan.dataplane for node, plan in plans.items()}, restart)
         applied = apply_rules(realized, plans)
+        ensure_felix(realized)
         if wanted.conntrack:  # the reconciler lists the UDP entries once the rules are written
             listed = read_states(realized, Reads(conntrack=True))
             plans = {node: listed_after_rules(plan, listed[node]) for node, plan in plans.items()}

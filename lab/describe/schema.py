@@ -86,6 +86,9 @@ class Cluster(Strict):
     # cni routed-tunnel: the tunnel device's MTU (the kernel's own otherwise: the node's link less the
     # encapsulation, 1480 for ipip and 1450 for VXLAN on a 1500 link); the pods' interfaces stay at 1500.
     tunnel_mtu: int | None = Field(None, alias="tunnelMTU", ge=MIN_MTU, le=MAX_MTU)
+    # cni routed-tunnel: the IP pool's natOutgoing (Calico's IPPool holding clusterCIDR): Felix masquerades what
+    # pods send out of the pool; unset, true, as the default pool calico-node makes.
+    nat_outgoing: bool | None = Field(None, alias="natOutgoing")
     ipvs_bind_load_balancer_ips: bool = Field(True, alias="ipvsBindLoadBalancerIPs")
     hairpin_mode: Literal["hairpin-veth", "promiscuous-bridge", "none"] = Field("hairpin-veth", alias="hairpinMode")
     underlay: str = "192.168.56.0/24"

@@ -364,6 +364,7 @@ class ClusterSpec:
     cni: Literal["bridge", "routed-tunnel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"  # routed-tunnel's device: auto = ipip if the kernel has it
     tunnel_mtu: int = 0  # routed-tunnel's device MTU (0: the kernel's, the link's less the encapsulation)
+    nat_outgoing: bool = True  # routed-tunnel: its IP pool's natOutgoing (Felix's cali-nat-outgoing)
     ipvs_bind_lb_ips: bool = True  # False: kube-proxy (ipvs) leaves LB IPs off kube-ipvs0 (TKE's patch)
     # kube-proxy's conntrack configuration: tcpBeLiberal, and UDP timeouts in seconds (0: the kernel's own).
     tcp_be_liberal: bool = False

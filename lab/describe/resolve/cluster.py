@@ -39,6 +39,10 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         raise src.error(
             ("cluster", "tunnelMTU"), f"tunnelMTU is the tunnel device's: it goes with cni: routed-tunnel, not {c.cni}"
         )
+    if c.nat_outgoing is not None and c.cni != "routed-tunnel":
+        raise src.error(
+            ("cluster", "natOutgoing"), f"natOutgoing is Calico's pool's: it goes with cni: routed-tunnel, not {c.cni}"
+        )
     ct = c.conntrack
     for name, value in (
         ("tcpBeLiberal", ct.tcp_be_liberal),
@@ -69,6 +73,7 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         cni=c.cni,
         tunnel=c.tunnel,
         tunnel_mtu=c.tunnel_mtu or 0,
+        nat_outgoing=c.nat_outgoing is not False,
         ipvs_bind_lb_ips=c.ipvs_bind_load_balancer_ips,
         tcp_be_liberal=ct.tcp_be_liberal,
         udp_timeout=ct.udp_timeout or 0,

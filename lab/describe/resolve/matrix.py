@@ -29,6 +29,7 @@ CLUSTER_AXES = {
     "cni",
     "ipvsBindLoadBalancerIPs",
     "masqueradeAll",
+    "natOutgoing",
 }
 CONNTRACK_AXES = {"tcpBeLiberal"}  # fields of cluster.conntrack
 IPTABLES_AXES = {"localhostNodePorts"}  # fields of cluster.iptables
