@@ -17,6 +17,7 @@ from lab.doctor import kernel_has, running_kernel, skip_reason
 from lab.install.actors import install_actors
 from lab.install.calico import ensure_felix
 from lab.install.dataplane import FirstSync, apply_rules, clean_conntrack, read_states
+from lab.install.flannel import ensure_flannel_rules
 from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.probe.session import ProbeSession
@@ -61,6 +62,8 @@ def cannot_run(topo: Topology) -> str:
         return f"proxyMode {mode} is not implemented in the lab yet"
     if topo.cluster.cni == "routed-tunnel" and topo.cluster.tunnel != "auto" and not kernel_has(topo.cluster.tunnel):
         return skip_reason(topo.cluster.tunnel)
+    if topo.cluster.cni == "flannel" and not kernel_has("vxlan"):
+        return skip_reason("vxlan")
     return ""
 
 
@@ -99,7 +102,8 @@ def standing(topo: Topology) -> Iterator[Standing]:
     first = FirstSync(planes, topo.cluster.iptables_backend)
     with ExitStack() as stack:
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside))
-        ensure_felix(realized)  # after kube-proxy's first sync, as Felix finds it
+        ensure_flannel_rules(realized)  # after kube-proxy's first sync, as flanneld's resync finds it
+        ensure_felix(realized)  # likewise, as Felix finds it
         built = time.perf_counter()
         ports = PortHolder(realized)
         stack.callback(ports.close)
@@ -147,6 +151,7 @@ def kube_proxy_sync(realized: Realized, ports: PortHolder) -> Callable[[Topology
         plans = {node: plan_sync(before, after, node, state, restart) for node, state in states.items()}
         ports.sync({node: plan.dataplane for node, plan in plans.items()}, restart)
         applied = apply_rules(realized, plans)
+        ensure_flannel_rules(realized)
         ensure_felix(realized)
         if wanted.conntrack:  # the reconciler lists the UDP entries once the rules are written
             listed = read_states(realized, Reads(conntrack=True))

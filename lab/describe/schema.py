@@ -81,7 +81,8 @@ class Cluster(Strict):
     cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
     kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
     service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")
-    cni: Literal["bridge", "routed-tunnel"] = "bridge"
+    # flannel: cni0 as `bridge`, the other nodes' blocks through flannel's VXLAN device flannel.1, flannel's chains.
+    cni: Literal["bridge", "routed-tunnel", "flannel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"
     # cni routed-tunnel: the tunnel device's MTU (the kernel's own otherwise: the node's link less the
     # encapsulation, 1480 for ipip and 1450 for VXLAN on a 1500 link); the pods' interfaces stay at 1500.

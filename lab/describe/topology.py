@@ -34,6 +34,12 @@ def of_family(family: Family, *values: str) -> str:
 
 DEFAULT_MTU = 1500  # a link's MTU where the scenario sets none, as Ethernet's
 TUNNEL_NAME = "tunl0"  # how reports name a node's tunnel address (node1/tunl0), whatever device carries it
+FLANNEL_DEVICE = "flannel.1"  # flannel's VXLAN device (flannel.<VNI>, VNI 1 by default), its name in reports too
+
+
+def tunnel_name(cni: str) -> str:
+    """How reports name a node's tunnel address: flannel's device by its own name, routed-tunnel's as tunl0."""
+    return FLANNEL_DEVICE if cni == "flannel" else TUNNEL_NAME
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class NodeSpec:
     pod_cidr: str
     bridge_ip: str  # cni0's address: the pods' gateway ("" with cni routed-tunnel: no bridge)
     labels: tuple[tuple[str, str], ...] = ()
-    tunnel_ip: str = ""  # cni routed-tunnel: the tunnel device's own address, from the pod block
+    tunnel_ip: str = ""  # cni routed-tunnel and flannel: the tunnel device's own address, the pod block's first
     mtu: int = DEFAULT_MTU  # the node's link to the underlay (eth0 and the underlay's port to it)
     # Dual-stack: the secondary family's node IP, pod block (spec.podCIDRs[1]) and cni0 address ("" single-stack).
     # ip, pod_cidr and bridge_ip are the primary family's, whichever it is (IPv6 in an IPv6-only cluster).
@@ -361,7 +367,7 @@ class ClusterSpec:
     underlay: str
     gateway_ip: str
     br_netfilter: bool
-    cni: Literal["bridge", "routed-tunnel"] = "bridge"
+    cni: Literal["bridge", "routed-tunnel", "flannel"] = "bridge"
     tunnel: Literal["auto", "ipip", "vxlan"] = "auto"  # routed-tunnel's device: auto = ipip if the kernel has it
     tunnel_mtu: int = 0  # routed-tunnel's device MTU (0: the kernel's, the link's less the encapsulation)
     nat_outgoing: bool = True  # routed-tunnel: its IP pool's natOutgoing (Felix's cali-nat-outgoing)
@@ -480,7 +486,7 @@ class Topology:
             if node.secondary_bridge_ip:
                 names[node.secondary_bridge_ip] = f"{node.name}/cni0"
             if node.tunnel_ip:
-                names[node.tunnel_ip] = f"{node.name}/{TUNNEL_NAME}"
+                names[node.tunnel_ip] = f"{node.name}/{tunnel_name(self.cluster.cni)}"
         for ext in self.externals:
             names[ext.ip] = ext.name
             if ext.secondary_ip:

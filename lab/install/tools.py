@@ -63,9 +63,25 @@ def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
 RESTORE_WAIT = ("-w", "5")
 
 
-def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = "IPv4") -> None:
-    """iptables-restore, or ip6tables-restore for an IPv6 proxier's rules."""
-    _feed(netns, [_tool("restore", backend, family), *RESTORE_WAIT], text, "rules")
+def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = "IPv4", noflush: bool = False) -> None:
+    """iptables-restore, or ip6tables-restore for an IPv6 proxier's rules; `noflush`: adding to the tables (a
+    CNI's rules beside kube-proxy's) rather than replacing them."""
+    _feed(
+        netns, [_tool("restore", backend, family), *RESTORE_WAIT, *(("--noflush",) if noflush else ())], text, "rules"
+    )
+
+
+def iptables_has(netns: str, table: str, chain: str, spec: Sequence[str], backend: str = "nft") -> bool:
+    """Whether the rule stands in the chain (`iptables -C`: it exits 1 where the rule does not, 2 saying "does not
+    exist" where the chain, or the chain it jumps to, does not)."""
+    argv = (_tool("iptables", backend), *RESTORE_WAIT, "-t", table, "-C", chain, *spec)
+    try:
+        _in_netns(netns, *argv)()  # type: ignore[operator]
+    except ProcessExecutionError as exc:
+        if exc.retcode == 1 or "does not exist" in exc.stderr:
+            return False
+        raise InstallError(f"{_tool('iptables', backend)} -C {chain} in {netns}: {exc.stderr.strip()}") from None
+    return True
 
 
 def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:

@@ -16,6 +16,9 @@ Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's name
                           address, the other nodes' pod CIDRs routed through it: ipip `tunl0` or VXLAN
                           `vxlan.calico` with static neighbour and FDB entries, as the pipeline decided (it asks
                           the host's kernel for ipip)
+           flannel        cni0 as bridge; flannel's vxlan backend: `flannel.1` with the pod block's network
+                          address, the other nodes' pod CIDRs routed through it onlink, static neighbour and
+                          FDB entries (its chains are install's: lab/install/flannel.py)
   pod      eth0 (veth into the node's cni0), default route via cni0; routed-tunnel: eth0 with the pod's
            /32, default route via 169.254.1.1
   external eth0 on the underlay, default route via the gateway; a router (a host with `network` or
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
-from lab.describe.topology import DEFAULT_MTU, ExternalSpec, NodeSpec, PodSpec, Topology
+from lab.describe.topology import DEFAULT_MTU, FLANNEL_DEVICE, ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.paths import NETNS_DIR
 from lab.realize.enter import NamespaceError, ensure_br_netfilter, write_sysctls
 from lab.realize.families import (
@@ -64,6 +67,10 @@ POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local
 VXLAN_DEVICE = "vxlan.calico"
 TUNNEL_DEVICES = {"ipip": "tunl0", "vxlan": VXLAN_DEVICE}  # cni routed-tunnel's device, by tunnel kind
 VXLAN_ID, VXLAN_PORT = 4096, 4789
+# flannel's vxlan backend as its defaults build it (flannel-io/flannel pkg/backend/vxlan/vxlan.go and device.go at
+# cdf760595c23292fd03ff4daf03638ac1ceef417): VNI 1 (defaultVNI) names the device flannel.1; Port 0 leaves the
+# kernel's default destination port, 8472; the device's MTU is the link's less 50 (newVXLANDevice).
+FLANNEL_VNI, FLANNEL_PORT, VXLAN_OVERHEAD = 1, 8472, 50
 SCOPE_LINK = 253
 IFF_PROMISC = 0x100
 LOOPBACK = 1  # lo's index in every namespace
@@ -106,7 +113,7 @@ class Realized:
     namespaces: Mapping[str, str]
     seconds: float
     pod_ports: Mapping[str, str]  # pod → its veth on the node's cni0
-    tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN), on every node
+    tunnel_device: str = ""  # cni routed-tunnel: "tunl0" (ipip) or "vxlan.calico" (VXLAN); flannel: "flannel.1"
     _grown: _Grown = field(default_factory=lambda: _Grown({}, {}), compare=False, repr=False)
 
     @property
@@ -198,7 +205,7 @@ class _Builder(NetBuilder):
         self.topo = topo
         self.setups = setups
         self.tunnel = tunnel
-        self.tunnel_device = TUNNEL_DEVICES.get(tunnel, "")
+        self.tunnel_device = FLANNEL_DEVICE if topo.cluster.cni == "flannel" else TUNNEL_DEVICES.get(tunnel, "")
 
     def fabric(self) -> None:
         self.open(FABRIC)
@@ -254,12 +261,15 @@ class _Builder(NetBuilder):
             cni0 = self.bridge(node.name, "cni0", node.bridge_ip, _prefixlen(node.pod_cidr))
             if node.secondary_bridge_ip:
                 self.address(node.name, cni0, node.secondary_bridge_ip, _prefixlen(node.secondary_pod_cidr))
-            routes = self.batch(node.name)  # one per other node and family: thousands at a hundred nodes
-            for other in self.topo.nodes:
-                if other.name != node.name:
-                    for block, via in _pod_blocks(other):
-                        routes.route(block, gateway=via)
-            routes.commit()
+            if self.topo.cluster.cni == "flannel":
+                self.flannel_vxlan(node)
+            else:
+                routes = self.batch(node.name)  # one per other node and family: thousands at a hundred nodes
+                for other in self.topo.nodes:
+                    if other.name != node.name:
+                        for block, via in _pod_blocks(other):
+                            routes.route(block, gateway=via)
+                routes.commit()
         write_sysctls(
             self.ns(node.name),
             {
@@ -316,16 +326,34 @@ class _Builder(NetBuilder):
                 routes.route(other.pod_cidr, gateway=other.ip, oif=dev, onlink=True)
             routes.commit()
         else:
-            mine = self.topo.nodes.index(node) + 1
-            self.vxlan(node.name, VXLAN_DEVICE, VXLAN_ID, node.ip, eth0, VXLAN_PORT, _vtep_mac(mine))
-            dev = self.up(node.name, VXLAN_DEVICE, node.tunnel_ip, **mtu)
-            routes = self.batch(node.name)
-            for other in others:
-                self.vtep(node.name, dev, other.tunnel_ip, _vtep_mac(self.topo.nodes.index(other) + 1), other.ip)
-                routes.route(other.pod_cidr, gateway=other.tunnel_ip, oif=dev, onlink=True)
-            routes.commit()
+            self.vxlan_to_other_nodes(node, VXLAN_DEVICE, VXLAN_ID, VXLAN_PORT, **mtu)
         # Calico's own block: anything in it without a pod route goes nowhere.
         ipr.route("add", dst=node.pod_cidr, type="blackhole")
+
+    def vxlan_to_other_nodes(self, node: NodeSpec, device: str, vni: int, port: int, **mtu: int) -> None:
+        """A VXLAN device on eth0 holding the node's tunnel address (a /32), and per other node its tunnel address's
+        static neighbour and FDB entries and its pod block routed through it onlink: Calico's vxlan.calico and
+        flannel's flannel.1 alike."""
+        nodes = self.topo.nodes
+        self.vxlan(
+            node.name, device, vni, node.ip, self.index(node.name, "eth0"), port, _vtep_mac(nodes.index(node) + 1)
+        )
+        dev = self.up(node.name, device, node.tunnel_ip, **mtu)
+        routes = self.batch(node.name)
+        for other in nodes:
+            if other.name != node.name:
+                self.vtep(node.name, dev, other.tunnel_ip, _vtep_mac(nodes.index(other) + 1), other.ip)
+                routes.route(other.pod_cidr, gateway=other.tunnel_ip, oif=dev, onlink=True)
+        routes.commit()
+
+    def flannel_vxlan(self, node: NodeSpec) -> None:
+        """flannel's vxlan backend on the node: flannel.1 with the block's network address as a /32 (so no
+        broadcast route is made), and for each other node's lease the neighbour entry of its flannel.1 address,
+        the FDB entry of its VTEP MAC and the route `podCIDR via <its flannel.1 address> dev flannel.1 onlink`
+        (handleSubnetEvents in flannel-io/flannel pkg/backend/vxlan/vxlan_network.go at
+        cdf760595c23292fd03ff4daf03638ac1ceef417; no learning, as flannel's default Learning false)."""
+        mtu = node.mtu - VXLAN_OVERHEAD
+        self.vxlan_to_other_nodes(node, FLANNEL_DEVICE, FLANNEL_VNI, FLANNEL_PORT, mtu=mtu)
 
     def pods(self, pods: list[tuple[int, PodSpec]]) -> dict[str, str]:
         """Every pod's namespace and veth, node by node in batches: the node's pods' namespaces made at once, one

@@ -21,7 +21,9 @@ from lab.describe.yamlsrc import Expected, FieldPath, Source, format_path, load_
 MAX_BYTES = 64 * 2**20
 MAX_VALUES = 5_000_000
 
-KINDS = ("Node", "Pod", "Service", "EndpointSlice", "ConfigMap", "KubeProxyConfiguration", "ServiceCIDR")
+KINDS = ("Node", "Pod", "Service", "EndpointSlice", "ConfigMap", "KubeProxyConfiguration", "ServiceCIDR", "IPPool")
+# MetalLB's address pools and advertisements, and kube-vip's DaemonSet: who announces load balancer addresses.
+ANNOUNCER_KINDS = ("IPAddressPool", "L2Advertisement", "BGPAdvertisement", "DaemonSet")
 
 _TYPES = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping", list: "a list"}
 
@@ -107,7 +109,7 @@ def _said(value: Any) -> str:
 class Inputs:
     """Everything given, sorted by kind; `unused` counts what lab import does not read, per file and kind."""
 
-    objects: dict[str, list[Obj]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    objects: dict[str, list[Obj]] = field(default_factory=lambda: {k: [] for k in KINDS + ANNOUNCER_KINDS})
     versions: list[Obj] = field(default_factory=list)  # `kubectl version -o yaml` documents
     unused: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -136,7 +138,9 @@ class Inputs:
     def notes(self) -> list[str]:
         return [
             f"{file}: {count} {kind} object(s) not read: lab import reads Nodes, Pods, Services, EndpointSlices, "
-            "ServiceCIDRs, kube-proxy's ConfigMap and kubectl version"
+            "Calico's IPPools, "
+            "ServiceCIDRs, kube-proxy's ConfigMap, kubectl version, MetalLB's IPAddressPools, L2Advertisements and "
+            "BGPAdvertisements and DaemonSets (kube-vip's)"
             for (file, kind), count in self.unused.items()
         ]
 

@@ -15,6 +15,9 @@ from typing import Any
 from lab.describe.errors import ScenarioError
 from lab.describe.families import Family, family_of
 from lab.describe.kubectl.addresses import Anonymizer, PoolExhausted, covering
+from lab.describe.kubectl.announcers import announce, read_announcers
+from lab.describe.kubectl.calico import KIND as IP_POOL
+from lab.describe.kubectl.calico import calico_fields
 from lab.describe.kubectl.cluster import (
     FAMILIES,
     ZONE_LABEL,
@@ -133,12 +136,25 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     }
     if cni.value != "bridge":
         cluster["cni"] = cni.value
+    if cni.value == "routed-tunnel":  # Calico's: IPv4 alone (_families)
+        cluster |= calico_fields(inputs.objects[IP_POOL], networks[families[0]].cluster, notes)
+    elif inputs.objects[IP_POOL]:
+        notes.append(inputs.objects[IP_POOL][0].note((), "not read: the lab recognised no Calico in the cluster"))
     lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
     workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
     origins = {("nodes", i): Origin(nodes[n].obj, NODE_FIELDS) for i, n in enumerate(wanted)}
     if config.conf is not None:
         origins[("cluster",)] = Origin(config.conf, CLUSTER_FIELDS, only=True)
     origins |= {("workload", i): Origin(p.obj) for i, p in enumerate(written_pods)}
+    announced = announce(
+        read_announcers(inputs, nodes, notes),
+        services.values(),
+        nodes,
+        wanted,
+        {f: networks[f].underlay for f in families},
+        names,
+        notes,
+    )
     probes = []
     client_of = {
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
@@ -169,6 +185,10 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     release = NodeRelease(version, _gate(config, DRAINING_GATE))
     if (lb := _load_balancer(services, [nodes[n] for n in wanted], names, release, notes)) is not None:
         scenario["loadBalancers"] = [lb]
+    if announced.balancers:
+        scenario["loadBalancers"] = scenario.get("loadBalancers", []) + announced.balancers
+    if announced.routes:
+        scenario["externalHosts"][0]["routes"] = announced.routes
     if options.anonymize:
         try:
             anonymizer = Anonymizer({f: (n.cluster, n.service, n.underlay) for f, n in networks.items()})

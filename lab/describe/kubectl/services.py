@@ -27,6 +27,7 @@ PROXIED = (
     "stands in for the cloud's, which proxies to the NodePort"
 )
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply's copy of the object
+METALLB = ("metallb.io/", "metallb.universe.tf/")  # MetalLB's allocation annotations: read in announcers.py
 
 # Service spec fields the lab reads, and those that change nothing kube-proxy writes once the EndpointSlices are
 # known (the controller and the API server act on them): read, not reported.
@@ -166,7 +167,7 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
             continue
         ingress.append({"ip": ip, "ipMode": obj.get((*path, "ipMode"), str, "VIP")})
     for key in obj.get(("metadata", "annotations"), dict, {}):
-        if key not in (*TOPOLOGY_ANNOTATIONS, LAST_APPLIED) and _networking(key):
+        if key not in (*TOPOLOGY_ANNOTATIONS, LAST_APPLIED) and _networking(key) and not key.startswith(METALLB):
             notes.append(
                 obj.note(
                     ("metadata", "annotations", key),
@@ -176,7 +177,7 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
             )
     if any(i["ipMode"] == "Proxy" for i in ingress):
         notes.append(obj.note(("status", "loadBalancer"), PROXIED))
-    elif ingress:
+    elif ingress and kind != "LoadBalancer":  # a LoadBalancer's: said where its announcer is read (announcers.py)
         notes.append(obj.note(("status", "loadBalancer"), ROUTED))
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
     if lb_ip:

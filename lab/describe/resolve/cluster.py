@@ -39,6 +39,12 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         raise src.error(
             ("cluster", "tunnelMTU"), f"tunnelMTU is the tunnel device's: it goes with cni: routed-tunnel, not {c.cni}"
         )
+    if c.cni == "flannel" and c.hairpin_mode == "promiscuous-bridge":
+        raise src.error(
+            ("cluster", "hairpinMode"),
+            "promiscuous-bridge is kubelet's kubenet mode; flannel's CNI config sets the bridge plugin's hairpinMode"
+            " (true by default: hairpin-veth; none where it is false)",
+        )
     if c.nat_outgoing is not None and c.cni != "routed-tunnel":
         raise src.error(
             ("cluster", "natOutgoing"), f"natOutgoing is Calico's pool's: it goes with cni: routed-tunnel, not {c.cni}"

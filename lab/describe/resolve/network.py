@@ -72,6 +72,17 @@ def resolve_nodes(
                     f" {mtu}: at most {mtu - TUNNEL_OVERHEAD[cluster.tunnel]}",
                 )
             nodes.append(NodeSpec(n.name, ips[0], pod_cidr, "", labels, str(block.network_address), mtu))
+        elif cluster.cni == "flannel":
+            # cni0 takes the block's first host address (flannel's CNI config delegates to the bridge plugin with
+            # host-local IPAM), flannel.1 the network address with /32 (vxlan.go configureDeviceIPv4IPv6).
+            if second_block or family_of(pod_cidr) != "IPv4":
+                raise src.error(
+                    ("nodes", i, "podCIDR"),
+                    "cni: flannel is modelled for IPv4 pod blocks only (its IPv6 device flannel-v6.1 is not built)",
+                )
+            block = ipaddress.ip_network(pod_cidr)
+            bridge, mtu = next(hosts(pod_cidr)), n.mtu or DEFAULT_MTU
+            nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, str(block.network_address), mtu))
         else:
             bridge = next(hosts(pod_cidr))
             nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, mtu=n.mtu or DEFAULT_MTU, **second))

@@ -17,7 +17,6 @@ from lab.describe.resolve.matrix import Variant
 from lab.describe.resolve.steps import Workload, resolve_steps
 from lab.describe.topology import (
     ENTRY,
-    TUNNEL_NAME,
     Expected,
     NodeSpec,
     ProbeSpec,
@@ -26,6 +25,7 @@ from lab.describe.topology import (
     Topology,
     entry_suffix,
     of_family,
+    tunnel_name,
 )
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -343,11 +343,19 @@ def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topol
         )
 
 
+def _device_suffixes(cni: str) -> tuple[str, ...]:
+    """The devices of a node besides eth0 whose address a source may be named by: cni0 (bridge, flannel), the
+    tunnel device (routed-tunnel, flannel)."""
+    bridge = ("/cni0",) if cni != "routed-tunnel" else ()
+    tunnel = (f"/{tunnel_name(cni)}",) if cni != "bridge" else ()
+    return bridge + tunnel
+
+
 def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family: Family) -> str | None:
     """The address of a source name, of the probe's family where the name has one; None for a name relative to
     the entry node (checked here)."""
     if (suffix := entry_suffix(name)) is not None:
-        allowed = {"", "/eth0", "/cni0" if topo.cluster.cni == "bridge" else f"/{TUNNEL_NAME}"}
+        allowed = {"", "/eth0", *_device_suffixes(topo.cluster.cni)}
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
         return None
@@ -358,9 +366,9 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family
     try:
         return canonical_ip(name)
     except AddressError:
-        tunnel = f", node/{TUNNEL_NAME}" if topo.cluster.cni == "routed-tunnel" else ""
+        devices = ", ".join(f"node{suffix}" for suffix in ("/eth0", *_device_suffixes(topo.cluster.cni)))
         raise src.error(
             path,
-            f"{name!r} is neither an address nor a known name (a pod, node, node/cni0, node/eth0{tunnel}, "
+            f"{name!r} is neither an address nor a known name (a pod, node, {devices}, "
             f"external host, or {ENTRY}, {ENTRY}/...: the node the connection entered through)",
         ) from None
