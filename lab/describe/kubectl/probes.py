@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.describe.families import family_of
 from lab.describe.ip import parse_network
 
 OBSERVE = "observe"
@@ -54,9 +55,20 @@ def probes_for(
     if len(families) == 2:
         second = families[1]
         probes += [
-            p | {"name": f"{p['name']}-{second.lower()}", "family": second} for p in probes if "sourceAddress" not in p
+            p | {"name": f"{p['name']}-{second.lower()}", "family": second}
+            for p in probes
+            if "sourceAddress" not in p and _has_address(p["to"].get("via"), second, spec, status)
         ]
     return probes
+
+
+def _has_address(via: str | None, family: str, spec: dict[str, Any], status: list[dict[str, Any]]) -> bool:
+    """Whether the frontend a probe goes through has an address of `family`: a load balancer's address of the other
+    family may be missing (never assigned, or left out by the import as one the lab cannot announce)."""
+    if via != "loadBalancer":
+        return True
+    addresses = [i["ip"] for i in status] or ([spec["loadBalancerIP"]] if "loadBalancerIP" in spec else [])
+    return any(family_of(a) == family for a in addresses)
 
 
 def _inside(ranges: list[str], family: str) -> str | None:
