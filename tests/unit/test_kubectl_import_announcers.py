@@ -283,3 +283,19 @@ def test_metallb_annotations_that_differ_from_the_assigned_address_are_said(tmp_
         result, "Service default/web", "metallb.io/loadBalancerIPs"
     )
     assert not [n for n in result.notes if "address-pool" in n]  # lan holds the address: nothing to say
+
+
+def test_node_selectors_that_take_no_node_announce_nothing_and_say_so(tmp_path):
+    def nowhere(items):
+        _advertisement(items)["spec"]["nodeSelectors"] = [{"matchLabels": {"metallb-announce": "never"}}]
+
+    result = _imported(_files(tmp_path, metallb=nowhere), tmp_path)
+    assert "loadBalancers" not in result.scenario
+    assert "no node may announce it" in _one_note(result, "Service default/web", "L2Advertisement lan-l2")
+
+
+def test_with_service_the_nodes_allowed_to_announce_left_out_are_said(tmp_path):
+    result = _imported(_files(tmp_path), tmp_path, services=["default/web"])
+    assert [n["name"] for n in result.scenario["nodes"]] == ["node1", "node2"]  # web's node and one more
+    assert "loadBalancers" not in result.scenario
+    assert "(node3, node4) are not imported (--service)" in _one_note(result, "Service default/web", "lan-l2")

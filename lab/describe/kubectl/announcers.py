@@ -272,6 +272,8 @@ def announce(
             notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {ROUTED}" if how == "none" else ROUTED))
         elif how == "none":
             notes.append(svc.obj.note(("status", "loadBalancer"), why))
+        elif not allowed & set(wanted):
+            notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {_nobody(allowed)}"))
         else:
             groups.setdefault((how, allowed), []).append(ref)
             notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {_layer2_said(allowed, wanted)}"))
@@ -297,7 +299,7 @@ def _inside(vip: str, underlays: dict[Family, str]) -> bool:
 
 
 def _announcer(svc: Service, found: Announcers, nodes: dict[str, Node]) -> tuple[str, frozenset[str], str]:
-    """How the Service's addresses are announced (metallb-l2, kube-vip-l2, bgp, none or assumed), by which nodes,
+    """How the Service's addresses are announced (metallb, kube-vip, bgp, none or assumed), by which nodes,
     and the words saying so."""
     vips = _vips(svc)
     pool = next((n for n, p in found.pools.items() if all(p.holds(v) for v in vips)), None)
@@ -310,15 +312,15 @@ def _announcer(svc: Service, found: Announcers, nodes: dict[str, Node]) -> tuple
             f"announced by {how}, {leader} among the nodes it runs on; the lab elects as MetalLB does (set the "
             "load balancer's `announcer` to the node holding kube-vip's lease)"
         )
-        return ("kube-vip" if kv.mode == "layer2" else "bgp"), kv.nodes & _usable(nodes), said
+        return ("kube-vip" if kv.mode == "layer2" else "bgp"), kv.nodes & set(nodes), said
     said = "no MetalLB pool" + (" of the input" if found.pools else "") + " holds it and no kube-vip serves Services"
     return (
         "assumed",
         _usable(nodes),
         (
             f"{said}: taken to be announced in layer 2 as MetalLB does (a speaker on every node; for "
-            "externalTrafficPolicy Local only a node with a ready endpoint); if another announcer serves it, set "
-            "the load balancer's `announcer` or `nodes`"
+            "externalTrafficPolicy Local only a node with a ready endpoint){_skipped(nodes)}; if another announcer "
+            "serves it, set the load balancer's `announcer` or `nodes`"
         ),
     )
 
@@ -342,7 +344,7 @@ def _metallb(svc: Service, pool: str, found: Announcers, nodes: dict[str, Node])
     if found.speakers is not None:
         allowed &= found.speakers
     kinds = " and ".join(sorted({f"{a.obj.kind} {a.obj.name}" for a in chosen}))
-    said = f"MetalLB's pool {pool}, announced by {kinds} from the nodes they select{speakers}"
+    said = f"MetalLB's pool {pool}, announced by {kinds} from the nodes they select{speakers}{_skipped(nodes)}"
     if found.speakers is None:
         said += " (no speaker pod in the input: taken to run on every node)"
     if layer2 and any(a.mode == "bgp" for a in ads):
@@ -354,6 +356,14 @@ def _usable(nodes: dict[str, Node]) -> frozenset[str]:
     """The nodes a speaker may announce from: not labelled to be excluded from load balancers, nor with the
     NetworkUnavailable condition True (speakersForAds; bgpController.ShouldAnnounce)."""
     return frozenset(n for n, node in nodes.items() if EXCLUDE_LABEL not in node.labels and not _cut_off(node.obj))
+
+
+def _skipped(nodes: dict[str, Node]) -> str:
+    """The nodes MetalLB's speakers never announce from, said (words to append)."""
+    skipped = [n for n in nodes if n not in _usable(nodes)]
+    if not skipped:
+        return ""
+    return f", skipping {', '.join(skipped)} (labelled {EXCLUDE_LABEL} or NetworkUnavailable)"
 
 
 def _cut_off(obj: Obj) -> bool:
@@ -389,6 +399,15 @@ def _bgp_said(speakers: frozenset[str]) -> str:
     if not speakers:
         return "no node announces it (no ready endpoint, or none on an announcing node for Local): no route to it"
     return f"the client, standing in for the BGP peer, routes it over {', '.join(sorted(speakers))} (multipath)"
+
+
+def _nobody(allowed: frozenset[str]) -> str:
+    if not allowed:
+        return "no node may announce it, so nobody answers ARP for it, in the cluster as in the lab"
+    return (
+        f"the nodes that may announce it ({', '.join(sorted(allowed))}) are not imported (--service): nobody answers "
+        "ARP for it in the lab; import without --service to reproduce its announcement"
+    )
 
 
 def _layer2_said(allowed: frozenset[str], wanted: list[str]) -> str:
