@@ -12,6 +12,7 @@ from lab.describe.topology import Topology
 from lab.render.kubeproxy import iptables, nftables
 from lab.render.kubeproxy.adapter import proxy_config, service_ports
 from lab.render.kubeproxy.affinity import AffinityLookup
+from lab.render.kubeproxy.because import Because
 from lab.render.kubeproxy.conntrack import start_sysctls
 from lab.render.kubeproxy.iptables import SharedRules, render_iptables
 from lab.render.kubeproxy.ipvs import IpvsRules, render_ipvs, sync_lines
@@ -50,6 +51,8 @@ class NodeDataplane:
     # in a dual-stack cluster the secondary family's proxier's output: kube-proxy runs one proxier per family.
     family: Family = "IPv4"
     other_family: NodeDataplane | None = None
+    # Why the rules that mark for masquerade or choose an endpoint were written (render/kubeproxy/because.py).
+    because: tuple[Because, ...] = ()
 
     @property
     def proxiers(self) -> tuple[NodeDataplane, ...]:
@@ -143,6 +146,7 @@ def ipvs_plane(rules: IpvsRules, family: Family = "IPv4", previous: IpvsRules | 
         dummy_addresses=rules.dummy_addresses,
         sysctls=tuple((k.replace("/", "."), str(v)) for k, v in rules.sysctls.items()),
         family=family,
+        because=rules.because,
     )
 
 
@@ -206,6 +210,7 @@ def _family_dataplane(
             setup=_setup(topo, False),
             localhost_proxy=rules.localhost_nodeports,
             family=family,
+            because=rules.because,
         )
     # GetNodeIPs: every address of the node's interfaces, loopback's too, so that nodePortAddresses naming
     # 127.0.0.0/8 serves NodePorts on 127.0.0.1 (with iptables.localhostNodePorts).
@@ -217,6 +222,7 @@ def _family_dataplane(
         setup=_setup(topo, rendered.route_localnet),
         held_ports=held,
         family=family,
+        because=rendered.because,
     )
 
 
@@ -232,6 +238,13 @@ def node_held_ports(topo: Topology, node_name: str) -> tuple[HeldPort, ...]:
     if all(node.name != node_name for node in topo.nodes):
         return ()
     return tuple(port for proxier in node_dataplane(topo, node_name).proxiers for port in proxier.held_ports)
+
+
+def rule_reasons(topo: Topology, node_name: str) -> tuple[Because, ...]:
+    """Why kube-proxy wrote the node's rules that mark for masquerade or choose an endpoint, every proxier's."""
+    if all(node.name != node_name for node in topo.nodes):
+        return ()
+    return tuple(because for proxier in node_dataplane(topo, node_name).proxiers for because in proxier.because)
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:

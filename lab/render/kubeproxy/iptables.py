@@ -33,6 +33,19 @@ from ipaddress import ip_network
 from lab.render.kubeproxy import hashing
 from lab.render.kubeproxy.addresses import Family, parse_ip
 from lab.render.kubeproxy.affinity import AffinityLookup
+from lab.render.kubeproxy.because import (
+    CHOICE,
+    MARK,
+    Because,
+    Setting,
+    at_random,
+    external_policy,
+    hairpin_masquerade,
+    local_detector,
+    local_policy,
+    masquerade_all,
+    session_affinity,
+)
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, NodeTopology, ProxyConfig, ServicePort
@@ -136,6 +149,8 @@ class IptablesRules(XtablesPayload):
     ensured_chains: tuple[tuple[str, str], ...] = ()
     # kubelet's rules on the same node, where kube-proxy of this version relies on them.
     kubelet: KubeletRules | None = None
+    # Why the rules that mark for masquerade or choose an endpoint were written (because.py).
+    because: tuple[Because, ...] = ()
 
     @property
     def era(self) -> str:
@@ -201,6 +216,7 @@ def render_iptables(
         version=version,
         ensured_chains=(("nat", KUBE_MARK_DROP),) if release.ensures_mark_drop_chain else (),
         kubelet=kubelet_rules(version, kubelet_iptables_cleanup, config.family),
+        because=tuple(out.because),
     )
 
 
@@ -341,6 +357,7 @@ class _Tables:
     filter_rules: list[str] = field(default_factory=list)
     nat_chains: list[str] = field(default_factory=list)
     nat_rules: list[str] = field(default_factory=list)
+    because: list[Because] = field(default_factory=list)  # why its rules that mark or choose were written
 
     def filter(self, *parts: str | Iterable[str]) -> None:
         self.filter_rules.append(join(flatten(parts)))
@@ -348,12 +365,25 @@ class _Tables:
     def nat(self, *parts: str | Iterable[str]) -> None:
         self.nat_rules.append(join(flatten(parts)))
 
+    def mark(self, chain: str, comment: str, setting: Setting | None, *match: str | Iterable[str]) -> None:
+        """A rule of nat `chain` that jumps to KUBE-MARK-MASQ, with the setting that wrote it; `comment` is its
+        comment ("" for none), which iptables-save shows back as it was written."""
+        commented = comment_match(comment) if comment else ()
+        self.nat("-A", chain, commented, match, "-j", KUBE_MARK_MASQ)
+        says = (comment, f"-j {KUBE_MARK_MASQ}") if comment else (f"-j {KUBE_MARK_MASQ}",)
+        self.because.append(Because(MARK, "nat", chain, says, setting))
+
+    def chooses(self, chain: str, endpoint_chain: str, setting: Setting | None, choice: str, *says: str) -> None:
+        """The nat rule of `chain` just written jumps to `endpoint_chain`, choosing it as `choice` says."""
+        self.because.append(Because(CHOICE, "nat", chain, (*says, f"-j {endpoint_chain}"), setting, choice))
+
     def extend(self, other: _Tables) -> None:
         """Another buffer's lines after these (one Service port's, written apart)."""
         self.filter_chains += other.filter_chains
         self.filter_rules += other.filter_rules
         self.nat_chains += other.nat_chains
         self.nat_rules += other.nat_rules
+        self.because += other.because
 
 
 @dataclass(frozen=True)
@@ -680,19 +710,12 @@ def _write_verdict(out: _Tables, chain: str, plan: _Plan, *match: Iterable[str])
 def _write_internal_masquerade(out: _Tables, node: _Node, plan: _Plan) -> None:
     """Masquerade ClusterIP traffic from outside the pod network (the Service range may be routed
     to any node, whose reply must come back through it); everything with --masquerade-all."""
-    svc = plan.svc
-    match = (
-        comment_match(f"{svc.name} cluster IP"),
-        _proto(svc.proto),
-        "-d",
-        svc.cluster_ip,
-        "--dport",
-        str(svc.port.port),
-    )
+    svc, cidr = plan.svc, node.config.cluster_cidr
+    match = (*_proto(svc.proto), "-d", svc.cluster_ip, "--dport", str(svc.port.port))
     if node.config.masquerade_all:
-        out.nat("-A", plan.internal_chain, match, "-j", KUBE_MARK_MASQ)
-    elif node.config.cluster_cidr:
-        out.nat("-A", plan.internal_chain, match, node.if_not_local(), "-j", KUBE_MARK_MASQ)
+        out.mark(plan.internal_chain, f"{svc.name} cluster IP", masquerade_all(), *match)
+    elif cidr:
+        out.mark(plan.internal_chain, f"{svc.name} cluster IP", local_detector(cidr), *match, *node.if_not_local())
 
 
 def _write_external_chain(out: _Tables, node: _Node, plan: _Plan) -> None:
@@ -704,7 +727,7 @@ def _write_external_chain(out: _Tables, node: _Node, plan: _Plan) -> None:
     destinations = f"{svc.name} external destinations"
     if not svc.external_local:
         # Cluster policy may send the packet to another node: masquerade so the reply returns.
-        out.nat("-A", ext_chain, comment_match(f"masquerade traffic for {destinations}"), "-j", KUBE_MARK_MASQ)
+        out.mark(ext_chain, f"masquerade traffic for {destinations}", external_policy(svc.name, "Cluster"))
     else:
         if node.config.cluster_cidr:
             # Pods reaching an external address behave as if they went out to the LB and came
@@ -714,8 +737,8 @@ def _write_external_chain(out: _Tables, node: _Node, plan: _Plan) -> None:
             )
         # The node itself picks a local address as source, which must be masqueraded, and may
         # use any endpoint.
-        masq_comment = comment_match(f"masquerade LOCAL traffic for {destinations}")
-        out.nat("-A", ext_chain, masq_comment, _LOCAL_SRC, "-j", KUBE_MARK_MASQ)
+        local = external_policy(svc.name, "Local")
+        out.mark(ext_chain, f"masquerade LOCAL traffic for {destinations}", local, *_LOCAL_SRC)
         out.nat(
             "-A", ext_chain, comment_match(f"route LOCAL traffic for {destinations}"), _LOCAL_SRC, "-j", cluster_chain
         )
@@ -786,6 +809,8 @@ def _write_affinity_rules(
         timeout = str(svc.port.affinity_timeout)
         recent = ("-m", "recent", "--name", sep, _RCHECK, "--seconds", timeout, "--reap")
         out.nat("-A", chain, _balancing_comment(svc, ep, large, node), recent, "-j", sep)
+        affinity = session_affinity(svc.name, svc.port.affinity_timeout)
+        out.chooses(chain, sep, affinity, "by the client's affinity", _RCHECK)
 
 
 def _write_balancing_rule(
@@ -794,6 +819,9 @@ def _write_balancing_rule(
     ep = endpoints[i]
     pick = _statistic(len(endpoints) - i)
     out.nat("-A", chain, _balancing_comment(svc, ep, large, node), pick, "-j", svc.endpoint_chain(ep))
+    local = chain.startswith(("KUBE-SVL-", "KUBE-XLB-"))
+    chosen_from = local_policy(svc.name, svc.internal_local and chain.startswith("KUBE-SVL-")) if local else None
+    out.chooses(chain, svc.endpoint_chain(ep), chosen_from, at_random(len(endpoints)))
 
 
 def _statistic(remaining: int) -> tuple[str, ...]:
@@ -813,6 +841,7 @@ def _write_endpoint_rules(out: _Tables, node: _Node, svc: _ServiceView, ep: Endp
     sep = svc.endpoint_chain(ep)
     comment = () if large else ("-m", "comment", "--comment", svc.name)
     out.nat("-A", sep, comment, "-s", node.addr(ep.ip), "-j", KUBE_MARK_MASQ)
+    out.because.append(Because(MARK, "nat", sep, (f"-j {KUBE_MARK_MASQ}",), hairpin_masquerade(svc.name)))
     affinity = ("-m", "recent", "--name", sep, "--set") if svc.port.affinity_timeout else ()
     out.nat("-A", sep, comment, affinity, _proto(svc.proto), "-j", "DNAT", "--to-destination", ep.address)
 

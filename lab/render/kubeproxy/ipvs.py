@@ -71,6 +71,16 @@ from dataclasses import dataclass, field, replace
 
 from lab.render.kubeproxy import xtables
 from lab.render.kubeproxy.addresses import Family, host_port
+from lab.render.kubeproxy.because import (
+    CHOICE,
+    MARK,
+    Because,
+    Setting,
+    external_policy,
+    hairpin_masquerade,
+    local_detector,
+    masquerade_all,
+)
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -287,6 +297,8 @@ class IpvsRules(xtables.XtablesPayload):
     sysctls: dict[str, int] = field(hash=False)
     # The addresses that got NodePort virtual servers.
     node_port_addresses: tuple[str, ...] = ()
+    # Why the rules that mark for masquerade were written, and how each virtual server chooses (because.py).
+    because: tuple[Because, ...] = ()
 
     def ipset(self, name: str) -> IpSet:
         """A set by ipsetInfo's name (KUBE-CLUSTER-IP finds the IPv6 proxier's KUBE-6-CLUSTER-IP too)."""
@@ -369,7 +381,16 @@ def render_ipvs(
         kubelet=xtables.kubelet_rules(version, family=config.family) if release.kubelet_mark_drop else None,
         sysctls=_sysctls(release, config, kernel),
         node_port_addresses=tuple(state.node_port_ips),
+        because=(*tables.because, *map(_chooses, state.virtual_servers.values())),
     )
+
+
+def _chooses(server: VirtualServer) -> Because:
+    """How a virtual server picks its real server: the kernel's scheduler (a persistent one keeps a client's)."""
+    count = len(server.real_servers)
+    how = f"by the {server.scheduler} scheduler among {count} real server{'s' * (count != 1)}"
+    how += f", a client kept on its own for {server.timeout} s (persistence)" if server.timeout else ""
+    return Because(CHOICE, "ipvs", server.service_address, (), None, how)
 
 
 def _jump_rules(release: Release) -> tuple[xtables.JumpRule, ...]:
@@ -624,9 +645,26 @@ class _State:
 class _Tables:
     nat: list[str] = field(default_factory=list)
     filter: list[str] = field(default_factory=list)
+    because: list[Because] = field(default_factory=list)  # why its rules that mark for masquerade were written
 
     def add(self, table: str, *parts: str | Iterable[str]) -> None:
         getattr(self, table).append(" ".join(xtables.flatten(parts)))
+
+    def why(self, chain: str, says: tuple[str, ...], setting: Setting) -> None:
+        """The nat rule of `chain` just written marks for masquerade (or masquerades) because of `setting`."""
+        self.because.append(Because(MARK, "nat", chain, says, setting))
+
+
+def _set_masquerade(name: str, target: str) -> Setting | None:
+    """Why a rule matching ipset `name` marks for masquerade (or masquerades: the hairpin set), if it does."""
+    if name == LOOP_BACK and target == "MASQUERADE":
+        return hairpin_masquerade(None)
+    return _external_cluster(name) if target == KUBE_MARK_MASQ else None
+
+
+def _external_cluster(name: str) -> Setting:
+    """externalTrafficPolicy Cluster, of every Service whose address or NodePort is in ipset `name`."""
+    return external_policy("", "Cluster", f"the Services in ipset {name}")
 
 
 def _write_iptables_rules(state: _State) -> _Tables:
@@ -653,14 +691,19 @@ def _write_iptables_rules(state: _State) -> _Tables:
         if nonempty(name):
             protocol = ("-p", proto) if proto else ()
             out.add(table, "-A", chain, protocol, set_match(name, match_type), "-j", target)
+            if table == "nat" and (setting := _set_masquerade(name, target)):
+                out.why(chain, (f"--match-set {set_name(name, config.family)} ", f"-j {target}"), setting)
 
+    cluster_ips = (f"--match-set {set_name(CLUSTER_IP, config.family)} ", f"-j {KUBE_MARK_MASQ}")
     if nonempty(CLUSTER_IP):
         if config.masquerade_all:
             out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "dst,dst"), "-j", KUBE_MARK_MASQ)
+            out.why(KUBE_SERVICES, cluster_ips, masquerade_all())
         elif config.cluster_cidr:
             # Off-cluster traffic to a VIP may be routed to any node: masquerade it.
             masq = ("!", "-s", config.cluster_cidr, "-j", KUBE_MARK_MASQ)
             out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "dst,dst"), masq)
+            out.why(KUBE_SERVICES, cluster_ips, local_detector(config.cluster_cidr))
         else:
             # No local-traffic detector: masquerade node traffic that left with a VIP as source.
             out.add("nat", "-A", KUBE_SERVICES, set_match(CLUSTER_IP, "src,dst"), "-j", KUBE_MARK_MASQ)
@@ -674,12 +717,17 @@ def _write_iptables_rules(state: _State) -> _Tables:
     if nonempty(EXTERNAL_IP):
         match = ("-A", KUBE_SERVICES, *set_match(EXTERNAL_IP, "dst,dst"))
         out.add("nat", match, "-j", KUBE_MARK_MASQ)
+        external = set_name(EXTERNAL_IP, config.family)
+        out.why(KUBE_SERVICES, (f"--match-set {external} ", f"-j {KUBE_MARK_MASQ}"), _external_cluster(external))
         external_ip_rules(match)
     if nonempty(EXTERNAL_IP_LOCAL):
         external_ip_rules(("-A", KUBE_SERVICES, *set_match(EXTERNAL_IP_LOCAL, "dst,dst")))
 
     out.add("nat", "-A", KUBE_SERVICES, "-m", "addrtype", "--dst-type", "LOCAL", "-j", KUBE_NODE_PORT)
     out.add("nat", "-A", KUBE_LOAD_BALANCER, "-j", KUBE_MARK_MASQ)
+    if nonempty(LOAD_BALANCER):
+        balancers = _external_cluster(set_name(LOAD_BALANCER, config.family))
+        out.why(KUBE_LOAD_BALANCER, (f"-j {KUBE_MARK_MASQ}",), balancers)
     if release.kubelet_mark_drop:
         out.add("nat", "-A", KUBE_FIREWALL, "-j", KUBE_MARK_DROP)
     else:

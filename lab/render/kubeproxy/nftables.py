@@ -64,6 +64,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lab.render.kubeproxy.affinity import AffinityLookup
+from lab.render.kubeproxy.because import (
+    CHOICE,
+    MARK,
+    Because,
+    Setting,
+    at_random,
+    external_policy,
+    hairpin_masquerade,
+    local_detector,
+    local_policy,
+    masquerade_all,
+    session_affinity,
+)
 from lab.render.kubeproxy.endpoints import categorize
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -239,6 +252,8 @@ class NftRules:
     version: str
     commands: tuple[str, ...]
     localhost_nodeports: tuple[LocalhostNodePort, ...] = ()
+    # Why the rules that mark for masquerade or choose an endpoint were written (because.py).
+    because: tuple[Because, ...] = ()
 
     def script(self) -> str:
         """The exact `nft -f` input (knftables writes no trailing blank line)."""
@@ -280,7 +295,9 @@ def render_nftables(
         plan = _Plan.build(view, release)
         _write_service(tx, node, release, plan, active)
         listeners += _localhost_listener(node, plan)
-    return NftRules(version=version, commands=tuple(tx.commands), localhost_nodeports=tuple(listeners))
+    return NftRules(
+        version=version, commands=tuple(tx.commands), localhost_nodeports=tuple(listeners), because=tuple(tx.because)
+    )
 
 
 def _localhost_listener(node: _Node, plan: _Plan) -> list[LocalhostNodePort]:
@@ -464,6 +481,11 @@ class _Tx:
 
     commands: list[str] = field(default_factory=list)
     family: str = FAMILY  # the table's: "ip", or "ip6" for the IPv6 proxier
+    because: list[Because] = field(default_factory=list)  # why its rules that mark or choose were written
+
+    def why(self, kind: str, chain: str, says: tuple[str, ...], setting: Setting | None, choice: str = "") -> None:
+        """The rule of `chain` just added does `kind` because of `setting`; `says`: how the kernel's trace shows it."""
+        self.because.append(Because(kind, TABLE, chain, says, setting, choice))
 
     def _emit(self, verb: str, kind: str, rest: str) -> None:
         self.commands.append(f"{verb} {kind} {self.family} {TABLE}{rest}")
@@ -574,6 +596,7 @@ def _write_masquerading(tx: _Tx, node: _Node, release: Release) -> None:
         tx.add_rule(MASQUERADING, *marked)
         hairpin = ("ct status dnat ip saddr . ip daddr . meta l4proto . th dport", "@", HAIRPIN)
         tx.add_rule(MASQUERADING, *hairpin, "masquerade fully-random")
+        tx.why(MARK, MASQUERADING, (f"@{HAIRPIN}",), hairpin_masquerade(None))
         return
     tx.add_rule(MARK_MASQ, "mark set mark or", node.mark)
     tx.add_rule(MASQUERADING, "mark and", node.mark, "== 0 return")
@@ -653,9 +676,11 @@ def _write_dispatch(tx: _Tx, node: _Node, release: Release) -> None:
         cluster_ips = ("ip daddr", "@", CLUSTER_IPS)
         if node.config.masquerade_all:
             tx.add_rule(SERVICES, *cluster_ips, _mark(node, release), comment="masquerade all clusterIP traffic")
+            tx.why(MARK, SERVICES, _MARK_SAYS[True], masquerade_all())
         elif node.detector:
             comment = "masquerade clusterIP traffic from outside cluster"
             tx.add_rule(SERVICES, *cluster_ips, "ip saddr !=", node.detector, _mark(node, release), comment=comment)
+            tx.why(MARK, SERVICES, _MARK_SAYS[True], local_detector(node.detector))
     tx.add_rule(SERVICES, "ip daddr . meta l4proto . th dport vmap", "@", SERVICE_IPS)
     tx.add_rule(SERVICES, _nodeport_match(node, local=True), "meta l4proto . th dport vmap", "@", SERVICE_NODEPORTS)
 
@@ -699,6 +724,10 @@ def _has_endpoint_chain(release: Release, plan: _Plan) -> bool:
     """Every used endpoint has an endpoint-* chain until 1.36; from then only with ClientIP affinity,
     which needs one to remember the client in."""
     return not release.nft_masquerade_rework or bool(plan.svc.port.affinity_timeout)
+
+
+# How the kernel's trace shows a rule that marks for masquerade: inlined from 1.36 (True), a jump before.
+_MARK_SAYS = {True: ("meta mark set meta mark |",), False: (f"jump {MARK_MASQ}",)}
 
 
 def _mark(node: _Node, release: Release) -> str:
@@ -765,19 +794,23 @@ def _write_internal_masquerade(tx: _Tx, node: _Node, release: Release, plan: _Pl
     without a local-traffic detector. Up to 1.35, in each Service's own chain."""
     svc = plan.svc
     port = (svc.proto, "dport", str(svc.port.port)) if release.nft_masquerade_matches_port else ()
+    says = _MARK_SAYS[release.nft_masquerade_rework]
     if node.config.masquerade_all:
         tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, _mark(node, release))
+        tx.why(MARK, plan.internal_chain, says, masquerade_all())
     elif node.detector:
         not_local = ("ip saddr !=", node.detector)
         tx.add_rule(plan.internal_chain, "ip daddr", svc.cluster_ip, port, not_local, _mark(node, release))
+        tx.why(MARK, plan.internal_chain, says, local_detector(node.detector))
 
 
 def _write_external_chain(tx: _Tx, node: _Node, release: Release, plan: _Plan) -> None:
     """external-*: every NodePort, externalIP and LoadBalancer packet goes through here."""
-    chain = plan.external_chain
+    chain, says = plan.external_chain, _MARK_SAYS[release.nft_masquerade_rework]
     if not plan.svc.external_local:
         # Cluster policy may send the packet to another node: masquerade so the reply returns.
         tx.add_rule(chain, _mark(node, release), comment="masquerade" if release.nft_masquerade_rework else None)
+        tx.why(MARK, chain, says, external_policy(plan.svc.name, "Cluster"))
     else:
         if node.detector:
             # Pods reaching an external address behave as if they went out to the LB and came
@@ -787,6 +820,7 @@ def _write_external_chain(tx: _Tx, node: _Node, release: Release, plan: _Plan) -
         # The node itself picks a local address (often the LB IP) as source, which must be
         # masqueraded, and it may use any endpoint.
         tx.add_rule(chain, "fib saddr type local", _mark(node, release), comment="masquerade local traffic")
+        tx.why(MARK, chain, ("fib saddr type local", *says), external_policy(plan.svc.name, "Local"))
         tx.add_rule(chain, "fib saddr type local goto", plan.cluster_chain, comment="short-circuit local traffic")
     if plan.has_external_endpoints:
         tx.add_rule(chain, "goto", plan.external_policy_chain)
@@ -814,20 +848,26 @@ def _write_balancing(tx: _Tx, release: Release, plan: _Plan, chain: str, endpoin
     from 1.36, without affinity, a DNAT straight to the endpoint the random pick maps to (1.37: to
     the only endpoint, without a map)."""
     svc = plan.svc
+    chosen_from = local_policy(svc.name, chain == plan.internal_chain) if chain == plan.local_chain else None
     if not _has_endpoint_chain(release, plan):
         if len(endpoints) == 1 and release.nft_single_endpoint_dnat:
             tx.add_rule(chain, "meta l4proto", svc.proto, "dnat to", endpoints[0].address)
+            tx.why(CHOICE, chain, ("dnat to",), chosen_from, at_random(1))
             return
         picks = " , ".join(f"{i} : {ep.ip} . {ep.port}" for i, ep in enumerate(endpoints))
         dnat = ("meta l4proto", svc.proto, "dnat ip addr . port to")
         tx.add_rule(chain, *dnat, f"numgen random mod {len(endpoints)} map {{", picks, "}")
+        tx.why(CHOICE, chain, ("numgen random",), chosen_from, at_random(len(endpoints)))
         return
     if svc.port.affinity_timeout:
+        affinity = session_affinity(svc.name, svc.port.affinity_timeout)
         for ep in endpoints:
             base = svc.endpoint_base(ep)
             tx.add_rule(chain, "ip saddr", "@", AFFINITY_PREFIX + base, "goto", ENDPOINT_PREFIX + base)
+            tx.why(CHOICE, chain, (f"@{AFFINITY_PREFIX}{base}",), affinity, "by the client's affinity")
     picks = " , ".join(f"{i} : goto {ENDPOINT_PREFIX}{svc.endpoint_base(ep)}" for i, ep in enumerate(endpoints))
     tx.add_rule(chain, f"numgen random mod {len(endpoints)} vmap {{", picks, "}")
+    tx.why(CHOICE, chain, ("numgen random",), chosen_from, at_random(len(endpoints)))
 
 
 def _write_endpoint_chain(tx: _Tx, release: Release, plan: _Plan, ep: Endpoint) -> None:
@@ -837,6 +877,7 @@ def _write_endpoint_chain(tx: _Tx, release: Release, plan: _Plan, ep: Endpoint) 
     chain = ENDPOINT_PREFIX + base
     if not release.nft_masquerade_rework:
         tx.add_rule(chain, "ip saddr", ep.ip, "jump", MARK_MASQ)
+        tx.why(MARK, chain, (f"jump {MARK_MASQ}",), hairpin_masquerade(plan.svc.name))
     if plan.svc.port.affinity_timeout:
         tx.add_rule(chain, "update", "@", AFFINITY_PREFIX + base, "{ ip saddr }")
     tx.add_rule(chain, "meta l4proto", plan.svc.proto, "dnat to", ep.address)
