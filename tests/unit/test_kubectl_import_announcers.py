@@ -299,3 +299,16 @@ def test_with_service_the_nodes_allowed_to_announce_left_out_are_said(tmp_path):
     assert [n["name"] for n in result.scenario["nodes"]] == ["node1", "node2"]  # web's node and one more
     assert "loadBalancers" not in result.scenario
     assert "(node3, node4) are not imported (--service)" in _one_note(result, "Service default/web", "lan-l2")
+
+
+def test_an_address_two_services_share_is_announced_for_the_first_and_said_for_the_second(tmp_path):
+    def share(items):
+        api = _item(items, "Service", "api")
+        api["metadata"]["annotations"]["metallb.io/allow-shared-ip"] = "web"
+        api["status"]["loadBalancer"]["ingress"][0]["ip"] = "192.168.56.241"
+
+    result = _imported(_files(tmp_path, dump=share), tmp_path)
+    assert result.scenario["loadBalancers"][0]["services"] == ["default/web"]
+    note = _one_note(result, "Service default/api", "192.168.56.241: left out, with its probes")
+    assert "default/web has it too" in note
+    assert not [p for p in result.scenario["probes"] if p["name"].startswith("default-api-http-load-balancer")]

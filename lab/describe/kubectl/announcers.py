@@ -249,6 +249,7 @@ def announce(
     or loadBalancerIP); an address the lab cannot announce is left out of its Service, said."""
     out = Announced()
     groups: dict[tuple[str, frozenset[str]], list[str]] = {}
+    claimed: dict[str, str] = {}  # each address announced, with its Service
     for svc in services:
         if svc.type != "LoadBalancer" or not _vips(svc):
             continue
@@ -256,13 +257,17 @@ def announce(
         how, allowed, why = _announcer(svc, found, nodes)
         in_link = any(_inside(v, underlays) for v in _vips(svc))
         for vip in _vips(svc):
-            if problem := _unannounceable(vip, how, _inside(vip, underlays), in_link, underlays):
+            problem = _unannounceable(vip, how, _inside(vip, underlays), in_link, underlays)
+            if vip in claimed and (in_link or how == "bgp"):
+                problem = f"{claimed[vip]} has it too (MetalLB's allow-shared-ip): the lab announces it for one Service"
+            if problem:
                 notes.append(svc.obj.note(("status", "loadBalancer"), f"{vip}: left out, with its probes: {problem}"))
                 _drop(svc, vip)
         kept = _vips(svc)
         ref = f"{names.namespace(svc.namespace)}/{names.service(svc.namespace, svc.name)}"
         if not kept:
             continue
+        claimed |= {v: svc.key for v in kept}
         if how == "bgp":
             speakers = _ready_on(svc, allowed)
             notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {_bgp_said(speakers)}"))
