@@ -135,15 +135,6 @@ def _nft_proto(before: str) -> str:
     return next(filter(None, proto.groups())) if proto else "tcp"
 
 
-def chain_candidates(dump: str, chain: str) -> list[str]:
-    """The chains a (load-balancing) chain can jump to, in rule order."""
-    targets = []
-    for line in dump.splitlines():
-        if line.startswith(f"-A {chain} ") and (match := re.search(r"-j (KUBE-SEP-\S+)", line)):
-            targets.append(match.group(1))
-    return targets
-
-
 # `-A -t 10.96.0.10:80 -s rr`, `-a -t [fd00:10:96::a]:80 -r [fd00:10:244:1::2]:8080 -m -w 1` (ipvsadm writes an
 # IPv6 address in brackets).
 _IPVS = re.compile(r"^-([Aa]) -([tu]) (\[[^]]+\]|[^\s:]+):(\d+)(?: .*?-r (\[[^]]+\]|[^\s:]+):(\d+))?")

@@ -22,7 +22,10 @@ _SAYS = {
 
 def print_replay(result: ReplayResult, console: Console) -> None:
     s = result.setup
-    says = _SAYS.get(result.outcome, result.outcome).format(endpoints=", ".join(result.endpoints))
+    # Several outcomes: the load balancing's choices differ, each said (every choice was drawn: lab/replay/run.py).
+    outcomes = result.outcome.split("|")
+    says = "; ".join(_SAYS.get(o, o).format(endpoints=", ".join(result.endpoints)) for o in outcomes)
+    says += f" (as the endpoint drawn, of {result.choices})" if len(outcomes) > 1 else ""
     console.print(
         Text.assemble(
             literal(f"{s.protocol.lower()} {s.source} → {endpoint(s.dst_ip, s.dst_port)}", "bold"),
@@ -41,7 +44,10 @@ def print_replay(result: ReplayResult, console: Console) -> None:
             )
         )
     output = "None" if result.output is None else repr(result.output)
-    console.print(literal(f"  output={output} masq={str(result.masq).lower()} after {result.attempts} attempt(s)"))
+    drew = f", every one of the {result.choices} choices drawn" if result.choices > 1 else ""
+    console.print(
+        literal(f"  output={output} masq={str(result.masq).lower()} after {result.attempts} attempt(s){drew}")
+    )
     # The rules as the dump wrote them: its comments are the user's text.
     for line in result.trace:
         console.print(literal(f"  rule  {line}"), soft_wrap=True)

@@ -20,6 +20,7 @@ from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
 from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.probe.choices import enough_attempts
 from lab.probe.client import send
 from lab.realize.enter import write_sysctls
 from lab.realize.families import endpoint, host_prefixlen
@@ -70,6 +71,7 @@ class ReplayResult:
     attempts: int
     affinity: Affinity | None = None
     added: tuple[str, ...] = ()  # what --add-kube-jumps added to the dump, "table: line"
+    choices: int = 1  # the load balancing's choices drawn (endpoints, or rules that drop): the set the result says
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -84,6 +86,7 @@ class ReplayResult:
             "affinity": self.affinity.as_json() if self.affinity else None,
             "trace": list(self.trace),
             "attempts": self.attempts,
+            "choices": self.choices,
             "added": list(self.added),
         }
 
@@ -119,13 +122,15 @@ def _classify(env: Env, reply: dict[str, str] | None, result_outcome: str, seen:
         if local != endpoint(s.dst_ip, s.dst_port):
             return Attempt("dnat", local, source, seen.trace, seen.spread)
         delivered = "forwarded" if reply["backend"] != "node" else "accepted" if _accepted(seen.trace) else "local"
-        return Attempt(delivered, None, source, seen.trace)
+        return Attempt(delivered, None, source, seen.trace, seen.spread)
     if "REJECT" in seen.verdicts:
-        return Attempt("rejected", trace=seen.trace)
+        return Attempt("rejected", trace=seen.trace, spread=seen.spread)
     if "DROP" in seen.verdicts:
-        return Attempt("dropped", trace=seen.trace)
+        return Attempt("dropped", trace=seen.trace, spread=seen.spread)
     # No answer and no rule that dropped it: the kernel lost it, which is no DROP of kube-proxy's.
-    return Attempt("unanswered" if result_outcome == "dropped" else result_outcome, trace=seen.trace)
+    return Attempt(
+        "unanswered" if result_outcome == "dropped" else result_outcome, trace=seen.trace, spread=seen.spread
+    )
 
 
 # What kube-proxy in ipvs mode sets on start in every release (NewProxier's EnsureSysctl; the lab's render writes
@@ -276,21 +281,22 @@ def _probe(env: Env, watch: Watcher, timeout: float) -> Attempt:
 def _explore(
     probe: Callable[[], Attempt], virtual: int, recent: RecentLists | None
 ) -> tuple[list[Attempt], Affinity | None]:
-    """Connect until every endpoint the first connection's load balancing could choose has answered (`virtual`:
-    ipvs' real servers for the destination), or something else than a DNAT happens; at most 10 attempts per
-    endpoint, plus 10. Under session affinity the second connection meets the recent lists as the first left
-    them (is it sent back to the same endpoint?), and every later one meets them empty."""
+    """Connect until every choice the load balancing has has been drawn (`virtual`: ipvs' real servers for the
+    destination; else the spread the rules met say), whatever each choice does to the packet: a choice that drops
+    it is one of the set, not the verdict of the one connection that drew it (at most enough_attempts, which
+    misses a choice in fewer than one run in a million). Under session affinity the second connection meets the
+    recent lists as the first left them (is it sent back to the same endpoint?), and every later one meets them
+    empty."""
     attempts = [probe()]
     first = attempts[0]
-    wanted = virtual or first.spread
     affinity = None
     if first.outcome == "dnat" and recent and (lists := recent.recorded(first.trace)):
         attempts.append(again := probe())
         affinity = recent.affinity(lists, first.endpoint, again.endpoint, again.trace)
 
     def more() -> bool:
-        found = len({a.endpoint for a in attempts})
-        return attempts[-1].outcome == "dnat" and found < wanted and len(attempts) < 10 * wanted + 10
+        wanted = virtual or max(a.spread for a in attempts)
+        return len(choices(attempts)) < wanted and len(attempts) < enough_attempts(wanted)
 
     while more():
         if recent:
@@ -299,16 +305,40 @@ def _explore(
     return attempts, affinity
 
 
+def choices(attempts: list[Attempt]) -> dict[tuple[str, ...], Attempt]:
+    """The attempts by the choice each drew, in a fixed order: the endpoint it was DNATed to, else the rules it
+    met (a choice that dropped it went through its own endpoint chain); the first attempt of each."""
+    drawn: dict[tuple[str, ...], Attempt] = {}
+    for a in attempts:
+        drawn.setdefault((a.endpoint,) if a.endpoint else a.trace, a)
+    return {key: drawn[key] for key in sorted(drawn)}
+
+
 def _summarise(
     setup: Setup, attempts: list[Attempt], affinity: Affinity | None, added: tuple[str, ...]
 ) -> ReplayResult:
-    first = attempts[0]
+    """The set of choices drawn, said the same whichever came first: the outcomes each had, every endpoint, and
+    the rules of the first choice in their order."""
+    drawn = list(choices(attempts).values())
+    outcomes = tuple(sorted({a.outcome for a in drawn}, key=lambda o: (o != "dnat", o)))
     endpoints = tuple(sorted({a.endpoint for a in attempts if a.endpoint}))
     seen = tuple(sorted({a.source_seen for a in attempts if a.source_seen}))
-    output = ", ".join(endpoints) if first.outcome == "dnat" else OUTPUT_WORDS.get(first.outcome)
+    words = [", ".join(endpoints) if o == "dnat" else OUTPUT_WORDS.get(o) for o in outcomes]
+    output = None if None in words else ", ".join(w for w in words if w)
     masq = any(s != setup.source for s in seen)
+    shown = next(a for a in drawn if a.outcome == outcomes[0])
     return ReplayResult(
-        setup, first.outcome, output, masq, endpoints, seen, first.trace, len(attempts), affinity, added
+        setup,
+        "|".join(outcomes),
+        output,
+        masq,
+        endpoints,
+        seen,
+        shown.trace,
+        len(attempts),
+        affinity,
+        added,
+        len(drawn),
     )
 
 

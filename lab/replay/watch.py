@@ -7,16 +7,15 @@ it, and among how many endpoints did the load-balancing rule that picked its end
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from lab.probe.choices import jump_choices, numgen_spread, picking_chain
 from lab.probe.client import ClientResult
 from lab.probe.evidence.base import Evidence, RuleHit
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TCP_SYN, TraceEvidence
-from lab.replay.dump import chain_candidates
 from lab.replay.env import Setup
 
 
@@ -51,7 +50,7 @@ def counter_watcher(netns: str, backend: str, rules: str, version: int = 4) -> W
 
 def nft_trace_watcher(netns: str, setup: Setup) -> Watcher:
     """nftables: the kernel's own trace of the probe's first packet (`nft monitor trace`)."""
-    return Watcher(TraceEvidence(netns), _numgen_spread, partial(is_probe_packet, setup=setup))
+    return Watcher(TraceEvidence(netns), numgen_spread, partial(is_probe_packet, setup=setup))
 
 
 def _any_packet(packet: str, client: ClientResult) -> bool:
@@ -59,16 +58,9 @@ def _any_packet(packet: str, client: ClientResult) -> bool:
 
 
 def _statistic_spread(hits: list[RuleHit], rules: str) -> int:
-    """-m statistic: the chain that jumped to the endpoint's KUBE-SEP chain, and its other choices."""
-    picks = [set(chain_candidates(rules, h.chain)) for h in hits if h.verdict.startswith("KUBE-SEP-")]
-    return max(1, len(picks[0])) if picks else 1
-
-
-_NUMGEN = re.compile(r"\bnumgen (?:random|inc) mod (\d+)\b")
-
-
-def _numgen_spread(hits: list[RuleHit]) -> int:
-    return next((int(m.group(1)) for h in hits if (m := _NUMGEN.search(h.rule))), 1)
+    """-m statistic: the chain whose rule drew this packet's choice, and its other choices."""
+    chains = [chain for h in hits if (chain := picking_chain(h))]
+    return max(1, len(jump_choices(rules, chains[0]))) if chains else 1
 
 
 def is_probe_packet(packet: str, setup: Setup, client: ClientResult) -> bool:

@@ -56,6 +56,24 @@ def test_replay_two_endpoints(two_endpoints, source, dst, port, protocol, output
     assert (result.output, result.masq, result.outcome) == (output, masq, outcome), result.as_json()
 
 
+def test_an_endpoint_chain_that_drops_is_one_choice_of_the_set_every_run(two_endpoints):
+    """An edited dump that drops what its second endpoint's chain DNATs: which endpoint the first connection drew
+    once decided the answer ("dropped" after 1 attempt, or "DNATed" after several); now every choice is drawn, and
+    five runs say the same."""
+    reject = '-A KUBE-SERVICES -m comment --comment "ns9/svc9:p80 has no endpoints"'
+    drop = "-A KUBE-SERVICES -d 10.0.1.5/32 -p tcp -m tcp --dport 8080 -j DROP\n"
+    edited = two_endpoints.replace(reject, drop + reject)
+    assert edited != two_endpoints
+    said = {
+        (r.outcome, r.output, r.endpoints, r.choices, r.trace)
+        for r in (replay(edited, setup("10.0.1.7", "172.30.0.41", 80)) for _ in range(5))
+    }
+    assert len(said) == 1, said
+    outcome, output, endpoints, choices, trace = said.pop()
+    assert (outcome, output, endpoints, choices) == ("dnat|dropped", "10.180.0.1:80, DROP", ("10.180.0.1:80",), 2)
+    assert any("KUBE-SEP-A" in line for line in trace), trace  # the DNAT's rules, whichever choice came first
+
+
 def test_hairpin_source_seen_is_the_bridge_for_the_local_endpoint(two_endpoints):
     result = replay(two_endpoints, setup("10.0.1.5", "172.30.0.41", 80))
     assert "10.0.1.1" in result.source_seen, result.as_json()
