@@ -16,11 +16,11 @@ FAMILIES: tuple[Family, Family] = ("IPv4", "IPv6")
 _TOPOLOGY_LABELS = (ZONE_LABEL, "topology.kubernetes.io/region")
 
 # CNIs by the label or name prefix of their node agent's pods in kube-system (or a namespace of their own, below),
-# and how the lab builds them. The lab has two pod networks: `bridge` (cni0 per node, routes between nodes) and
-# `routed-tunnel` (Calico's).
+# and how the lab builds them. The lab has three pod networks: `bridge` (cni0 per node, routes between nodes),
+# `routed-tunnel` (Calico's) and `flannel` (cni0, its vxlan backend and its iptables rules).
 _CNIS = (
     ("calico-node", "Calico", "routed-tunnel", ""),
-    ("kube-flannel", "flannel", "bridge", "flannel's VXLAN between nodes is built as plain routes"),
+    ("kube-flannel", "flannel", "flannel", "its net-conf.json is read from kube-flannel-cfg (see below)"),
     ("kindnet", "kindnet", "bridge", ""),
     ("cilium", "Cilium", None, "its eBPF datapath (and kube-proxy replacement) is not reproduced"),
     ("weave-net", "Weave Net", None, "its overlay is not reproduced"),
@@ -174,7 +174,7 @@ def pod_ip_problem(ip: str, pod_cidr: str, cni: str) -> str | None:
     if address not in net:
         return f"{ip} is outside its node's podCIDR {pod_cidr} (a CNI with its own address blocks?)"
     reserved = {net.network_address, net.broadcast_address}
-    if cni == "bridge":
+    if cni in ("bridge", "flannel"):
         reserved.add(net.network_address + 1)  # cni0's
     if address in reserved:
         return f"{ip} is an address the lab's {cni} CNI keeps for itself in {pod_cidr}"

@@ -33,6 +33,7 @@ from lab.describe.kubectl.consistency import (
     refuse_reused_allocations,
     refuse_shared_addresses,
 )
+from lab.describe.kubectl.flannel import check_net_conf, is_flannel_config
 from lab.describe.kubectl.names import Names
 from lab.describe.kubectl.nodestate import DRAINING_GATE, Pool, left_out_of_pool, node_notes
 from lab.describe.kubectl.nodestate import Release as NodeRelease
@@ -140,6 +141,11 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         cluster |= calico_fields(inputs.objects[IP_POOL], networks[families[0]].cluster, notes)
     elif inputs.objects[IP_POOL]:
         notes.append(inputs.objects[IP_POOL][0].note((), "not read: the lab recognised no Calico in the cluster"))
+    flannel_configs = [o for o in inputs.objects["ConfigMap"] if is_flannel_config(o)]
+    if cni.value == "flannel":  # IPv4 alone (_families)
+        check_net_conf(flannel_configs, networks[families[0]].cluster, notes)
+    elif flannel_configs:
+        notes.append(flannel_configs[0].note((), "not read: the lab recognised no flannel pods in the cluster"))
     lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
     workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
     origins = {("nodes", i): Origin(nodes[n].obj, NODE_FIELDS) for i, n in enumerate(wanted)}
@@ -321,7 +327,7 @@ def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig
         o for o in inputs.objects["ConfigMap"] if config_key(o) is not None
     ]
     for obj in inputs.objects["ConfigMap"]:
-        if obj not in configs:
+        if obj not in configs and not is_flannel_config(obj):  # flannel's is read with its CNI (check_net_conf)
             notes.append(obj.note(("data",), "not read: no KubeProxyConfiguration in its data"))
     if not configs:
         notes.append("lab import: no kube-proxy ConfigMap given: iptables mode and kube-proxy's defaults assumed")
@@ -331,6 +337,9 @@ def _proxy_config(inputs: Inputs, version: str, notes: list[str]) -> ProxyConfig
     config = kube_proxy_config(configs[0], version)
     notes += config.notes
     return config
+
+
+_IPV4_ONLY = {"routed-tunnel": "Calico", "flannel": "flannel"}  # the CNIs the lab builds for IPv4 alone, by whose
 
 
 def _families(config: ProxyConfig, nodes: list[Node], cni: str, notes: list[str]) -> tuple[Family, ...]:
@@ -345,12 +354,15 @@ def _families(config: ProxyConfig, nodes: list[Node], cni: str, notes: list[str]
             "lab import", None, "", "the nodes share no address family: some have only IPv4 addresses, some only IPv6"
         )
     why = {f: f"{n.name} has no {f} address" for f in FAMILIES for n in nodes if f not in n.addresses}
-    if cni == "routed-tunnel" and "IPv6" in families:
+    if cni in _IPV4_ONLY and "IPv6" in families:
         if families == ("IPv6",):
             raise ScenarioError(
-                "lab import", None, "", "an IPv6 cluster on Calico: the lab builds cni routed-tunnel for IPv4 only yet"
+                "lab import",
+                None,
+                "",
+                f"an IPv6 cluster on {_IPV4_ONLY[cni]}: the lab builds cni {cni} for IPv4 only yet",
             )
-        families, why["IPv6"] = ("IPv4",), "the lab builds cni routed-tunnel (Calico's) for IPv4 only yet"
+        families, why["IPv6"] = ("IPv4",), f"the lab builds cni {cni} ({_IPV4_ONLY[cni]}'s) for IPv4 only yet"
     imported = f"the cluster is imported {' and '.join(families)}; left out"
     for node in nodes:
         for family, ip in node.addresses.items():
