@@ -38,19 +38,44 @@ class Announced:
     device: str = "eth0"
 
 
-def arp_reply(frame: bytes, vips: frozenset[bytes], mac: bytes) -> bytes | None:
-    """The speaker's answer to one received frame: an ARP reply from `mac` when it is a request for one of `vips`
-    (each as its four bytes) sent to the broadcast address or to `mac`, else None."""
+@dataclass(frozen=True)
+class ArpMessage:
+    """An Ethernet frame's ARP message for IPv4 (RFC 826): who sent it to which MAC, and the sender's and target's
+    hardware and protocol addresses (as bytes: four for an address, six for a MAC)."""
+
+    destination: bytes
+    operation: int  # 1 request, 2 reply
+    sender_mac: bytes
+    sender_ip: bytes
+    target_mac: bytes
+    target_ip: bytes
+
+    @property
+    def is_reply(self) -> bool:
+        return self.operation == _REPLY
+
+
+def parse_arp(frame: bytes) -> ArpMessage | None:
+    """The ARP message an Ethernet frame carries (IPv4 over Ethernet), else None: another frame, or one cut short."""
     if len(frame) < _ETHERNET.size + _ARP.size:
         return None
     destination, _, ethertype = _ETHERNET.unpack_from(frame)
-    if destination not in (_BROADCAST, mac):
+    htype, ptype, hlen, plen, oper, sha, spa, tha, tpa = _ARP.unpack_from(frame, _ETHERNET.size)
+    if (ethertype, htype, ptype, hlen, plen) != (ETH_P_ARP, 1, 0x0800, 6, 4):
         return None
-    htype, ptype, hlen, plen, oper, sha, spa, _, tpa = _ARP.unpack_from(frame, _ETHERNET.size)
-    if (ethertype, htype, ptype, hlen, plen, oper) != (ETH_P_ARP, 1, 0x0800, 6, 4, _REQUEST) or tpa not in vips:
+    return ArpMessage(destination, oper, sha, spa, tha, tpa)
+
+
+def arp_reply(frame: bytes, vips: frozenset[bytes], mac: bytes) -> bytes | None:
+    """The speaker's answer to one received frame: an ARP reply from `mac` when it is a request for one of `vips`
+    (each as its four bytes) sent to the broadcast address or to `mac`, else None."""
+    asked = parse_arp(frame)
+    if asked is None or asked.operation != _REQUEST or asked.target_ip not in vips:
         return None
-    head = _ETHERNET.pack(sha, mac, ETH_P_ARP)
-    return head + _ARP.pack(1, 0x0800, 6, 4, _REPLY, mac, tpa, sha, spa)
+    if asked.destination not in (_BROADCAST, mac):
+        return None
+    head = _ETHERNET.pack(asked.sender_mac, mac, ETH_P_ARP)
+    return head + _ARP.pack(1, 0x0800, 6, 4, _REPLY, mac, asked.target_ip, asked.sender_mac, asked.sender_ip)
 
 
 def packet_socket(device: str) -> socket.socket:

@@ -24,6 +24,7 @@ from dataclasses import replace
 from lab.describe.families import Family
 from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology, entry_suffix
 from lab.judge.verdict import Verdict, judge
+from lab.probe.arp import answering_nodes
 from lab.probe.evidence.base import RuleHit
 from lab.probe.observation import Observation
 from lab.probe.session import ProbeSession
@@ -151,6 +152,7 @@ def run_probe(
         mark = "✓" if v.ok else "✗"
         answer = f"{o.outcome} by {o.backend or '-'} on {o.node or '-'}, saw {seen}"
         answer += ", by ClientIP affinity" if followed_affinity(o, lookup) else ""
+        answer += f", ARP answered by {', '.join(answering_nodes(o.arp))}" if o.arp else ""
         lines.append(f"{mark} #{i} entered {o.entry or '?'}: {answer}")
     first_bad = next((o for o, v in results if not v.ok), observations[0])
     summary = Observation(
@@ -171,5 +173,6 @@ def run_probe(
         pcaps=tuple(p for o in observations for p in o.pcaps),
         entry=_joined([o.entry for o in observations]),
         source_by_entry=_joined([_by_entry(o) for o in observations]),
+        arp=tuple(a for o in observations for a in o.arp),
     )
     return summary, Verdict(not reasons, tuple(reasons))

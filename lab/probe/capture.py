@@ -165,11 +165,13 @@ class Captures(SocketLoop):
         self._waiting = select.poll()
         self._by_fd: dict[int, tuple[socket.socket, _Watched]] = {}
 
-    def add(self, actor: str, netns: str, interfaces: set[str] | frozenset[str]) -> None:
-        """Capture these interfaces of the actor's namespace."""
+    def add(self, actor: str, netns: str, interfaces: set[str] | frozenset[str], ethertype: int = ETH_P_ALL) -> None:
+        """Capture these interfaces of the actor's namespace: every frame, or (`ethertype` other than ETH_P_ALL)
+        the frames of that type it receives, which the kernel alone picks out (a socket of one type is not shown
+        the frames its host sends)."""
 
         def make() -> socket.socket:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ethertype))
             # Kernel timestamps: frames from different interfaces are read in any order, then sorted.
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             return sock

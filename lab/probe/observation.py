@@ -37,6 +37,8 @@ class Observation:
     counters: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
     # Actors whose rules could not be read for this probe, with why ("node1: timed out …"): `rules` lacks theirs.
     unread: tuple[str, ...] = ()
+    # Every ARP answer the client got for the address it sent to, in the order they came (lab/probe/arp.py).
+    arp: tuple[ArpAnswer, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,13 @@ class Hop:
     ifname: str
     outgoing: bool
     packet: str
+
+
+@dataclass(frozen=True)
+class ArpAnswer:
+    """An ARP reply the client received for the address it sent to: the MAC it gave, and the node a capture saw
+    send it (the reply leaving that node's interface), None when no capture saw it leave."""
+
+    address: str
+    mac: str
+    node: str | None

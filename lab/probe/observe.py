@@ -14,6 +14,7 @@ from functools import partial
 from lab.describe.topology import ProbeSpec, Topology
 from lab.install.conntrack import Entry
 from lab.install.echo import Arrival, EchoServers
+from lab.probe.arp import arp_answers
 from lab.probe.capture import Captures, Frame
 from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
@@ -22,7 +23,7 @@ from lab.probe.evidence.nftrace import TCP_SYN
 from lab.probe.evidence.snmp import CounterFiles, Counters, moved
 from lab.probe.flows import flow_entries
 from lab.probe.icmp_sent import icmp_sent
-from lab.probe.observation import Hop, Observation
+from lab.probe.observation import ArpAnswer, Hop, Observation
 from lab.probe.send import Sent
 from lab.probe.why import SentIcmp, path_lines
 from lab.realize.build import Realized
@@ -59,6 +60,7 @@ class Seen:
     counts_limits: bool  # whether this kernel counts the ICMP errors it rate-limits
     entries: list[tuple[str, Entry]]  # its flow's conntrack entries, when its source port is known
     answered: tuple[str | None, str | None, str | None]  # the backend, its node and the source it saw, if any
+    arp: tuple[ArpAnswer, ...] = ()  # the ARP answers the client got for the probe's destination
 
     def observation(
         self, names: Mapping[str, str], explanation: str, pcaps: tuple[str, ...], seconds: float
@@ -83,6 +85,7 @@ class Seen:
             conntrack=tuple(f"{actor}: {entry.text}" for actor, entry in self.entries),
             flow=self.sent.history,
             counters=tuple((actor, tuple(delta.items())) for actor, delta in self.deltas.items() if delta),
+            arp=self.arp,
         )
 
 
@@ -165,6 +168,7 @@ class Observer:
             counts_limits="IcmpOutRateLimitHost" in counters_after[0],
             entries=entries,
             answered=_answered(result, arrivals),
+            arp=arp_answers(frames, (n.name for n in running.nodes), probe.dst_ip),
         )
 
     def _rule_hits(

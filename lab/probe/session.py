@@ -18,7 +18,9 @@ from pathlib import Path
 
 from lab.describe.topology import PodSpec, ProbeSpec, ServiceSpec, Topology
 from lab.install.echo import EchoServers, Listener
+from lab.install.speaker import ETH_P_ARP
 from lab.install.sync_failure import failed_sync
+from lab.install.tools import run_command
 from lab.probe.capture import Captures, write_pcaps
 from lab.probe.evidence.base import Evidence
 from lab.probe.evidence.counters import CounterEvidence
@@ -97,6 +99,8 @@ class ProbeSession:
         # Actors whose rules are read: the nodes, and the fabric or routers when they hold rules.
         self.rule_actors = [n.name for n in built.nodes] + _actors_with_rules(built)
         self.traced = {n.name for n in built.nodes} if built.cluster.proxy_mode == "nftables" else set()
+        self.asking_arp = _asking_arp(built)
+        self.previous: ProbeSpec | None = None  # the probe the last connection was sent for (attempts repeat it)
         self.ebtables = built.cluster.cni == "bridge" and built.cluster.hairpin_mode == "promiscuous-bridge"
         self.sender = Sender(realized, timeout, self.captures, self.echo)
         self.snmp = CounterFiles()
@@ -117,6 +121,8 @@ class ProbeSession:
                 }
                 tunnel = {self.realized.tunnel_device} - {""}
                 self.captures.add(node.name, ns, {"eth0", *ports, *tunnel})
+            for host in self.asking_arp:
+                self.captures.add(host, self.realized.namespaces[host], {"eth0"}, ETH_P_ARP)
             self.echo.start()
             self.captures.start()
             self._start_evidence()
@@ -213,6 +219,7 @@ class ProbeSession:
     def _probe(self, probe: ProbeSpec, running: Topology) -> Observation:
         """Send the probe, observe what its packets did, explain it: each step hands the next what it found."""
         start = time.perf_counter()
+        self._ask_arp_afresh(probe, running)
         before = self.observer.before(probe, running)
         sent = self.sender.send(probe, running, self.flows, before.frames, before.arrivals)
         if sent.kept is not None:
@@ -227,6 +234,24 @@ class ProbeSession:
         )
         self.observer.record_icmp(probe, running, seen)
         return seen.observation(self.names, explanation, pcaps, time.perf_counter() - start)
+
+    def _ask_arp_afresh(self, probe: ProbeSpec, running: Topology) -> None:
+        """A probe to a layer 2 VIP from a host on the underlay starts as a client that has not resolved the VIP
+        yet: its neighbour entry for it is removed, so the ARP answers the probe shows (lab/probe/arp.py) and the
+        node it enters are its own, not an earlier probe's. Its later attempts keep the entry, as a client keeps
+        it (each exchange costs a round trip to a userspace speaker, which under emulation outlasted a connection's
+        timeout); nor while a kept flow is open: its connection goes on where it entered."""
+        first, self.previous = probe is not self.previous, probe
+        if not first or self.flows or probe.source not in self.asking_arp:
+            return
+        if probe.dst_ip in {a.vip for a in running.announcements}:
+            run_command(self.realized.ns_of(probe.source), ("ip", "neigh", "flush", "to", probe.dst_ip))
+
+
+def _asking_arp(topo: Topology) -> list[str]:
+    """The hosts on the underlay, which ask ARP for a layer 2 VIP themselves: their eth0's ARP frames are
+    captured when the lab has such VIPs (lab/probe/arp.py reads who answered)."""
+    return [e.name for e in topo.externals if not e.behind] if topo.announcements else []
 
 
 def _actors_with_rules(topo: Topology) -> list[str]:

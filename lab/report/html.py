@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab.describe.topology import Topology
 from lab.judge.results import ProbeResult, VariantRun
+from lab.probe.arp import answer_text
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
 from lab.probe.observation import Hop
@@ -136,6 +137,9 @@ def _probe(result: ProbeResult, directory: Path) -> str:
         parts.append(f"<p class='mono'>kernel counters that moved: {_e(said)}</p>")
     if o.source_ip:
         parts.append(f"<p>the backend saw the source <code>{_e(o.source_ip)}</code> {_e(o.source or '')}</p>")
+    if o.arp:
+        said = "; ".join(answer_text(answer) for answer in o.arp)
+        parts.append(f"<p class='mono'>ARP answers the client got, in order: {_e(said)}</p>")
     if p.why:
         parts.append(f'<p class="muted">scenario says: {_e(p.why)}</p>')
     parts.append(f'<div class="drawing">{drawing}</div>')

@@ -6,6 +6,7 @@ from typing import Any
 
 from lab.describe.topology import Expected, ProbeSpec, Topology
 from lab.judge.results import ProbeResult, VariantRun
+from lab.probe.arp import answer_text, entry_warning
 from lab.probe.evidence.snmp import counted
 
 
@@ -40,7 +41,10 @@ def observed_text(result: ProbeResult) -> str:
         parts.append(f"by {o.backend}")
     if o.source_ip:
         parts.append(f"from {o.source} ({o.source_ip})" if o.source else f"from {o.source_ip}")
-    return " ".join(parts)
+    text = " ".join(parts)
+    # Where several nodes answered the client's ARP, the node entered is this run's: the result says so.
+    warning = entry_warning(o.arp, o.entry)
+    return f"{text}; {warning}" if warning else text
 
 
 def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
@@ -84,6 +88,8 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "source": o.source,
             "source_ip": o.source_ip,
             "source_by_entry": o.source_by_entry,
+            "entry": o.entry,
+            "arp": [{"address": a.address, "mac": a.mac, "node": a.node} for a in o.arp],
             "error": o.error or None,
             "explanation": o.explanation or None,
             "path": list(o.path),
@@ -109,6 +115,8 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "source": None,
     "source_ip": None,
     "source_by_entry": None,
+    "entry": None,
+    "arp": [],
     "error": None,
     "explanation": None,
     "path": [],
@@ -157,6 +165,9 @@ def evidence_lines(result: ProbeResult) -> list[str]:
     for k, step in enumerate(r.probe.before):
         lines.append(f"before {step}")
         lines += [f"  kube-proxy {line}" for line in (r.steps[k].said if k < len(r.steps) else ())]
+    lines += [f"arp   {answer_text(answer)}" for answer in o.arp]
+    if warning := entry_warning(o.arp, o.entry):
+        lines.append(f"arp   {warning}")
     lines += [f"seen  {line}" for line in o.path]
     lines += [f"flow  {line}" for line in o.flow]
     lines += [f"ct    {line}" for line in o.conntrack]

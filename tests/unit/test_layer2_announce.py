@@ -142,3 +142,47 @@ def test_the_speaker_answers_a_request_for_its_vip_with_its_own_mac():
 )
 def test_the_speaker_ignores_every_other_frame(frame):
     assert arp_reply(frame, frozenset({VIP}), MAC) is None
+
+
+def variants(tmp_path: Path, text: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return load_scenario(path).variants
+
+
+def test_announcer_as_a_matrix_axis_pins_each_variant_to_its_node(tmp_path):
+    text = BASE + "matrix:\n  announcer: [node1, node3]\n"
+    topos = variants(tmp_path, text)
+    assert [dict(t.variant)["announcer"] for t in topos] == ["node1", "node3"]
+    assert [(t.announcements[0].announcer, t.announcements[0].how) for t in topos] == [
+        ("node1", "pinned by `announcer`"),
+        ("node3", "pinned by `announcer`"),
+    ]
+
+
+def test_an_announcer_axis_value_metallb_never_elects_is_named_at_its_line(tmp_path):
+    text = BASE.replace("Policy: Cluster", "Policy: Local") + "matrix:\n  announcer: [node3, node1]\n"
+    error = error_for(tmp_path, text)
+    assert error.field == "matrix.announcer[1]", str(error)
+    assert "MetalLB never elects node1" in error.message
+
+
+def test_an_announcer_axis_without_a_layer2_load_balancer_is_refused(tmp_path):
+    text = BASE.replace("mode: layer2}", "mode: external}") + "matrix:\n  announcer: [node1]\n"
+    error = error_for(tmp_path, text)
+    assert error.field == "matrix.announcer", str(error)
+    assert "`loadBalancers` has none" in error.message
+
+
+def test_strict_arp_as_a_matrix_axis(tmp_path):
+    text = (
+        BASE.replace('kubeVersion: "1.31"', 'kubeVersion: "1.31", proxyMode: ipvs')
+        + "matrix:\n  strictARP: [true, false]\n"
+    )
+    text = text.replace(
+        "expect: {outcome: delivered}}",
+        "expect: [{when: {strictARP: true}, outcome: delivered}, {outcome: delivered, entries: [node1]}]}",
+    )
+    topos = variants(tmp_path, text)
+    assert [(dict(t.variant)["strictARP"], t.cluster.ipvs_strict_arp) for t in topos] == [(True, True), (False, False)]
+    assert [t.probes[0].expected.entries for t in topos] == [(), ("node1",)]

@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from lab.describe import k8s, schema
 from lab.describe.errors import ScenarioError
 from lab.describe.kernel_when import KERNEL, KernelConditionError, conditions, holds
+from lab.describe.releases import check_feature_gate, check_version
 from lab.describe.topology import Axis, axis_text
 from lab.describe.yamlsrc import FieldPath, Source
 
@@ -33,9 +34,11 @@ CLUSTER_AXES = {
 }
 CONNTRACK_AXES = {"tcpBeLiberal"}  # fields of cluster.conntrack
 IPTABLES_AXES = {"localhostNodePorts"}  # fields of cluster.iptables
+IPVS_AXES = {"strictARP"}  # fields of cluster.ipvs
 GATE_AXES = set(get_args(schema.FeatureGate))  # keys of cluster.featureGates
 SERVICE_AXES = {"externalTrafficPolicy", "internalTrafficPolicy"}
-AXES = CLUSTER_AXES | CONNTRACK_AXES | IPTABLES_AXES | GATE_AXES | SERVICE_AXES
+ANNOUNCER = "announcer"  # of every `mode: layer2` load balancer: the node whose speaker answers ARP for its VIPs
+AXES = CLUSTER_AXES | CONNTRACK_AXES | IPTABLES_AXES | IPVS_AXES | GATE_AXES | SERVICE_AXES | {ANNOUNCER}
 MAX_VARIANTS = 256  # variants one file may expand to: each builds a cluster, so more is a typo, not a plan
 
 
@@ -158,6 +161,8 @@ class _MatrixAxis:
     def check(self) -> None:
         if self.name not in AXES:
             raise self.error(None, f"unknown matrix axis; expected one of {', '.join(sorted(AXES))}")
+        if self.name == ANNOUNCER and not _layer2_balancers(self.source.data):
+            raise self.error(None, "pins the node of a `mode: layer2` load balancer, and `loadBalancers` has none")
         if not self.values:
             raise self.error(None, "needs at least one value")
         for k, value in enumerate(self.values):
@@ -184,6 +189,7 @@ def _variant(source: Source, choice: tuple[tuple[_MatrixAxis, int], ...]) -> _Va
     """The file with one value of each axis set where it applies (the cluster, the Services)."""
     data = copy.deepcopy(source.data)
     origins = {path: (axis, k) for axis, k in choice for path in _set_axis(data, axis.name, axis.values[k])}
+    _leave_out_unknown_gates_off(data, choice)
     return _VariantSource(source.file, data, source.lines, origins)
 
 
@@ -192,14 +198,22 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
     if axis in CLUSTER_AXES:
         data.setdefault("cluster", {})[axis] = value
         return [("cluster", axis)]
-    if axis in GATE_AXES and value is False:
-        # A gate's axis turns it on, or leaves it out: off, as in every release that has no such gate (a release
-        # without it refuses to start when it is named at all, lab/pipeline.py).
-        return []
-    for section, axes in (("conntrack", CONNTRACK_AXES), ("iptables", IPTABLES_AXES), ("featureGates", GATE_AXES)):
+    sections = (
+        ("conntrack", CONNTRACK_AXES),
+        ("iptables", IPTABLES_AXES),
+        ("ipvs", IPVS_AXES),
+        ("featureGates", GATE_AXES),
+    )
+    for section, axes in sections:
         if axis in axes:
             data.setdefault("cluster", {}).setdefault(section, {})[axis] = value
             return [("cluster", section, axis)]
+    if axis == ANNOUNCER:
+        # Every layer 2 load balancer's, one a file pins too: the axis is what the variant varies.
+        layer2 = _layer2_balancers(data)
+        for i in layer2:
+            data["loadBalancers"][i][axis] = value
+        return [("loadBalancers", i, axis) for i in layer2]
     # externalTrafficPolicy only means something for Services with external frontends.
     types = (
         ("ClusterIP", "NodePort", "LoadBalancer") if axis == "internalTrafficPolicy" else ("NodePort", "LoadBalancer")
@@ -210,6 +224,27 @@ def _set_axis(data: dict[str, Any], axis: str, value: Axis) -> list[FieldPath]:
             manifest["spec"][axis] = value
             paths.append(("workload", i, "spec", axis))
     return paths
+
+
+def _leave_out_unknown_gates_off(data: dict[str, Any], choice: tuple[tuple[_MatrixAxis, int], ...]) -> None:
+    """A gate's axis turns it on or off. Off, for a release without the gate, is leaving it out (such a release
+    refuses to start when it is named at all, lab/pipeline.py); a release that knows it gets it written off, which
+    matters where it is on by default (1.38's KubeProxyNFTablesLocalhostNodePorts)."""
+    cluster = data.get("cluster", {})
+    version = cluster.get("kubeVersion", schema.Cluster.model_fields["kube_version"].default)
+    known = isinstance(version, str) and check_version(version) is None
+    for axis, k in choice:
+        off = axis.name in GATE_AXES and axis.values[k] is False
+        if off and (not known or check_feature_gate(version, axis.name) is not None):
+            del cluster["featureGates"][axis.name]
+
+
+def _layer2_balancers(data: dict[str, Any]) -> list[int]:
+    """The indexes of the file's `mode: layer2` load balancers (what the schema checks later is not checked here)."""
+    balancers = data.get("loadBalancers")
+    if not isinstance(balancers, list):
+        return []
+    return [i for i, lb in enumerate(balancers) if isinstance(lb, dict) and lb.get("mode") == "layer2"]
 
 
 def _axis_takes(axis: str, value: Axis) -> bool:
@@ -227,6 +262,12 @@ def _field(axis: str) -> FieldInfo:
     """The schema's field an axis sets (a feature gate: a value of featureGates, a boolean)."""
     if axis in GATE_AXES:
         return FieldInfo(annotation=bool)
-    models = ((CLUSTER_AXES, schema.Cluster), (CONNTRACK_AXES, schema.Conntrack), (IPTABLES_AXES, schema.Iptables))
+    models = (
+        (CLUSTER_AXES, schema.Cluster),
+        (CONNTRACK_AXES, schema.Conntrack),
+        (IPTABLES_AXES, schema.Iptables),
+        (IPVS_AXES, schema.Ipvs),
+        ({ANNOUNCER}, schema.LoadBalancer),
+    )
     model = next((m for axes, m in models if axis in axes), k8s.ServiceSpec)
-    return next(f for f in model.model_fields.values() if f.alias == axis)
+    return next(f for name, f in model.model_fields.items() if (f.alias or name) == axis)
