@@ -13,11 +13,12 @@ As flannel-io/flannel pkg/trafficmngr/iptables/iptables.go writes them at cdf760
 - filter: `-A FORWARD -j FLANNEL-FWD`, and FLANNEL-FWD (forwardRules) ACCEPTs from and to the cluster network.
 Every rule carries flannel's comment ("flanneld masq", "flanneld forward").
 
-Earlier releases, not modelled: v0.20.0 introduced FLANNEL-POSTRTG and FLANNEL-FWD (before, the same rules sat in
-POSTROUTING and FORWARD themselves), v0.20.2 the kube-proxy mark RETURN, and v0.21.0 split the single
-`-s <cluster network> -d <cluster network> -j RETURN` of earlier releases into the two RETURNs of the node's own
-block above: before it, a packet from another node's pod forwarded through this node to a third, unmarked, left
-unmasqueraded.
+Earlier releases (network/iptables.go at v0.19.2, v0.20.0 and v0.20.2) are not rendered: v0.20.0 moved the rules
+from POSTROUTING and FORWARD themselves into FLANNEL-POSTRTG and FLANNEL-FWD (jumps inserted first), v0.20.2 added
+the kube-proxy mark RETURN (before, flannel masqueraded a marked packet itself, to the same address), and v0.21.0
+split the single `-s <cluster network> -d <cluster network> -j RETURN` into the two RETURNs of the node's own block:
+only another node's pod forwarded through this node unmarked tells them apart, and a pod's packet to a node
+address is masqueraded on its own node first, so no probe of the lab sees a difference.
 """
 
 from __future__ import annotations
