@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 
 from lab.describe.topology import Topology
@@ -16,10 +17,12 @@ from lab.install.tools import run_command
 from lab.probe.capture import Frame
 from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
+from lab.probe.diagnosis import Bridge, diagnose
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters
 from lab.probe.fib import input_refusal
 from lab.probe.icmp_sent import icmp_budget
+from lab.probe.observation import Observation
 from lab.probe.observe import Seen
 from lab.probe.pmtu import path_mtu
 from lab.probe.send import Crafted
@@ -27,13 +30,47 @@ from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import BACKING_OFF, SentIcmp, crafted_fate, explain, silent_reject, stray_answer, tcp_flags
 from lab.realize.build import Realized
 from lab.realize.families import address
+from lab.render.dataplane import rule_reasons
+from lab.render.kubeproxy.because import Because, kubelet_hairpin_mode
+
+
+class RuleReasons:
+    """Why each node's rules were written (render/kubeproxy/because.py), rendered once per node for the workload the
+    probes run against, and again after a step changes it."""
+
+    def __init__(self) -> None:
+        self.running: Topology | None = None
+        self.by_node: dict[str, tuple[Because, ...]] = {}
+
+    def of(self, running: Topology, node: str) -> tuple[Because, ...]:
+        if running is not self.running:
+            self.running, self.by_node = running, {}
+        if node not in self.by_node:
+            self.by_node[node] = rule_reasons(running, node)
+        return self.by_node[node]
 
 
 class Explainer:
-    """Explains probes of the lab `realized`, running `running`; `names` names the addresses it built."""
+    """Explains probes of the lab `realized`, running `running`; `names` names the addresses it built, `reasons`
+    tells why each node's rules were written."""
 
-    def __init__(self, realized: Realized, running: Topology, names: Mapping[str, str]) -> None:
+    def __init__(
+        self, realized: Realized, running: Topology, names: Mapping[str, str], reasons: RuleReasons | None = None
+    ) -> None:
         self.realized, self.running, self.names = realized, running, names
+        self.reasons = reasons or RuleReasons()
+
+    def diagnosed(self, observed: Observation) -> Observation:
+        """The observation with its translation chain (lab/probe/diagnosis.py), from the rules it met and its hops."""
+        cluster = self.running.cluster
+        ports = frozenset(self.realized.pod_ports.values())
+        bridge = (
+            Bridge("cni0", ports, kubelet_hairpin_mode(cluster.hairpin_mode))
+            if cluster.cni != "routed-tunnel"
+            else None
+        )
+        reasons = partial(self.reasons.of, self.running)
+        return replace(observed, diagnosis=diagnose(observed.rules, observed.hops, reasons, self.names, bridge))
 
     def why(self, seen: Seen, sent_icmp: list[SentIcmp], sync_failures: Mapping[str, tuple[str, str]]) -> str:
         """The probe's why: the generic one, with what follows from the flow's conntrack entries, a crafted segment,

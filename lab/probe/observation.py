@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lab.probe.diagnosis import Diagnosis
 from lab.probe.evidence.base import RuleHit
 
 
@@ -31,6 +32,8 @@ class Observation:
     # A kept flow checked: what its exchanges met since the previous check, step by step (lab/probe/flows.py).
     flow: tuple[str, ...] = ()
     hops: tuple[Hop, ...] = ()  # `path` as data: where each frame was seen, with its addresses there
+    # The translation chain: each decision that changed or chose the packets, in path order (lab/probe/diagnosis.py).
+    diagnosis: Diagnosis = Diagnosis()
     # Several connections (judge/attempts.py): each one's hops, in the order they were sent (`hops` is one of them).
     connections: tuple[tuple[Hop, ...], ...] = ()
     # The kernel's SNMP counters that moved during the probe, on each node and the client (lab/probe/evidence/snmp.py).

@@ -27,7 +27,7 @@ from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TraceEvidence
 from lab.probe.evidence.snmp import CounterFiles
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
-from lab.probe.explain import Explainer
+from lab.probe.explain import Explainer, RuleReasons
 from lab.probe.flows import KeptFlow
 from lab.probe.observation import Observation
 from lab.probe.observe import Observer
@@ -104,6 +104,7 @@ class ProbeSession:
         self.ebtables = built.cluster.cni == "bridge" and built.cluster.hairpin_mode == "promiscuous-bridge"
         self.sender = Sender(realized, timeout, self.captures, self.echo)
         self.snmp = CounterFiles()
+        self.reasons = RuleReasons()  # why each node's rules were written, for the probes' diagnoses
         self.observer = Observer(
             realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports, self.snmp
         )
@@ -229,11 +230,10 @@ class ProbeSession:
         if self.pcap_dir is not None:
             directory = self.pcap_dir / running.scenario / _slug(running.variant_label) / _slug(probe.name)
             pcaps = tuple(str(p) for p in write_pcaps(seen.frames, directory))
-        explanation = Explainer(self.realized, running, self.names).why(
-            seen, self.observer.sent_icmp, self.sync_failures
-        )
+        explainer = Explainer(self.realized, running, self.names, self.reasons)
+        explanation = explainer.why(seen, self.observer.sent_icmp, self.sync_failures)
         self.observer.record_icmp(probe, running, seen)
-        return seen.observation(self.names, explanation, pcaps, time.perf_counter() - start)
+        return explainer.diagnosed(seen.observation(self.names, explanation, pcaps, time.perf_counter() - start))
 
     def _ask_arp_afresh(self, probe: ProbeSpec, running: Topology) -> None:
         """A probe to a layer 2 VIP from a host on the underlay starts as a client that has not resolved the VIP

@@ -17,6 +17,7 @@ from lab.probe.arp import answer_text
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
 from lab.probe.observation import Hop
+from lab.report.chain import source_summary
 from lab.probe.why import dropping_rule
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
@@ -38,6 +39,7 @@ td.fail, td.fail a { background: #ffebee; color: #b71c1c; font-weight: bold; } t
 section.failures { border: 2px solid #c62828; background: #fff5f5; padding: 0.3em 1em; margin: 1em 0; }
 section.failures h2 { color: #c62828; border: none; margin-top: 0.3em; }
 tr.dropper td { background: #ffcdd2; font-weight: bold; } tr.dropper td:last-child { color: #b71c1c; }
+tr.decider td { background: #fff3c4; font-weight: bold; }
 """
 LEGEND = (
     '<p class="legend muted"><span style="color:#2e7d32">■ source</span><span style="color:#ef6c00">■ crossed '
@@ -97,15 +99,19 @@ def _hop_table(hops: Sequence[Hop], caption: str = "") -> str:
 
 
 def rule_rows(result: ProbeResult) -> list[str]:
-    """One row per rule that met the probe; the one that dropped or rejected it, when it was not delivered,
-    marked (the rule `why` names)."""
+    """One row per rule that met the probe, in path order; the one that dropped or rejected it, when it was not
+    delivered, marked (the rule `why` names), and those that decided its translation chain (a DNAT, a mark for
+    masquerade, the masquerade), with the setting that wrote each."""
     o = result.observed
     dropper = dropping_rule(o.rules) if o.outcome != "delivered" else None
+    deciders = {(step.node, step.rule): step for step in o.diagnosis.steps if step.rule}
     rows = []
     for actor, hit in o.rules:
         dropped = dropper is not None and dropper == (actor, hit)
         said = f"{'rejected' if hit.verdict == 'REJECT' else 'dropped'} it" if dropped else ""
         mark = ' class="dropper"' if dropped else ""
+        if not dropped and (step := deciders.get((actor, str(hit)))):
+            said, mark = step.kind + (f" ({step.setting})" if step.setting else ""), ' class="decider"'
         rows.append(
             f"<tr{mark}><td>{_e(actor)}</td><td>{_e(hit.table)} {_e(hit.chain)}</td>"
             f"<td class='mono'>{_e(hit.rule)}</td><td>{hit.packets}</td><td>{said}</td></tr>"
@@ -132,6 +138,11 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     parts += [f'<p class="reason">✗ {_e(reason)}</p>' for reason in result.verdict.reasons]
     if o.explanation:
         parts.append(f"<p>why: {_e(o.explanation)}</p>")
+    if summary := source_summary(result):
+        parts.append(f"<p><b>{_e(summary)}</b></p>")
+    if o.diagnosis.steps:
+        steps = "".join(f"<li>{_e(step.line())}</li>" for step in o.diagnosis.steps)
+        parts.append(f"<p>the translation chain, in path order:</p><ol class='chain mono'>{steps}</ol>")
     if o.counters:
         said = "; ".join(f"{actor}: {counted(dict(moved))}" for actor, moved in o.counters)
         parts.append(f"<p class='mono'>kernel counters that moved: {_e(said)}</p>")

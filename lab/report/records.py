@@ -8,6 +8,7 @@ from lab.describe.topology import Expected, ProbeSpec, Topology
 from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.arp import answer_text, entry_warning
 from lab.probe.evidence.snmp import counted
+from lab.report.chain import chain_records, step_lines
 
 
 def expected_text(result: ProbeResult) -> str:
@@ -92,6 +93,7 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "arp": [{"address": a.address, "mac": a.mac, "node": a.node} for a in o.arp],
             "error": o.error or None,
             "explanation": o.explanation or None,
+            "diagnosis": chain_records(o.diagnosis),
             "path": list(o.path),
             "rules": [
                 {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}
@@ -119,6 +121,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "arp": [],
     "error": None,
     "explanation": None,
+    "diagnosis": [],
     "path": [],
     "rules": [],
     "rules_unread": [],
@@ -160,6 +163,7 @@ def evidence_lines(result: ProbeResult) -> list[str]:
     lines = [f"✗ {reason}" for reason in r.verdict.reasons]
     if o.explanation:
         lines.append(f"why: {o.explanation}")
+    lines += step_lines(o.diagnosis)
     if r.probe.why:
         lines.append(f"scenario says: {r.probe.why}")
     for k, step in enumerate(r.probe.before):

@@ -73,14 +73,14 @@ def test_a_mark_rule_is_told_from_its_chain_neighbours():
 @pytest.mark.parametrize("mode", ["iptables", "nftables"])
 def test_the_endpoint_chain_masquerades_a_pod_reaching_itself(mode):
     reasons = _reasons(HAIRPIN, "node1", proxyMode=mode, hairpinMode="hairpin-veth")
-    (hairpin,) = _marks(reasons, "hairpin")
+    (hairpin,) = _marks(reasons, "kube-proxy's hairpin masquerade")
     assert hairpin.chain.startswith(("KUBE-SEP-", "endpoint-"))
     assert hairpin.setting.owner == "Service default/web"
 
 
 def test_ipvs_masquerades_a_pod_reaching_itself_by_its_loopback_set():
     reasons = _reasons(HAIRPIN, "node1", proxyMode="ipvs", hairpinMode="hairpin-veth")
-    (hairpin,) = _marks(reasons, "hairpin")
+    (hairpin,) = _marks(reasons, "kube-proxy's hairpin masquerade")
     assert (hairpin.chain, hairpin.says) == ("KUBE-POSTROUTING", ("--match-set KUBE-LOOP-BACK ", "-j MASQUERADE"))
 
 

@@ -85,7 +85,7 @@ def hairpin_masquerade(port_name: str | None) -> Setting:
     every endpoint), so that the answer comes back through the node."""
     meaning = "kube-proxy masquerades an endpoint reaching itself through its Service, always"
     owner = service_owner(port_name) if port_name else "kube-proxy"
-    return Setting("hairpin", "an endpoint reaching itself", owner, meaning)
+    return Setting("kube-proxy's hairpin masquerade", "(always written)", owner, meaning)
 
 
 def session_affinity(port_name: str, timeout: int) -> Setting:
@@ -95,3 +95,12 @@ def session_affinity(port_name: str, timeout: int) -> Setting:
 
 def at_random(count: int) -> str:
     return "the only endpoint" if count == 1 else f"at random among {count} endpoints"
+
+
+def kubelet_hairpin_mode(mode: str) -> Setting:
+    """kubelet's --hairpin-mode, which decides whether a pod's bridge port sends a frame back out of itself."""
+    meaning = {
+        "hairpin-veth": "the bridge sends a frame back out of the port it came in by",
+        "promiscuous-bridge": "the bridge is promiscuous and hands the frame up to the node",
+    }.get(mode, "the bridge never sends a frame back out of the port it came in by")
+    return Setting("hairpinMode", mode, "kubelet", meaning)

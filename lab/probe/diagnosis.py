@@ -1,0 +1,345 @@
+"""A probe's translation chain: each decision that changed or chose its packets, in path order, from the evidence
+the lab collects (the rules the kernel says they met, the captures before and after a node), each tied to the
+setting that wrote the deciding rule (render/kubeproxy/because.py). A step the evidence does not show is not said.
+
+Pure: the rules met, the hops the captures saw and why each node's rules were written go in, a frozen Diagnosis
+comes out; report shows it, a what-if reads the settings behind it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lab.describe.families import host_port
+from lab.probe.evidence.base import RuleHit
+from lab.render.kubeproxy.because import CHOICE, MARK, Because, Setting
+
+if TYPE_CHECKING:  # an Observation holds its Diagnosis: the hops are only read here
+    from lab.probe.observation import Hop
+
+DNAT, IPVS, MARKED, MASQUERADE, HAIRPIN, UNNAT = "dnat", "ipvs", "mark", "masquerade", "hairpin", "un-nat"
+
+_COMMENT = re.compile(r'(--comment|comment) "(?:[^"\\]|\\.)*"|--comment \S+')
+_NFT_SOURCE_NAT = re.compile(r"(^|\s)(masquerade|snat( ip)? to)(\s|$)")
+_NFT_DNAT = re.compile(r"(^|\s)dnat( ip)?( addr \. port)? to (\S+)")
+_TO_DESTINATION = re.compile(r"--to-destination (\S+)")
+_COMMENT_TEXT = re.compile(r'comment "((?:[^"\\]|\\.)*)"|--comment ([^\s"]\S*)')
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decision of the chain: what was done (`kind`), on which node, where (table and chain, the virtual server,
+    the bridge, conntrack), in words (`said`), the rule as the kernel's evidence shows it, the setting that wrote the
+    deciding rule (None: none the lab knows), and the evidence that shows it."""
+
+    kind: str  # DNAT, IPVS, MARKED, MASQUERADE, HAIRPIN, UNNAT
+    node: str
+    where: str
+    said: str
+    rule: str = ""
+    setting: Setting | None = None
+    evidence: str = ""
+    # A masquerade's source before and after the node, where the captures saw both.
+    source: tuple[str, str] | None = None
+
+    def line(self) -> str:
+        """The step as `-v` prints it: one line."""
+        why = f" [{self.setting}: {self.setting.meaning}]" if self.setting and self.setting.meaning else ""
+        return f"{self.node}: {self.said}{why} ({self.evidence})"
+
+    @property
+    def rewrote_source(self) -> bool:
+        return self.source is not None and self.source[0] != self.source[1]
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """The nodes' pod bridge: its name, its ports (the pods' veths), and the setting that decides whether it sends a
+    frame back out of the port it came in by."""
+
+    name: str
+    ports: frozenset[str]
+    hairpin: Setting
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A probe's steps in path order (the forward packet's, then the reply's)."""
+
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def settings(self) -> tuple[Setting, ...]:
+        """The settings behind the rules that acted, each once, in path order: what a what-if may change."""
+        found: list[Setting] = []
+        for step in self.steps:
+            if step.setting is not None and step.setting not in found:
+                found.append(step.setting)
+        return tuple(found)
+
+    def summary(self) -> str:
+        """One line for a rewritten source: where it was masqueraded and the setting behind it, and the bridge a
+        hairpin went back through ("" when no step rewrote the source)."""
+        parts = []
+        for step in self.steps:
+            if step.kind == MASQUERADE and step.rewrote_source:
+                why = f"{step.setting.name} {step.setting.value}" if step.setting else f"by {step.rule}"
+                parts.append(f"masqueraded on {step.node}: {why}")
+            elif step.kind == HAIRPIN:
+                parts.append(f"hairpinned on {step.node} through {step.where}: {step.setting}")
+        return "; ".join(parts)
+
+
+def diagnose(
+    hits: Sequence[tuple[str, RuleHit]],
+    hops: Sequence[Hop],
+    because: Callable[[str], Sequence[Because]],
+    names: Mapping[str, str],
+    bridge: Bridge | None = None,
+) -> Diagnosis:
+    """The chain of a probe whose packets met `hits` (in path order) and were seen as `hops`; `because` tells why a
+    node's rules were written, `names` names addresses, `bridge` is the nodes' pod bridge (None: none)."""
+    forward = _forward(hops)
+    steps: list[Step] = []
+    for node in _nodes(hits, hops):
+        reasons = because(node)
+        steps += _rule_steps(node, [hit for n, hit in hits if n == node], reasons, forward, names)
+        steps += _ipvs_steps(node, reasons, forward, names, any(s.kind == DNAT and s.node == node for s in steps))
+        steps += _hairpin_steps(node, forward, names, bridge)
+    steps = _ordered(steps)
+    steps += _unnat_steps(hops, forward)
+    return Diagnosis(tuple(steps))
+
+
+def _ordered(steps: list[Step]) -> list[Step]:
+    """Within a node, in the order the kernel takes them: the choice and DNAT (prerouting, or ipvs at input), the
+    mark, the masquerade (postrouting), then the bridge that hairpins it."""
+    order = {DNAT: 0, IPVS: 0, MARKED: 1, MASQUERADE: 2, HAIRPIN: 3}
+    nodes = list(dict.fromkeys(step.node for step in steps))
+    return sorted(steps, key=lambda s: (nodes.index(s.node), order.get(s.kind, 4)))
+
+
+def _nodes(hits: Sequence[tuple[str, RuleHit]], hops: Sequence[Hop]) -> list[str]:
+    """The actors the probe met, in path order: as the rules were read (by first sight), then any other a capture
+    saw."""
+    return list(dict.fromkeys([node for node, _ in hits] + [hop.actor for hop in hops]))
+
+
+def _rule_steps(
+    node: str, hits: list[RuleHit], reasons: Sequence[Because], forward: list[tuple[int, Hop]], names: Mapping[str, str]
+) -> list[Step]:
+    """The steps of one node's rules: an endpoint chosen and DNATed, a mark for masquerade, the masquerade."""
+    steps: list[Step] = []
+    choice: Because | None = None
+    mark: Because | None = None
+    for hit in hits:
+        reason = _reason(reasons, hit)
+        if _masquerades(hit):
+            setting = reason.setting if reason else (mark.setting if mark else None)
+            steps.append(_masquerade(node, hit, setting, mark, forward, names))
+            mark = None
+            continue
+        if reason is not None and reason.kind == MARK:
+            mark = reason
+            said = f"marked for masquerade by {_where(hit)}"
+            steps.append(
+                Step(MARKED, node, f"{hit.table} {hit.chain}", said, _rule(hit), reason.setting, _counted(hit))
+            )
+        elif reason is not None and reason.kind == CHOICE:
+            choice = reason
+        if (destination := _dnat_to(hit)) is not None:
+            steps.append(_dnat(node, hit, destination or _new_destination(node, forward), choice, names))
+            choice = None
+    return steps
+
+
+def _reason(reasons: Sequence[Because], hit: RuleHit) -> Because | None:
+    return next((b for b in reasons if b.matches(hit.table, hit.chain, hit.rule)), None)
+
+
+def _where(hit: RuleHit) -> str:
+    """`nat KUBE-EXT-…` with the rule's comment, as kube-proxy wrote it, when it has one."""
+    found = _COMMENT_TEXT.search(hit.rule)
+    return f"{hit.table} {hit.chain}" + (f' ("{found.group(1) or found.group(2)}")' if found else "")
+
+
+def _rule(hit: RuleHit) -> str:
+    return f"{hit.table} {hit.chain}: {hit.rule}"
+
+
+def _counted(hit: RuleHit) -> str:
+    return f"the rule met {hit.packets} packet{'s' * (hit.packets != 1)}"
+
+
+def _statement(hit: RuleHit) -> str:
+    """The rule's text without its comment (which may say `masquerade` of a rule that only marks)."""
+    return _COMMENT.sub("", hit.rule)
+
+
+def _masquerades(hit: RuleHit) -> bool:
+    """A rule that rewrites the source: iptables' MASQUERADE or SNAT target, nftables' masquerade or snat."""
+    return hit.verdict in ("MASQUERADE", "SNAT") or bool(_NFT_SOURCE_NAT.search(_statement(hit)))
+
+
+def _dnat_to(hit: RuleHit) -> str | None:
+    """Where a DNAT rule sends the packet, as the rule says it ("": a map the rule picks from), None for another
+    rule."""
+    if hit.verdict == "DNAT":
+        found = _TO_DESTINATION.search(hit.rule)
+        return found.group(1) if found else ""
+    if found := _NFT_DNAT.search(_statement(hit)):
+        return "" if found.group(4) == "numgen" else found.group(4)
+    return None
+
+
+def _dnat(node: str, hit: RuleHit, destination: str, choice: Because | None, names: Mapping[str, str]) -> Step:
+    said = f"DNATed by {_where(hit)} to {_named(destination, names)}"
+    if choice is not None:
+        said += f", chosen {choice.choice} by {choice.table} {choice.chain}"
+    setting = choice.setting if choice else None
+    return Step(DNAT, node, f"{hit.table} {hit.chain}", said, _rule(hit), setting, _counted(hit))
+
+
+def _masquerade(
+    node: str,
+    hit: RuleHit,
+    setting: Setting | None,
+    mark: Because | None,
+    forward: list[tuple[int, Hop]],
+    names: Mapping[str, str],
+) -> Step:
+    change = _source_change(node, forward)
+    if change is None:
+        source = "no capture shows its source before and after this node"
+    elif change[0] == change[1]:
+        source = f"its source {_named(change[0], names)} kept (already the node's own address)"
+    else:
+        source = f"source {_named(change[0], names)} became {_named(change[1], names)}"
+    said = f"masqueraded by {_where(hit)}: {source}"
+    if mark is not None:
+        said += f", as marked by {mark.table} {mark.chain}"
+    elif setting is None:
+        said += ", by a rule kube-proxy did not write"
+    captures = "" if change is None else ", and the captures before and after the node"
+    where = f"{hit.table} {hit.chain}"
+    return Step(MASQUERADE, node, where, said, _rule(hit), setting, _counted(hit) + captures, change)
+
+
+def _ipvs_steps(
+    node: str, reasons: Sequence[Because], forward: list[tuple[int, Hop]], names: Mapping[str, str], dnated: bool
+) -> list[Step]:
+    """IPVS's forwarding on `node`: the forward packet came in to a virtual server's address and left for another
+    destination, and no DNAT rule did it (the captures before and after the node show it)."""
+    servers = {b.chain.split(" ", 1)[1]: b for b in reasons if b.kind == CHOICE and b.table == "ipvs"}
+    if dnated or not servers:
+        return []
+    seen = _through(node, forward)
+    if seen is None:
+        return []
+    came, left = seen
+    before, after = _ends(came.packet), _ends(left.packet)
+    if before is None or after is None or before[1] == after[1] or before[1] not in servers:
+        return []
+    server = servers[before[1]]
+    said = f"forwarded by IPVS's virtual server {before[1]} to {_named(after[1], names)}, chosen {server.choice}"
+    evidence = f"the captures {came.actor}/{came.ifname} in and {left.actor}/{left.ifname} out"
+    return [Step(IPVS, node, f"ipvs {server.chain}", said, "", server.setting, evidence)]
+
+
+def _hairpin_steps(
+    node: str, forward: list[tuple[int, Hop]], names: Mapping[str, str], bridge: Bridge | None
+) -> list[Step]:
+    """The forward packet sent back out of the bridge port it came in by, on `node`: a hairpin, which the
+    captures on that port show (in, then out)."""
+    seen = _through(node, forward)
+    if bridge is None or seen is None or seen[0].ifname not in bridge.ports or seen[1].ifname != seen[0].ifname:
+        return []
+    ends = _ends(seen[1].packet)
+    source = f", from {_named(ends[0], names)}" if ends else ""
+    said = f"sent back out of {seen[0].ifname}, the {bridge.name} port it came in by{source}"
+    evidence = f"the captures {node}/{seen[0].ifname} in and out"
+    return [Step(HAIRPIN, node, bridge.name, said, "", bridge.hairpin, evidence)]
+
+
+def _unnat_steps(hops: Sequence[Hop], forward: list[tuple[int, Hop]]) -> list[Step]:
+    """The reply's addresses restored on a node (conntrack's reverse NAT): a reply that came into a node and left it
+    with other addresses, as the captures show."""
+    going = {index for index, _ in forward}
+    replies = [(i, hop) for i, hop in enumerate(hops) if i not in going]
+    steps = []
+    for i, came in replies:
+        if came.outgoing:
+            continue
+        left = next((hop for j, hop in replies if j > i and hop.actor == came.actor and hop.outgoing), None)
+        if left is None or _addresses(left.packet) == _addresses(came.packet):
+            continue
+        said = f"reply un-NATed by conntrack: {_addresses(came.packet)} became {_addresses(left.packet)}"
+        evidence = f"the captures {came.actor}/{came.ifname} in and {left.actor}/{left.ifname} out"
+        steps.append(Step(UNNAT, came.actor, "conntrack", said, "", None, evidence))
+    return steps
+
+
+def _forward(hops: Sequence[Hop]) -> list[tuple[int, Hop]]:
+    """The hops of the forward packet (with their place in `hops`): a hop whose addresses, reversed, were seen
+    before is a reply."""
+    seen: set[tuple[str, str]] = set()
+    forward = []
+    for index, hop in enumerate(hops):
+        ends = _ends(hop.packet)
+        if ends is None:
+            continue
+        if (ends[1], ends[0]) not in seen:
+            forward.append((index, hop))
+        seen.add(ends)
+    return forward
+
+
+def _through(node: str, forward: list[tuple[int, Hop]]) -> tuple[Hop, Hop] | None:
+    """The forward packet as it came into `node` and as it next left it."""
+    came = next(((i, hop) for i, hop in forward if hop.actor == node and not hop.outgoing), None)
+    if came is None:
+        return None
+    left = next((hop for i, hop in forward if i > came[0] and hop.actor == node and hop.outgoing), None)
+    return (came[1], left) if left is not None else None
+
+
+def _source_change(node: str, forward: list[tuple[int, Hop]]) -> tuple[str, str] | None:
+    """The forward packet's source address as it came into `node` and as it left, when captures saw both."""
+    seen = _through(node, forward)
+    if seen is None:
+        return None
+    before, after = _ends(seen[0].packet), _ends(seen[1].packet)
+    return (_host(before[0]), _host(after[0])) if before and after else None
+
+
+def _new_destination(node: str, forward: list[tuple[int, Hop]]) -> str:
+    """Where the forward packet left `node` for, when the DNAT rule picked it from a map."""
+    seen = _through(node, forward)
+    ends = _ends(seen[1].packet) if seen else None
+    return ends[1] if ends else "an endpoint no capture saw"
+
+
+def _ends(packet: str) -> tuple[str, str] | None:
+    """A hop's source and destination as written (`ip:port`, or `ip` without ports)."""
+    source, arrow, rest = packet.partition(" > ")
+    return (source, rest.split(" ", 1)[0]) if arrow and source else None
+
+
+def _addresses(packet: str) -> str:
+    ends = _ends(packet)
+    return f"{ends[0]} > {ends[1]}" if ends else packet
+
+
+def _host(address: str) -> str:
+    """An address without its port."""
+    try:
+        return host_port(address)[0]
+    except ValueError:
+        return address
+
+
+def _named(address: str, names: Mapping[str, str]) -> str:
+    name = names.get(_host(address))
+    return f"{address} ({name})" if name else address
