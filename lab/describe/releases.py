@@ -7,10 +7,7 @@ release writes is render's knowledge (lab/render/kubeproxy/versions.py and the r
 from __future__ import annotations
 
 OLDEST_MINOR = 19
-NEWEST_MINOR = 37
-
-# What is known to change after the newest release the lab reproduces, for the user who names a newer one.
-AFTER_NEWEST = "the conntrack entries of deleted UDP Services are cleaned, kubernetes#141371"
+NEWEST_MINOR = 38
 
 IPTABLES_VERSIONS = tuple(f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1))
 
@@ -21,10 +18,7 @@ def check_version(version: str) -> str | None:
         return None
     shown = version if len(version) <= 12 else f"{version[:12]}... ({len(version)} characters)"
     if (minor := _minor(version)) is not None and minor > NEWEST_MINOR:
-        return (
-            f"kube-proxy {shown} is newer than the lab knows: the newest reproduced is 1.{NEWEST_MINOR}"
-            f" (known to change after it: {AFTER_NEWEST})"
-        )
+        return f"kube-proxy {shown} is newer than the lab knows: the newest reproduced is 1.{NEWEST_MINOR}"
     return f"kube-proxy {shown} is not reproduced; supported: {', '.join(IPTABLES_VERSIONS)}"
 
 
@@ -50,6 +44,13 @@ FEATURE_GATES_SINCE = {
     "KubeProxyNFTablesLocalhostNodePorts": (37, "kubernetes#138427"),
 }
 
+# The first release that turns each gate on when the configuration does not name it (a beta gate), and the change:
+# KubeProxyNFTablesLocalhostNodePorts is "now beta and enabled by default" in v1.38.0-alpha.2 (READ in
+# CHANGELOG/CHANGELOG-1.38.md at kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2).
+FEATURE_GATES_ON_SINCE = {
+    "KubeProxyNFTablesLocalhostNodePorts": (38, "kubernetes#142490"),
+}
+
 # The nodePortAddresses keywords and the first release that takes each: `primary` alone from 1.30 (kubernetes#123105,
 # merged in February 2024 for 1.30: the release is INFERRED from that date), `localhost` and `all`, and any mix of
 # keywords and CIDRs, from 1.37 (kubernetes#138427).
@@ -66,6 +67,12 @@ def check_feature_gate(version: str, gate: str) -> str | None:
         f"kube-proxy {version} has no feature gate {gate} (added in 1.{since}, {change}): it refuses to start with a "
         "gate it does not know"
     )
+
+
+def gate_default(version: str, gate: str) -> bool:
+    """Whether kube-proxy of `version` runs with the gate on when its configuration does not name it."""
+    since = FEATURE_GATES_ON_SINCE.get(gate)
+    return since is not None and int(version.split(".")[1]) >= since[0]
 
 
 def check_node_port_addresses(version: str, addresses: list[str], keywords: tuple[str, ...]) -> str | None:

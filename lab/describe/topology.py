@@ -12,6 +12,7 @@ from typing import Literal
 
 from lab.describe.families import Family, endpoint, family_of
 from lab.describe.refs import ObjectRef
+from lab.describe.releases import gate_default
 from lab.describe.schema import Outcome
 
 Axis = str | bool
@@ -413,8 +414,9 @@ class ClusterSpec:
         return tuple(cidr for cidr in (self.service_cidr, self.secondary_service_cidr) if cidr)
 
     def gate(self, name: str) -> bool:
-        """Whether kube-proxy runs with the feature gate on (every gate the lab models is alpha: off unless set)."""
-        return dict(self.feature_gates).get(name, False)
+        """Whether kube-proxy runs with the feature gate on: as set, else the release's default (an alpha gate off, a
+        beta one on)."""
+        return dict(self.feature_gates).get(name, gate_default(self.kube_version, name))
 
 
 @dataclass(frozen=True)

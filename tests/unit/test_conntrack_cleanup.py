@@ -71,6 +71,33 @@ def test_tcp_is_never_cleaned():
 def test_deleted_service_up_to_1_31_and_not_after():
     assert cleanup([statsd(A)], [], Release.of("1.30")).commands == (("-D", "--orig-dst", "10.96.0.20", "-p", "udp"),)
     assert cleanup([statsd(A)], [], Release.of("1.32")).empty  # #141371
+    assert cleanup([statsd(A)], [], Release.of("1.37")).empty
+
+
+def test_reconciler_cleans_deleted_services_from_1_38():
+    """#141371 (1.38): the UDP Service ports deleted since the last sync are reconciled against nothing, every
+    frontend IP:port of theirs; the NodePort is skipped, as for any port without serving endpoints."""
+    plan = cleanup([statsd(A)], [], Release.of("1.38"))
+    assert dict(plan.reconcile) == {
+        Frontend("10.96.0.20", 8125): frozenset(),
+        Frontend("203.0.113.9", 8125): frozenset(),
+    }
+    assert plan.why == ("default/statsd was deleted: its Service IPs' entries go (#141371)",)
+    # A restarted kube-proxy's first sync knows no deleted Service; TCP ports are never reconciled.
+    assert cleanup([statsd(A)], [], Release.of("1.38"), restart=True).empty
+    assert cleanup([statsd(A, protocol="TCP")], [], Release.of("1.38")).empty
+
+
+def test_a_live_service_keeps_a_frontend_a_deleted_one_shared():
+    """A deleted port's frontend that a live Service also holds keeps the live one's endpoints (kube-proxy
+    reconciles the deleted ones first and lets the live ones overwrite), and a port whose number changed is an
+    update, not a deletion (ServicePortName has no number)."""
+    other = replace(statsd(B), name="statsd-new", cluster_ip="10.96.0.21")  # holds the same externalIP:8125
+    plan = cleanup([statsd(A), other], [other], Release.of("1.38"))
+    assert dict(plan.reconcile)[Frontend("203.0.113.9", 8125)] == frozenset({"10.244.2.2"})
+    assert dict(plan.reconcile)[Frontend("10.96.0.20", 8125)] == frozenset()
+    renumbered = replace(statsd(A), port=8126)
+    assert Frontend("10.96.0.20", 8125) not in dict(cleanup([statsd(A)], [renumbered], Release.of("1.38")).reconcile)
 
 
 def test_reconciler_from_1_32():

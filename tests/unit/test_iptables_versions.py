@@ -547,11 +547,11 @@ def test_e_localhost_nodeport_nfacct_from_1_31(version, counted):
     assert ("localhost_nps_accepted_pkts" in text) == counted
 
 
-@pytest.mark.parametrize("version", ["1.36", "1.37"])
-def test_e_1_36_and_1_37_write_the_1_35_rules(version):
+@pytest.mark.parametrize("version", ["1.36", "1.37", "1.38"])
+def test_e_1_36_to_1_38_write_the_1_35_rules(version):
     """No iptables rule change is known after 1.35 (INFERRED, docs/kubeproxy-versions.md), so kube-proxy's own
     expectations checked at 1.31 (tests/unit/test_iptables_render.py, on the kernel in
-    tests/integration/test_kubeproxy_agreement.py) stand for 1.36 and 1.37 as they do for 1.35."""
+    tests/integration/test_kubeproxy_agreement.py) stand for 1.36 to 1.38 as they do for 1.35."""
     for services in (overall_services_1_27(), []):
         assert payload(services, version, FAKE, NODE_IPS) == payload(services, "1.35", FAKE, NODE_IPS)
     assert jump_rules(version) == jump_rules("1.35")
@@ -643,14 +643,14 @@ def test_route_localnet_by_version(version, addresses, localhost, route_localnet
 
 
 def test_supported_versions_and_eras():
-    assert IPTABLES_VERSIONS[0] == "1.19" and IPTABLES_VERSIONS[-1] == "1.37"
+    assert IPTABLES_VERSIONS[0] == "1.19" and IPTABLES_VERSIONS[-1] == "1.38"
     assert [era_of(v) for v in ("1.19", "1.21", "1.22", "1.23", "1.24", "1.25", "1.26", "1.27", "1.35")] == [
         "A", "A", "B", "B", "C", "D", "D", "E", "E",
     ]  # fmt: skip
     assert check_version("1.18") is not None and check_version("1.19") is None
-    newer = check_version("1.38")
+    newer = check_version("1.39")
     assert newer is not None and "\n" not in newer
-    assert "newer than the lab knows: the newest reproduced is 1.37" in newer and "kubernetes#141371" in newer
+    assert newer == "kube-proxy 1.39 is newer than the lab knows: the newest reproduced is 1.38"
     with pytest.raises(ValueError):
         render_iptables([], FAKE, (), "1.18")
 

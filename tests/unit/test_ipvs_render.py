@@ -243,10 +243,10 @@ def test_current_kube_proxy_expectations(case: Case):
     check_golden(rules, GOLDEN / "current" / f"{case.golden}.txt")
 
 
-@pytest.mark.parametrize("version", ["1.30", "1.35", "1.36", "1.37"])
-def test_current_expectations_hold_for_1_30_to_1_37(version):
-    """1.30's proxier (S1.30) and the 1.31+ one write the same rules; the same expectations hold. For 1.36 and
-    1.37 that is INFERRED: their changelogs name no ipvs rule change (docs/kubeproxy-versions.md)."""
+@pytest.mark.parametrize("version", ["1.30", "1.35", "1.36", "1.37", "1.38"])
+def test_current_expectations_hold_for_1_30_to_1_38(version):
+    """1.30's proxier (S1.30) and the 1.31+ one write the same rules; the same expectations hold. For 1.36 to
+    1.38 that is INFERRED: their changelogs name no ipvs rule change (docs/kubeproxy-versions.md)."""
     for case in CURRENT_CASES:
         config = replace(FAKE, node_port_addresses=case.node_port_addresses)
         check_golden(render(case.services, version, case.node_ips, config), GOLDEN / "current" / f"{case.golden}.txt")
@@ -546,11 +546,11 @@ def test_corrupted_chain_order_fails(tmp_path):
 
 
 def test_versions_and_unknown_version():
-    assert IPVS_VERSIONS[0] == "1.19" and IPVS_VERSIONS[-1] == "1.37"
+    assert IPVS_VERSIONS[0] == "1.19" and IPVS_VERSIONS[-1] == "1.38"
     assert check_ipvs_version("1.31") is None
     assert "not reproduced" in check_ipvs_version("1.18")
     with pytest.raises(ValueError, match="not reproduced"):
-        render([], "1.38")
+        render([], "1.39")
 
 
 def test_sysctls():

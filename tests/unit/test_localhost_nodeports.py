@@ -78,6 +78,31 @@ def test_the_gate_axis_turns_it_on_or_leaves_it_out(tmp_path):
     assert on.cluster.gate(GATE) and cannot_run(on)
 
 
+def test_the_gate_axis_writes_it_off_where_the_release_has_it(tmp_path):
+    """1.38 turns the gate on by default (#142490), so the axis' false must reach kube-proxy as false; 1.37's false
+    is its default either way, and the scenario's own setting stands beside no axis."""
+    text = cluster('kubeVersion: "1.38"') + f"matrix: {{{GATE}: [false, true], kubeVersion: ['1.38', '1.37']}}\n"
+    off_38, off_37, on_38, on_37 = load_scenario(write(tmp_path, text)).variants
+    assert off_38.cluster.feature_gates == ((GATE, False),) and not off_38.cluster.gate(GATE)
+    assert not off_37.cluster.gate(GATE) and on_38.cluster.gate(GATE) and on_37.cluster.gate(GATE)
+    assert variant(tmp_path, 'kubeVersion: "1.38"').cluster.gate(GATE)
+    assert not variant(tmp_path, 'kubeVersion: "1.37"').cluster.gate(GATE)
+    assert not variant(tmp_path, f'kubeVersion: "1.38", featureGates: {{{GATE}: false}}').cluster.gate(GATE)
+
+
+@pytest.mark.parametrize("addresses", [("primary",), ("primary", "localhost")])
+def test_1_38_writes_what_1_37_writes_with_the_gate_on_unless_it_is_turned_off(addresses):
+    """#142490: beta and on by default in 1.38, otherwise as 1.37's (INFERRED, docs/kubeproxy-versions.md): a
+    configuration that does not name the gate gets 1.37's gate-on rules and listeners, one that turns it off 1.37's
+    default ones."""
+    default_38 = _nft(addresses, "1.38", gate=None)
+    assert replace(default_38, version="1.37") == _nft(addresses, "1.37", gate=True)
+    assert _rejecting(default_38.commands)
+    off_38 = _nft(addresses, "1.38", gate=False)
+    assert replace(off_38, version="1.37") == _nft(addresses, "1.37", gate=None)
+    assert not _rejecting(off_38.commands)
+
+
 def test_keywords_resolve_to_the_node_ip_and_loopback_in_iptables_mode(tmp_path):
     plane = node1(tmp_path, 'kubeVersion: "1.37", nodePortAddresses: [primary, localhost]', "iptables")
     jumps = [line for line in plane.iptables.splitlines() if line.endswith("-j KUBE-NODEPORTS")]
@@ -97,7 +122,7 @@ def _service(protocol: str = "TCP", policy: str = "Cluster", endpoints: tuple[En
                        endpoints=eps)  # fmt: skip
 
 
-def _nft(addresses: tuple[str, ...], version: str = "1.37", gate: bool = True, services=None):
+def _nft(addresses: tuple[str, ...], version: str = "1.37", gate: bool | None = True, services=None):
     config = ProxyConfig(cluster_cidr="10.244.0.0/16", node_port_addresses=addresses, nft_localhost_nodeports=gate)
     return render_nftables(services or [_service(), _service("UDP")], config, ["192.168.56.11"], version)
 

@@ -16,7 +16,9 @@ first packet. Two shapes, one per era (Release.conntrack_reconciler):
   deletes each one whose original destination is a Service frontend (ClusterIP:port, externalIP:port,
   LoadBalancer IP:port, #130484; or a NodePort) while its reply source is not a serving endpoint of that
   Service. A Service without serving endpoints is skipped (#139628: the scale-to-zero blackhole, fixed by
-  #139629), and a deleted Service is no longer known (#141371).
+  #139629 in 1.37), and a deleted Service is no longer known, so its entries stay while its flows go on
+  (#141371: from 1.38 the Service ports deleted since the last sync are reconciled against an empty set, as
+  the frontends of no live Service).
 
 kube-proxy 1.32+ talks netlink; the lab deletes the same entries with the `conntrack` tool's equivalent
 filter (--orig-dst, --orig-port-dst, --reply-src), which the kernel applies alike.
@@ -108,7 +110,8 @@ def cleanup(
     Service ports; restart: a new kube-proxy process, whose first sync knows no `old`)."""
     old, new = _of_family(old, family), _of_family(new, family)
     if release.conntrack_reconciler:
-        return _reconcile(new, release)
+        deleted = _deleted(old, new) if release.reconciler_cleans_deleted_services and not restart else []
+        return _reconcile(new, deleted, release)
     events = _events({} if restart else _udp(old), _udp(new), release)
     if family == "IPv4":
         return events
@@ -173,7 +176,15 @@ def _events(old: dict[str, ServicePort], new: dict[str, ServicePort], release: R
     return Cleanup(deletes=tuple(deletes.items()), why=tuple(why))
 
 
-def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
+def _deleted(old: Sequence[ServicePort], new: Sequence[ServicePort]) -> list[ServicePort]:
+    """The UDP Service ports gone since the last sync: ServicePortMap.Update's DeletedServices, keyed by
+    ServicePortName (namespace, name, port name and protocol: a port whose number changed is updated, not
+    deleted), so a deleted Service's ports and a port a Service no longer has."""
+    live = {(port.port_name_string, port.protocol) for port in new}
+    return [port for port in _udp(old).values() if (port.port_name_string, port.protocol) not in live]
+
+
+def _reconcile(new: Sequence[ServicePort], deleted: Sequence[ServicePort], release: Release) -> Cleanup:
     frontends: dict[Frontend, set[str]] = {}
     why: list[str] = []
     for port in _udp(new).values():
@@ -193,6 +204,16 @@ def _reconcile(new: Sequence[ServicePort], release: Release) -> Cleanup:
         # kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb).
         if port.node_port and serving:
             frontends.setdefault(Frontend(None, port.node_port), set()).update(serving)
+    # Deleted ports after the live ones here, as kube-proxy reconciles them first and lets a live Service's
+    # endpoints overwrite a frontend they share (CleanStaleEntries in pkg/proxy/conntrack/cleanup.go at
+    # kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb); their NodePorts are skipped, as any
+    # port without serving endpoints.
+    for port in deleted:
+        gone = [Frontend(ip, port.port) for ip in _ips(port) if Frontend(ip, port.port) not in frontends]
+        if gone:
+            why.append(f"{port.port_name_string} was deleted: its Service IPs' entries go (#141371)")
+        for frontend in gone:
+            frontends[frontend] = set()
     reconcile = tuple((frontend, frozenset(ips)) for frontend, ips in frontends.items())
     return Cleanup(reconcile=reconcile, why=tuple(why))
 

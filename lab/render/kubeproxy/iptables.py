@@ -1,4 +1,4 @@
-"""kube-proxy's iptables mode, Kubernetes 1.19 to 1.37, as a pure function.
+"""kube-proxy's iptables mode, Kubernetes 1.19 to 1.38, as a pure function.
 
 `render_iptables(services, config, node_ips, version)` reproduces a full sync of syncProxyRules()
 in pkg/proxy/iptables/proxier.go as kube-proxy of `version` writes it: the iptables-restore
@@ -6,7 +6,8 @@ payload kube-proxy writes with --noflush, and the jump rules it installs into th
 with `iptables -C`/`-I` before that. The layouts are read from the kube-proxy sources vendored by
 openshift/sdn (one commit per minor, 1.20-1.30) and, for 1.28 and later, from
 kubernetes/kubernetes 531be81208e2274ef42e72525a26610a9622bcdf; docs/kubeproxy-versions.md maps
-the versions onto layout eras and says what is inferred. Version differences are switched by
+the versions onto layout eras and says what is inferred (1.36-1.38 write 1.35's rules: INFERRED, no rule change in
+their changelogs, CHANGELOG-1.38.md read up to v1.38.0-alpha.2). Version differences are switched by
 Release, next to the rule they change.
 
 On purpose, this differs from a live kube-proxy in ways the kernel does not see:
@@ -184,7 +185,7 @@ def render_iptables(
     kubelet_iptables_cleanup: bool | None = None,
     shared: SharedRules | None = None,
 ) -> IptablesRules:
-    """Render kube-proxy's rules for one node, as kube-proxy `version` ("1.19".."1.37") writes them.
+    """Render kube-proxy's rules for one node, as kube-proxy `version` ("1.19".."1.38") writes them.
 
     node_ips are the node's own addresses (kube-proxy reads them from the interfaces); the first
     is the node IP kube-proxy was given (--node-ip), used to let the node through

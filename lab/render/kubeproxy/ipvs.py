@@ -1,4 +1,4 @@
-"""kube-proxy's ipvs mode (Kubernetes 1.19 to 1.37) as a pure function.
+"""kube-proxy's ipvs mode (Kubernetes 1.19 to 1.38) as a pure function.
 
 `render_ipvs()` reproduces a full syncProxyRules() of pkg/proxy/ipvs/proxier.go: the addresses bound
 on kube-ipvs0, the ipsets and their entries, the iptables rules written around the sets, the IPVS
@@ -20,7 +20,8 @@ virtual and real servers, and the sysctls NewProxier sets. Sources, all read for
 - 1.36-1.37 render as 1.35 too (INFERRED): their changelogs name no ipvs rule change, only when it syncs
   (#135631 periodic full resync again, 1.36; #138571 no full resync above 1000 endpoints, 1.37), how fast it
   lists addresses (#138927, 1.37) and the KubeProxyIPVS gate that starts the mode's deprecation (#139397,
-  KEP-5495, 1.37; on by default, so the mode still runs).
+  KEP-5495, 1.37; on by default, so the mode still runs). 1.38 too (INFERRED): CHANGELOG-1.38.md, read up to
+  v1.38.0-alpha.2 (kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2), names no ipvs change.
 - 1.19 has no vendored copy: S1.18 and S1.20 have identical writeIptablesRules, syncEndpoint and
   acceptIPVSTraffic (diffed), so 1.19 renders as 1.20 (inferred, not read).
 
@@ -88,7 +89,7 @@ from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView, unique
 from lab.render.kubeproxy.xtables import KUBE_FIREWALL, KUBE_FORWARD, KUBE_MARK_DROP, KUBE_MARK_MASQ, KUBE_POSTROUTING
 
-IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 38))
+IPVS_VERSIONS = tuple(f"1.{minor}" for minor in range(19, 39))
 DEFAULT_VERSION = "1.31"
 
 DUMMY_DEVICE = "kube-ipvs0"

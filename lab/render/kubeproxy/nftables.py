@@ -1,4 +1,4 @@
-"""kube-proxy's nftables mode, Kubernetes 1.30 to 1.37, as a pure function.
+"""kube-proxy's nftables mode, Kubernetes 1.30 to 1.38, as a pure function.
 
 `render_nftables(services, config, node_ips, version)` reproduces the first syncProxyRules() of
 pkg/proxy/nftables/proxier.go on a FRESH node: the one knftables transaction kube-proxy pipes into
@@ -34,6 +34,9 @@ Versions and where each layout comes from (the `Release` switches name the chang
              DNAT of a one-endpoint Service (#140723) and cuts comments to 128 bytes (#139516). No
              kube-proxy test output of either release is stored: their goldens are the lab's own
              rendering, reviewed against that source.
+  1.38       1.37's rules, with KubeProxyNFTablesLocalhostNodePorts on unless the configuration turns it off
+             (#142490, READ in CHANGELOG-1.38.md's v1.38.0-alpha.2); no other nftables change is named there
+             (INFERRED: no 1.38 tree is stored).
   1.29 (alpha: "firewall"/"firewall-allow" sets, a "forward" chain dropping ct state invalid,
   one endpoints-check chain) is not reproduced.
 
@@ -47,7 +50,8 @@ On purpose, this differs from a live kube-proxy in ways the kernel does not see:
 - Topology-aware routing (zone and node hints) as in every mode (endpoints.py); ProxyTerminatingEndpoints is GA.
 - The caller leaves out LoadBalancer IPs with ipMode Proxy, as kube-proxy leaves them out.
 - Localhost NodePorts are not served by rules in any release. With 1.37's KubeProxyNFTablesLocalhostNodePorts
-  gate (#138427, alpha, off unless config.nft_localhost_nodeports) kube-proxy rejects them in
+  gate (#138427, alpha, off unless config.nft_localhost_nodeports; beta and on unless turned off in 1.38,
+  #142490) kube-proxy rejects them in
   nodeport-endpoints-check through the localhost-nodeport-reject-ports map, and, when nodePortAddresses names
   a loopback CIDR itself, serves TCP ones with a userspace proxy: NftRules.localhost_nodeports lists its
   listeners (lab/install/localhost_proxy.py runs them). setupNFTables also adds and at once deletes the map
@@ -84,7 +88,7 @@ from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView
 
 OLDEST_MINOR = 30
-NEWEST_MINOR = 37
+NEWEST_MINOR = 38
 NFTABLES_VERSIONS = tuple(f"1.{minor}" for minor in range(OLDEST_MINOR, NEWEST_MINOR + 1))
 DEFAULT_VERSION = "1.33"
 
@@ -276,7 +280,7 @@ def render_nftables(
     node_ips: Sequence[str] = (),
     version: str = DEFAULT_VERSION,
 ) -> NftRules:
-    """Render the first nftables sync of kube-proxy `version` ("1.30".."1.37") on a fresh node.
+    """Render the first nftables sync of kube-proxy `version` ("1.30".."1.38") on a fresh node.
 
     node_ips are the node's own addresses; the first IPv4 one is the node IP kube-proxy was given
     (the primary IP that serves NodePorts by default, and that lets the node through
@@ -325,7 +329,9 @@ class _Node(NodeBase):
     def build(cls, config: ProxyConfig, node_ips: Sequence[str], release: Release) -> _Node:
         base = NodeBase.build(config, node_ips)
         # The gate's localhost NodePorts are IPv4's (127.0.0.0/8): the IPv6 proxier serves none on ::1.
-        gate = config.nft_localhost_nodeports and release.nft_localhost_nodeports_gate and config.family == "IPv4"
+        wanted = config.nft_localhost_nodeports
+        on = release.nft_localhost_nodeports_by_default if wanted is None else wanted
+        gate = on and release.nft_localhost_nodeports_gate and config.family == "IPv4"
         # useLocalhostNodePortProxy: the gate, and a loopback CIDR named in nodePortAddresses itself.
         proxy = gate and base.explicit_loopback
         rejects = (_UNSERVED if proxy else _REJECTABLE) if gate else ()

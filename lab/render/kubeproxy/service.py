@@ -79,8 +79,9 @@ class ProxyConfig:
     # (kube-proxy's "primary" default for that mode), and ("0.0.0.0/0",) means every local address.
     node_port_addresses: tuple[str, ...] = ()
     localhost_nodeports: bool = True  # iptables.localhostNodePorts (--iptables-localhost-nodeports)
-    # nftables mode: the KubeProxyNFTablesLocalhostNodePorts feature gate (Release.nft_localhost_nodeports_gate).
-    nft_localhost_nodeports: bool = False
+    # nftables mode: the KubeProxyNFTablesLocalhostNodePorts feature gate (Release.nft_localhost_nodeports_gate), None
+    # for the release's default (Release.nft_localhost_nodeports_by_default).
+    nft_localhost_nodeports: bool | None = None
     random_fully: bool = True
     masquerade_bit: int = 14
     # The mark text exactly as written; None = what NewProxier formats from masquerade_bit

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.describe.releases import IPTABLES_VERSIONS, NEWEST_MINOR, check_version
+from lab.describe.releases import IPTABLES_VERSIONS, NEWEST_MINOR, check_version, gate_default
 
 # (era, first minor, last minor)
 ERAS: tuple[tuple[str, int, int], ...] = (
@@ -201,6 +201,19 @@ class Release:
         """The reconciler also cleans a Service left with no serving endpoint (#139629, fixing #139628; merged in
         June 2026 and listed in v1.37.0-alpha.2, so first released in 1.37; no cherry-pick to 1.32-1.36 found)."""
         return self.minor >= 37
+
+    @property
+    def reconciler_cleans_deleted_services(self) -> bool:
+        """The reconciler also cleans the frontends of the UDP Service ports deleted since the last sync (the service
+        change tracker's DeletedServices, reconciled against an empty set before the live Services, which win a
+        frontend they share; a NodePort is still skipped). READ: #141371 listed in v1.38.0-alpha.1
+        (CHANGELOG/CHANGELOG-1.38.md at kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2: "Conntrack
+        entries for a deleted UDP Service's frontend IPs are now cleared on deletion instead of waiting to expire"),
+        the code in CleanStaleEntries, pkg/proxy/conntrack/cleanup.go, and ServicePortMap.Update,
+        pkg/proxy/servicechangetracker.go, at kiarashazarnia/kubernetes@4426ed5de01a08d75530f9e4c4814f6a28d806eb (the
+        PR author's fork). INFERRED: that the merged code is the fork's (no kubernetes/kubernetes tree after the merge
+        is stored)."""
+        return self.minor >= 38
 
     # --- what kube-proxy does on the node besides rules (iptables and ipvs modes) -----------------------
 
@@ -470,6 +483,15 @@ class Release:
         (pkg/proxy/nftables/proxier.go at kiarashazarnia/kubernetes@4426ed5d; pkg/proxy/localnodeportproxy/proxy.go
         at kubernetes/kubernetes@0cee7368). Before 1.37 there is no such gate: nftables mode never serves 127/8."""
         return self.minor >= 37
+
+    @property
+    def nft_localhost_nodeports_by_default(self) -> bool:
+        """KubeProxyNFTablesLocalhostNodePorts is on unless the configuration turns it off: beta and on by default in
+        1.38 (#142490, READ in v1.38.0-alpha.2 of CHANGELOG/CHANGELOG-1.38.md at
+        kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2). That the beta changes nothing else, so the
+        gate on behaves as 1.37's (the userspace proxy only where nodePortAddresses names a loopback CIDR, the
+        rejects otherwise), is INFERRED: no tree with #142490 is stored."""
+        return gate_default(self.version, "KubeProxyNFTablesLocalhostNodePorts")
 
     @property
     def nft_comment_limit(self) -> int | None:
