@@ -344,6 +344,9 @@ class ProbeSpec:
     keep_every: int = 0  # ms: the connection stays open, exchanging every keep_every ms (0: closed after)
     flow: str = ""  # the probe whose kept flow this one checks (source and destination are that probe's)
     size: int = 0  # bytes of data: one TCP request on the established connection, or one datagram (0: the default)
+    # `attempts` not given, on a probe of new connections: send more until every endpoint the load balancing that
+    # picked the first one's chose among has been reached (lab/judge/attempts.py), so that no verdict is the draw's.
+    every_choice: bool = False
 
     @property
     def destination(self) -> str:

@@ -25,6 +25,7 @@ from lab.describe.families import Family
 from lab.describe.topology import ENTRY, Expected, ProbeSpec, Topology, entry_suffix
 from lab.judge.verdict import Verdict, judge
 from lab.probe.arp import answering_nodes
+from lab.probe.choices import endpoint_chains, enough_attempts
 from lab.probe.evidence.base import RuleHit
 from lab.probe.observation import Observation
 from lab.probe.session import ProbeSession
@@ -111,11 +112,11 @@ def run_probe(
     when none ran) and judge each against `topo`'s expectations; several are summed up in one observation."""
     running = running or topo
     expected = probe.expected
-    if probe.attempts == 1 and not expected.relative:
-        observed = session.run(probe, running)
-        return observed, judge(expected, observed)
     if probe.attempts == 1 and not expected.entries:
-        return _one(session, probe, topo, running)
+        first = _one(session, probe, topo, running)
+        if probe.every_choice and first[0].spread > 1 and not _sticky(probe, running):
+            return _every_choice(session, probe, topo, running, first)
+        return first
     results: list[tuple[Observation, Verdict]] = []
     wanted = set(expected.entries)
     while len(results) < probe.attempts or (wanted - {o.entry for o, _ in results} and len(results) < MAX_ATTEMPTS):
@@ -155,24 +156,93 @@ def run_probe(
         answer += f", ARP answered by {', '.join(answering_nodes(o.arp))}" if o.arp else ""
         lines.append(f"{mark} #{i} entered {o.entry or '?'}: {answer}")
     first_bad = next((o for o, v in results if not v.ok), observations[0])
-    summary = Observation(
-        outcome=outcomes.most_common(1)[0][0],
+    shown = (f"(#{observations.index(first_bad) + 1}) {line}" for line in first_bad.path)
+    summary = _summary(observations, outcomes.most_common(1)[0][0], first_bad, (*lines, *shown))
+    return summary, Verdict(not reasons, tuple(reasons))
+
+
+def _summary(observations: list[Observation], outcome: str, shown: Observation, path: tuple[str, ...]) -> Observation:
+    """Several connections as one observation: `shown` the one whose path, hops and why it gives, `path` the
+    lines before and with them."""
+    return Observation(
+        outcome=outcome,
         backend=_joined([o.backend for o in observations]),
         node=_joined([o.node for o in observations]),
         source_ip=_joined([o.source_ip for o in observations]),
         source=_joined([o.source for o in observations]),
-        error=first_bad.error,
-        path=(*lines, *(f"(#{observations.index(first_bad) + 1}) {line}" for line in first_bad.path)),
-        hops=first_bad.hops,
+        error=shown.error,
+        path=path,
+        hops=shown.hops,
         connections=tuple(o.hops for o in observations),
         counters=_merge_counters(observations),
         rules=_merge_rules(observations),
         unread=tuple(dict.fromkeys(u for o in observations for u in o.unread)),
-        explanation=first_bad.explanation,
+        explanation=shown.explanation,
+        diagnosis=shown.diagnosis,
         seconds=sum(o.seconds for o in observations),
         pcaps=tuple(p for o in observations for p in o.pcaps),
         entry=_joined([o.entry for o in observations]),
         source_by_entry=_joined([_by_entry(o) for o in observations]),
         arp=tuple(a for o in observations for a in o.arp),
     )
-    return summary, Verdict(not reasons, tuple(reasons))
+
+
+def _sticky(probe: ProbeSpec, topo: Topology) -> bool:
+    """Does the probe go to a Service port with ClientIP affinity? Then every connection from the client goes where
+    its first went: the set the draw can give this client is that one endpoint."""
+    for svc in topo.services:
+        frontends = {*svc.cluster_ips, *svc.external_ips, *svc.ingress_ips}
+        for port in svc.ports:
+            at_frontend = probe.dst_ip in frontends and port.port == probe.dst_port
+            if svc.affinity_timeout and (at_frontend or port.node_port == probe.dst_port):
+                return True
+    return False
+
+
+def _choice(o: Observation) -> str:
+    """Which endpoint the connection's draw gave: the backend that answered, else the endpoint chains its rules
+    passed through, else (no trace of the choice) its outcome."""
+    return o.backend or "|".join(endpoint_chains(hit for _, hit in o.rules)) or o.outcome
+
+
+def _every_choice(
+    session: ProbeSession,
+    probe: ProbeSpec,
+    topo: Topology,
+    running: Topology,
+    first: tuple[Observation, Verdict],
+) -> tuple[Observation, Verdict]:
+    """More connections until every endpoint the load balancing chose among has been drawn (at most
+    enough_attempts), judged as the set they reached: one member per endpoint, each judged as a connection is,
+    the probe passing when every member does. Members, reasons and the summary come in the members' order, not
+    the draw's, so two runs that reached the same set say the same."""
+    results = [first]
+    while len(results) < enough_attempts(spread := max(o.spread for o, _ in results)):
+        if len({_choice(o) for o, _ in results}) >= spread:
+            break
+        results.append(_one(session, probe, topo, running))
+    by_choice: dict[str, list[tuple[Observation, Verdict]]] = {}
+    for result in results:
+        by_choice.setdefault(_choice(result[0]), []).append(result)
+    # Endpoints that answered first, by name; then the others, by the chains that chose them.
+    groups = [by_choice[key] for key in sorted(by_choice, key=lambda k: (not by_choice[k][0][0].backend, k))]
+    members = [next((r for r in group if not r[1].ok), group[0]) for group in groups]
+    several = len(members) > 1
+    reasons = [f"{_label(o) + ': ' if several else ''}{r}" for o, v in members for r in v.reasons]
+    outcomes = sorted({o.outcome for o, _ in members})
+    shown = next((o for o, v in members if not v.ok), members[0][0])
+    spread = max(o.spread for o, _ in results)
+    lines = [f"{len(results)} connections reached {len(members)} of the {spread} endpoints the draw chose among"]
+    lines += [f"{'✓' if v.ok else '✗'} {_label(o)}: {_member_line(o)}" for o, v in members]
+    observations = [o for group in groups for o, _ in group]
+    summary = _summary(observations, "|".join(outcomes), shown, (*lines, *shown.path))
+    return replace(summary, members=tuple(o for o, _ in members), spread=spread), Verdict(not reasons, tuple(reasons))
+
+
+def _label(o: Observation) -> str:
+    return f"by {o.backend}" if o.backend else _choice(o)
+
+
+def _member_line(o: Observation) -> str:
+    seen = f"{o.source} ({o.source_ip})" if o.source else o.source_ip or "-"
+    return f"{o.outcome} on {o.node or '-'}, saw {seen}" if o.backend else o.outcome

@@ -42,6 +42,11 @@ class Observation:
     unread: tuple[str, ...] = ()
     # Every ARP answer the client got for the address it sent to, in the order they came (lab/probe/arp.py).
     arp: tuple[ArpAnswer, ...] = ()
+    # Endpoints the load balancing that picked this connection's endpoint chose among (lab/probe/choices.py; 1: no
+    # choice seen), read for a probe that sends until it has reached each of them.
+    spread: int = 1
+    # Such a probe's summary: one connection per endpoint it reached, in a fixed order (lab/judge/attempts.py).
+    members: tuple[Observation, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from lab.describe.topology import PodSpec, ProbeSpec, ServiceSpec, Topology
@@ -22,6 +23,7 @@ from lab.install.speaker import ETH_P_ARP
 from lab.install.sync_failure import failed_sync
 from lab.install.tools import run_command
 from lab.probe.capture import Captures, write_pcaps
+from lab.probe.choices import SpreadReader
 from lab.probe.evidence.base import Evidence
 from lab.probe.evidence.counters import CounterEvidence
 from lab.probe.evidence.nftrace import TraceEvidence
@@ -105,6 +107,7 @@ class ProbeSession:
         self.sender = Sender(realized, timeout, self.captures, self.echo)
         self.snmp = CounterFiles()
         self.reasons = RuleReasons()  # why each node's rules were written, for the probes' diagnoses
+        self.spreads = SpreadReader(realized.namespaces, built.cluster.proxy_mode, built.cluster.iptables_backend)
         self.observer = Observer(
             realized, self.captures, self.echo, self.evidence, self.rule_actors, self.ports, self.snmp
         )
@@ -205,6 +208,7 @@ class ProbeSession:
         """Rules were replaced (a step): their counters start again from zero."""
         for evidence in self.evidence.values():
             evidence.restart()
+        self.spreads.forget()
 
     def run(self, probe: ProbeSpec, running: Topology) -> Observation:
         """The probe, sent to the cluster running `running` (the workload the last steps left), with every kept
@@ -233,7 +237,9 @@ class ProbeSession:
         explainer = Explainer(self.realized, running, self.names, self.reasons)
         explanation = explainer.why(seen, self.observer.sent_icmp, self.sync_failures)
         self.observer.record_icmp(probe, running, seen)
-        return explainer.diagnosed(seen.observation(self.names, explanation, pcaps, time.perf_counter() - start))
+        observed = explainer.diagnosed(seen.observation(self.names, explanation, pcaps, time.perf_counter() - start))
+        # A probe that reaches every endpoint the draw can give needs to know how many there are.
+        return replace(observed, spread=self.spreads.spread(probe, observed)) if probe.every_choice else observed
 
     def _ask_arp_afresh(self, probe: ProbeSpec, running: Topology) -> None:
         """A probe to a layer 2 VIP from a host on the underlay starts as a client that has not resolved the VIP

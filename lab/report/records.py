@@ -8,6 +8,7 @@ from lab.describe.topology import Expected, ProbeSpec, Topology
 from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.arp import answer_text, entry_warning
 from lab.probe.evidence.snmp import counted
+from lab.probe.observation import Observation
 from lab.report.chain import chain_records, step_lines
 
 
@@ -37,15 +38,29 @@ def expectation_text(e: Expected) -> str:
 
 def observed_text(result: ProbeResult) -> str:
     o = result.observed
+    text = members_text(o.members) if o.members else one_text(o)
+    # Where several nodes answered the client's ARP, the node entered is this run's: the result says so.
+    warning = entry_warning(o.arp, o.entry)
+    return f"{text}; {warning}" if warning else text
+
+
+def one_text(o: Observation) -> str:
     parts = [o.outcome]
     if o.backend:
         parts.append(f"by {o.backend}")
     if o.source_ip:
         parts.append(f"from {o.source} ({o.source_ip})" if o.source else f"from {o.source_ip}")
-    text = " ".join(parts)
-    # Where several nodes answered the client's ARP, the node entered is this run's: the result says so.
-    warning = entry_warning(o.arp, o.entry)
-    return f"{text}; {warning}" if warning else text
+    return " ".join(parts)
+
+
+def members_text(members: tuple[Observation, ...]) -> str:
+    """What each endpoint a probe reached saw (lab/judge/attempts.py), its outcome said once when all share it:
+    "delivered by web-a from node1 (10.0.0.1), by web-b from node1/cni0 (10.244.1.1)"."""
+    texts = [one_text(m) for m in members]
+    outcome = members[0].outcome
+    if any(m.outcome != outcome for m in members):
+        return ", ".join(texts)
+    return f"{outcome} " + ", ".join(text.removeprefix(outcome).lstrip() for text in texts)
 
 
 def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
@@ -89,6 +104,8 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "source": o.source,
             "source_ip": o.source_ip,
             "source_by_entry": o.source_by_entry,
+            # A probe that reached every endpoint the draw can give: what each saw (judge/attempts.py).
+            "members": [_member_record(m) for m in o.members],
             "entry": o.entry,
             "arp": [{"address": a.address, "mac": a.mac, "node": a.node} for a in o.arp],
             "error": o.error or None,
@@ -109,6 +126,10 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
     }
 
 
+def _member_record(m: Observation) -> dict[str, Any]:
+    return {"outcome": m.outcome, "backend": m.backend, "node": m.node, "source": m.source, "source_ip": m.source_ip}
+
+
 # A skipped probe observed nothing: its record has every key a run probe's has, empty (a reader indexes them alike).
 _NOTHING_OBSERVED: dict[str, Any] = {
     "outcome": None,
@@ -117,6 +138,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "source": None,
     "source_ip": None,
     "source_by_entry": None,
+    "members": [],
     "entry": None,
     "arp": [],
     "error": None,

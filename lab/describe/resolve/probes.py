@@ -133,6 +133,7 @@ def _resolve_probe(
             source_address=p.source_address or "",
             keep_every=(p.every or DEFAULT_EVERY_MS) if p.keep else 0,
             size=p.size or 0,
+            every_choice=_every_choice(p),
         )
     )
     if probes[-1].protocol == "TCP" and p.source_port and not p.source_address:
@@ -341,6 +342,14 @@ def _affinity_judgeable(src: Source, path: FieldPath, attempts: int, topo: Topol
             "ipvs keeps ClientIP affinity in its connection templates, not in a rule the lab sees a packet meet: "
             "judge it there with sameBackend (give this variant its own expectation with when: {proxyMode: ipvs})",
         )
+
+
+def _every_choice(p: schema.Probe) -> bool:
+    """A probe without `attempts` whose every connection is a new one from a port of the kernel's choosing: the
+    draw of a load-balancing rule may differ each time, so it is sent until each endpoint has been drawn. A fixed
+    source port, a kept or checked flow, a crafted segment or a spoofed source is one flow by design."""
+    one_flow = p.source_port or p.keep or p.flow or p.craft or p.source_address
+    return "attempts" not in p.model_fields_set and not one_flow
 
 
 def _device_suffixes(cni: str) -> tuple[str, ...]:
