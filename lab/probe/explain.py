@@ -232,7 +232,7 @@ class Explainer:
         pods = {port: pod for pod, port in self.realized.pod_ports.items()}
         if frame.outgoing:
             return (pods[frame.ifname], "eth0") if frame.ifname in pods else None
-        bridged = frame.ifname in pods and self.running.cluster.cni == "bridge"
+        bridged = frame.ifname in pods and self.running.cluster.cni != "routed-tunnel"  # cni0: bridge, flannel
         return frame.actor, "cni0" if bridged else frame.ifname
 
 
