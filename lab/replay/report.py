@@ -25,7 +25,7 @@ def print_replay(result: ReplayResult, console: Console) -> None:
     # Several outcomes: the load balancing's choices differ, each said (every choice was drawn: lab/replay/run.py).
     outcomes = result.outcome.split("|")
     says = "; ".join(_SAYS.get(o, o).format(endpoints=", ".join(result.endpoints)) for o in outcomes)
-    says += f" (as the endpoint drawn, of {result.choices})" if len(outcomes) > 1 else ""
+    says += f" (the load balancing's {result.choices} choices differ: each was drawn)" if len(outcomes) > 1 else ""
     console.print(
         Text.assemble(
             literal(f"{s.protocol.lower()} {s.source} → {endpoint(s.dst_ip, s.dst_port)}", "bold"),
