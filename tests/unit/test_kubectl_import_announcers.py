@@ -312,3 +312,48 @@ def test_an_address_two_services_share_is_announced_for_the_first_and_said_for_t
     note = _one_note(result, "Service default/api", "192.168.56.241: left out, with its probes")
     assert "default/web has it too" in note
     assert not [p for p in result.scenario["probes"] if p["name"].startswith("default-api-http-load-balancer")]
+
+
+def _lease(namespace: str, name: str, holder: str) -> Edit:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 5},
+    }
+    return lambda items: items.append(lease)
+
+
+def _both(*edits: Edit) -> Edit:
+    def apply(items):
+        for edit in edits:
+            edit(items)
+
+    return apply
+
+
+def test_kube_vip_s_one_leader_from_its_lease_announces_where_the_lab_can_make_it(tmp_path):
+    arp = _kube_vip({"vip_arp": "true", "svc_enable": "true"})
+    files = _files(tmp_path, dump=_both(arp, _lease("kube-system", "plndr-svcs-lock", "node3")), with_metallb=False)
+    result = _imported(files, tmp_path)
+    assert result.scenario["loadBalancers"] == [
+        {
+            "name": "kube-vip",
+            "mode": "layer2",
+            "services": ["default/web"],
+            "nodes": ["node2", "node3"],
+            "announcer": "node3",
+        },
+        {"name": "kube-vip-2", "mode": "layer2", "services": ["default/api"], "nodes": ["node2", "node3"]},
+    ]
+    assert "held by node3: it announces" in _one_note(result, "Service default/web", "kube-vip")
+    # api is Local and runs on node4, where kube-vip does not: node3 answers on the cluster and drops it.
+    assert "which the lab cannot make announce" in _one_note(result, "Service default/api", "kube-vip")
+
+
+def test_kube_vip_s_per_service_lease_pins_each_service_s_leader(tmp_path):
+    arp = _kube_vip({"vip_arp": "true", "svc_enable": "true", "svc_election": "true"})
+    files = _files(tmp_path, dump=_both(arp, _lease("default", "kubevip-web", "node2")), with_metallb=False)
+    result = _imported(files, tmp_path)
+    assert result.scenario["loadBalancers"][0]["announcer"] == "node2"
+    assert "default/kubevip-api is not in the input" in _one_note(result, "Service default/api", "kube-vip")

@@ -28,8 +28,7 @@ from lab.describe.kubectl.services import ROUTED, Service
 from lab.describe.yamlsrc import FieldPath
 
 METALLB_API = "metallb.io/v1beta1"
-POOL, L2, BGP = "IPAddressPool", "L2Advertisement", "BGPAdvertisement"
-KINDS = (POOL, L2, BGP, "DaemonSet")
+POOL, L2, BGP = "IPAddressPool", "L2Advertisement", "BGPAdvertisement"  # among objects.py's ANNOUNCER_KINDS
 # The Service annotations MetalLB's controller reads to allocate (controller/service.go: the stable prefix first,
 # the deprecated one after); the speaker announces whatever status.loadBalancer.ingress holds.
 _POOL_ANNOTATIONS = ("metallb.io/address-pool", "metallb.universe.tf/address-pool")
@@ -39,6 +38,8 @@ _IPS_ANNOTATIONS = ("metallb.io/loadBalancerIPs", "metallb.universe.tf/loadBalan
 _SPEAKER_LABELS = ({"app": "metallb", "component": "speaker"},) + (
     {"app.kubernetes.io/name": "metallb", "app.kubernetes.io/component": "speaker"},
 )
+_GLOBAL_LEASE = "plndr-svcs-lock"  # kube-vip's default services lease (cmd/kube-vip.go)
+_LEASE_ANNOTATION = "kube-vip.io/leaseName"  # a Service's own lease, NAME or NAMESPACE/NAME (pkg/lease/lease.go)
 _KUBE_VIP_ENV = ("vip_arp", "svc_enable", "cp_enable", "bgp_enable", "svc_election", "vip_interface")
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")  # strconv.ParseBool
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
@@ -81,6 +82,7 @@ class KubeVip:
     mode: str  # layer2 (vip_arp), bgp (bgp_enable) or "" (neither: a mode the lab does not model)
     election: bool  # svc_election: a leader per Service; else one leader for every Service
     nodes: frozenset[str]  # where it runs
+    lease: str  # the lease of the one leader for every Service (svc_leasename), in its namespace
 
 
 @dataclass
@@ -91,6 +93,7 @@ class Announcers:
     ads: list[Advertisement] = field(default_factory=list)
     speakers: frozenset[str] | None = None  # the nodes MetalLB's speaker pods run on; None: not in the input
     kube_vip: KubeVip | None = None
+    leases: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name): holderIdentity
 
 
 @dataclass
@@ -113,6 +116,7 @@ def read_announcers(inputs: Inputs, nodes: dict[str, Node], notes: list[str]) ->
     if speakers:
         found.speakers = frozenset(o.get(("spec", "nodeName"), str, "") for o in speakers if _running(o))
     found.kube_vip = _kube_vip(inputs, nodes, notes)
+    found.leases = {(o.namespace, o.name): o.get(("spec", "holderIdentity"), str, "") for o in inputs.objects["Lease"]}
     return found
 
 
@@ -207,22 +211,26 @@ def _kube_vip(inputs: Inputs, nodes: dict[str, Node], notes: list[str]) -> KubeV
             obj.note(spec, "kube-vip's pods are not in the input: taken to run on every node its nodeSelector takes")
         )
     mode = "bgp" if env.get("bgp_enable") else "layer2" if env.get("vip_arp") else ""
-    return KubeVip(obj, mode, bool(env.get("svc_election")), frozenset(on_pods))
+    lease = env.get("svc_leasename") or _GLOBAL_LEASE
+    return KubeVip(obj, mode, bool(env.get("svc_election")), frozenset(on_pods), lease)
 
 
-def _kube_vip_env(obj: Obj, spec: FieldPath, notes: list[str]) -> dict[str, bool] | None:
+def _kube_vip_env(obj: Obj, spec: FieldPath, notes: list[str]) -> dict[str, Any] | None:
     """The kube-vip switches of the first container that sets any (None: not kube-vip), each read as kube-vip
-    reads it (strconv.ParseBool; unset is false)."""
+    reads it (strconv.ParseBool; unset is false), and its services lease's name (svc_leasename)."""
     for cpath, _ in obj.each((*spec, "containers")):
         env = obj.each((*cpath, "env"))
         names = {obj.get((*p, "name"), str, ""): p for p, _ in env}
         if not any(k in names for k in _KUBE_VIP_ENV):
             continue
-        return {
+        found: dict[str, Any] = {
             k: _env_bool(obj, names[k], notes)
             for k in ("vip_arp", "svc_enable", "bgp_enable", "svc_election")
             if k in names
         }
+        if "svc_leasename" in names:
+            found["svc_leasename"] = obj.get((*names["svc_leasename"], "value"), str, "")
+        return found
     return None
 
 
@@ -248,13 +256,17 @@ def announce(
     """The scenario's layer 2 load balancers and BGP routes for the Services' load balancer addresses (ipMode VIP,
     or loadBalancerIP); an address the lab cannot announce is left out of its Service, said."""
     out = Announced()
-    groups: dict[tuple[str, frozenset[str]], list[str]] = {}
+    groups: dict[tuple[str, frozenset[str], str], list[str]] = {}
     claimed: dict[str, str] = {}  # each address announced, with its Service
     for svc in services:
         if svc.type != "LoadBalancer" or not _vips(svc):
             continue
         _say_annotations(svc, found, notes)
         how, allowed, why = _announcer(svc, found, nodes)
+        pinned = ""
+        if how == "kube-vip":
+            pinned, said = _leader(svc, found, allowed, wanted)
+            why = f"{why}; {said}"
         in_link = any(_inside(v, underlays) for v in _vips(svc))
         for vip in _vips(svc):
             problem = _unannounceable(vip, how, _inside(vip, underlays), in_link, underlays)
@@ -280,7 +292,7 @@ def announce(
         elif not allowed & set(wanted):
             notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {_nobody(allowed)}"))
         else:
-            groups.setdefault((how, allowed), []).append(ref)
+            groups.setdefault((how, allowed, pinned), []).append(ref)
             notes.append(svc.obj.note(("status", "loadBalancer"), f"{why}; {_layer2_said(allowed, wanted)}"))
     out.balancers = _balancers(groups, wanted, names)
     return out
@@ -313,10 +325,7 @@ def _announcer(svc: Service, found: Announcers, nodes: dict[str, Node]) -> tuple
     if (kv := found.kube_vip) is not None and kv.mode:
         leader = "a leader elected per Service (svc_election)" if kv.election else "one leader for every Service"
         how = "kube-vip: " + ("ARP (vip_arp)" if kv.mode == "layer2" else "BGP (bgp_enable)")
-        said = (
-            f"announced by {how}, {leader} among the nodes it runs on; the lab elects as MetalLB does (set the "
-            "load balancer's `announcer` to the node holding kube-vip's lease)"
-        )
+        said = f"announced by {how}, {leader} among the nodes it runs on"
         return ("kube-vip" if kv.mode == "layer2" else "bgp"), kv.nodes & set(nodes), said
     said = "no MetalLB pool" + (" of the input" if found.pools else "") + " holds it and no kube-vip serves Services"
     return (
@@ -406,6 +415,33 @@ def _bgp_said(speakers: frozenset[str]) -> str:
     return f"the client, standing in for the BGP peer, routes it over {', '.join(sorted(speakers))} (multipath)"
 
 
+def _leader(svc: Service, found: Announcers, allowed: frozenset[str], wanted: list[str]) -> tuple[str, str]:
+    """The node kube-vip's lease names as the Service's leader (pinned as the load balancer's `announcer`, "" when
+    the input holds no such lease or the lab cannot make its holder announce), and the words saying so."""
+    assert found.kube_vip is not None
+    lease = _lease_of(svc, found.kube_vip)
+    holder = found.leases.get(lease)
+    where = f"kube-vip's lease {lease[0]}/{lease[1]}"
+    if holder is None:
+        return "", f"{where} is not in the input: the lab elects as MetalLB does (kubectl get leases -A gives it)"
+    if holder in wanted and holder in _ready_on(svc, allowed):
+        return holder, f"{where} is held by {holder}: it announces (`announcer`)"
+    return "", (
+        f"{where} is held by {holder!r}, which the lab cannot make announce (not an imported node where kube-vip "
+        "runs, or without a ready endpoint the Service's policy needs there): the lab elects as MetalLB does"
+    )
+
+
+def _lease_of(svc: Service, kv: KubeVip) -> tuple[str, str]:
+    """The lease electing the Service's leader: its own with svc_election (kube-vip.io/leaseName, else
+    kubevip-NAME in its namespace: ServiceName in pkg/lease/lease.go), else the one leader's (svc_leasename)."""
+    if not kv.election:
+        return kv.obj.namespace or "kube-system", kv.lease
+    named = svc.obj.get(("metadata", "annotations", _LEASE_ANNOTATION), str, "") or f"kubevip-{svc.name}"
+    parts = named.split("/")
+    return (parts[0], parts[1]) if len(parts) > 1 else (svc.namespace, named)
+
+
 def _nobody(allowed: frozenset[str]) -> str:
     if not allowed:
         return "no node may announce it, so nobody answers ARP for it, in the cluster as in the lab"
@@ -424,12 +460,12 @@ def _layer2_said(allowed: frozenset[str], wanted: list[str]) -> str:
 
 
 def _balancers(
-    groups: dict[tuple[str, frozenset[str]], list[str]], wanted: list[str], names: Names
+    groups: dict[tuple[str, frozenset[str], str], list[str]], wanted: list[str], names: Names
 ) -> list[dict[str, Any]]:
-    """A layer 2 load balancer per announcer and set of nodes allowed to announce (its `nodes`, written when
-    some imported node may not)."""
+    """A layer 2 load balancer per announcer, set of nodes allowed to announce (its `nodes`, written when some
+    imported node may not) and node pinned to announce (kube-vip's lease holder)."""
     out: list[dict[str, Any]] = []
-    for (how, allowed), refs in groups.items():
+    for (how, allowed, pinned), refs in groups.items():
         source = _LB_NAMES[how]
         taken = sum(1 for b in out if b["name"].startswith(source))
         lb: dict[str, Any] = {
@@ -440,6 +476,8 @@ def _balancers(
         speakers = [names.node(n) for n in wanted if n in allowed]
         if len(speakers) < len(wanted):
             lb["nodes"] = speakers
+        if pinned:
+            lb["announcer"] = names.node(pinned)
         out.append(lb)
     return out
 

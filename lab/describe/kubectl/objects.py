@@ -22,8 +22,8 @@ MAX_BYTES = 64 * 2**20
 MAX_VALUES = 5_000_000
 
 KINDS = ("Node", "Pod", "Service", "EndpointSlice", "ConfigMap", "KubeProxyConfiguration", "ServiceCIDR", "IPPool")
-# MetalLB's address pools and advertisements, and kube-vip's DaemonSet: who announces load balancer addresses.
-ANNOUNCER_KINDS = ("IPAddressPool", "L2Advertisement", "BGPAdvertisement", "DaemonSet")
+# MetalLB's address pools and advertisements, kube-vip's DaemonSet and Leases: who announces load balancer addresses.
+ANNOUNCER_KINDS = ("IPAddressPool", "L2Advertisement", "BGPAdvertisement", "DaemonSet", "Lease")
 
 _TYPES = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping", list: "a list"}
 
@@ -140,7 +140,7 @@ class Inputs:
             f"{file}: {count} {kind} object(s) not read: lab import reads Nodes, Pods, Services, EndpointSlices, "
             "Calico's IPPools, "
             "ServiceCIDRs, kube-proxy's ConfigMap, kubectl version, MetalLB's IPAddressPools, L2Advertisements and "
-            "BGPAdvertisements and DaemonSets (kube-vip's)"
+            "BGPAdvertisements, DaemonSets and Leases (kube-vip's)"
             for (file, kind), count in self.unused.items()
         ]
 
