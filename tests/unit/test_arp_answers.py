@@ -14,6 +14,7 @@ from lab.judge.results import ProbeResult
 from lab.probe.arp import arp_answers, entry_warning
 from lab.probe.capture import Frame
 from lab.probe.observation import ArpAnswer, Observation
+from lab.report.html import _probe
 from lab.report.records import evidence_lines, observed_text, to_record
 
 VIP = "192.168.56.240"
@@ -94,6 +95,9 @@ def test_the_result_says_another_run_may_enter_elsewhere(tmp_path):
     assert observed_text(result).endswith(said)
     assert f"arp   {said}" in evidence_lines(result)
     assert f"arp   {VIP} is-at 02:00:00:00:00:01 from node1" in evidence_lines(result)
+    html = _probe(result, tmp_path)
+    assert f"ARP answers the client got, in order: {VIP} is-at 02:00:00:00:00:02 from node2; " in html
+    assert said in html
     record = to_record(result)["observed"]
     assert record["entry"] == "node2"
     assert [a["node"] for a in record["arp"]] == ["node2", "node1", "node3"]
