@@ -96,3 +96,11 @@ def test_a_local_policy_chain_names_the_policy_that_limits_the_choice():
     reasons = _reasons(NODEPORT, "node1", proxyMode="iptables", externalTrafficPolicy="Local")
     local = [b for b in reasons if b.kind == CHOICE and b.chain.startswith("KUBE-SVL-")]
     assert [str(b.setting) for b in local] == ["externalTrafficPolicy Local"]
+
+
+def test_kube_proxy_1_23_writes_the_nodeport_masquerade_in_the_service_chain_for_etp_cluster():
+    """The KUBE-XLB era: the NodePort's mark rule is the Service chain's own, as iptables-save lists it."""
+    reasons = _reasons(NODEPORT, "node2", proxyMode="iptables", externalTrafficPolicy="Cluster", kubeVersion="1.23")
+    shown = '-p tcp -m comment --comment "default/openresty:http" -m tcp --dport 30080 -j KUBE-MARK-MASQ'
+    (marked,) = [b for b in reasons if b.matches("nat", "KUBE-SVC-NXVI7ZHQBTBXMZW4", shown)]
+    assert str(marked.setting) == "externalTrafficPolicy Cluster"

@@ -371,8 +371,12 @@ class _Tables:
         comment ("" for none), which iptables-save shows back as it was written."""
         commented = comment_match(comment) if comment else ()
         self.nat("-A", chain, commented, match, "-j", KUBE_MARK_MASQ)
-        says = (comment, f"-j {KUBE_MARK_MASQ}") if comment else (f"-j {KUBE_MARK_MASQ}",)
-        self.because.append(Because(MARK, "nat", chain, says, setting))
+        self.marked(chain, setting, *((comment,) if comment else ()))
+
+    def marked(self, chain: str, setting: Setting | None, *says: str) -> None:
+        """The nat rule of `chain` just written jumps to KUBE-MARK-MASQ because of `setting`; `says`: the other
+        fragments of its text that tell it from its neighbours in iptables-save's listing."""
+        self.because.append(Because(MARK, "nat", chain, (*says, f"-j {KUBE_MARK_MASQ}"), setting))
 
     def chooses(self, chain: str, endpoint_chain: str, setting: Setting | None, choice: str, *says: str) -> None:
         """The nat rule of `chain` just written jumps to `endpoint_chain`, choosing it as `choice` says."""
@@ -510,8 +514,10 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
     if plan.has_endpoints:
         if cfg.masquerade_all:
             out.nat("-A", masq_chain, cluster_ip, "-j", KUBE_MARK_MASQ)
+            out.marked(masq_chain, masquerade_all(), f"{name} cluster IP")
         elif cfg.cluster_cidr:
             out.nat("-A", masq_chain, cluster_ip, node.if_not_local(), "-j", KUBE_MARK_MASQ)
+            out.marked(masq_chain, local_detector(cfg.cluster_cidr), f"{name} cluster IP")
         out.nat("-A", KUBE_SERVICES, cluster_ip, "-j", svc_chain)
     else:
         _write_reject(out, KUBE_SERVICES, name, _to(svc, node.addr(svc.cluster_ip)))
@@ -526,6 +532,7 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
             # from 1.21 (#96296) like a ClusterIP, unless there is no local-traffic detector.
             unless_pod = () if release.physdev_external_ips else node.if_not_local()
             out.nat("-A", masq_chain, external_ip, unless_pod, "-j", KUBE_MARK_MASQ)
+            out.marked(masq_chain, external_policy(name, "Cluster"), f"{name} external IP")
         if release.physdev_external_ips:
             # Only traffic not bridged in from a container and not from a local process...
             off_node = ("-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL")
@@ -552,6 +559,7 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         head = ("-A", fw_chain, lb_comment)
         if not svc.external_local:
             out.nat(head, "-j", KUBE_MARK_MASQ)
+            out.marked(fw_chain, external_policy(name, "Cluster"), f"{name} loadbalancer IP")
         if not svc.source_ranges:
             out.nat(head, "-j", destination)
         else:
@@ -567,9 +575,9 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         if not plan.has_endpoints:
             _write_reject(out, KUBE_EXTERNAL_SERVICES, name, (_LOCAL_DST, _proto(svc.proto), "--dport", str(node_port)))
         elif not svc.external_local:
-            out.nat(
-                "-A", svc_chain if release.masquerade_in_service_chain else KUBE_NODEPORTS, match, "-j", KUBE_MARK_MASQ
-            )
+            masq_at = svc_chain if release.masquerade_in_service_chain else KUBE_NODEPORTS
+            out.nat("-A", masq_at, match, "-j", KUBE_MARK_MASQ)
+            out.marked(masq_at, external_policy(name, "Cluster"), f'"{name}"', f"--dport {node_port}")
             out.nat("-A", KUBE_NODEPORTS, match, "-j", svc_chain)
         else:
             # Fix localhost martian source error: 127/8 sources must be masqueraded (the IPv6 proxier names ::1/128,
@@ -607,6 +615,7 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         out.nat("-A", xlb_chain, redirect, node.if_local(), "-j", svc_chain)
     masq_local = comment_match(f"masquerade LOCAL traffic for {name} LB IP")
     out.nat("-A", xlb_chain, masq_local, _LOCAL_SRC, "-j", KUBE_MARK_MASQ)
+    out.marked(xlb_chain, external_policy(name, "Local"), f"masquerade LOCAL traffic for {name} LB IP")
     route_local = comment_match(f"route LOCAL traffic for {name} LB IP to service chain")
     out.nat("-A", xlb_chain, route_local, _LOCAL_SRC, "-j", svc_chain)
     if not plan.local:
