@@ -26,6 +26,10 @@ PROXIED = (
     "ipMode Proxy: the scenario's load balancer (loadBalancers:, forward: nodePort, the client's address kept) "
     "stands in for the cloud's, which proxies to the NodePort"
 )
+PENDING = (
+    "{}: not in status.loadBalancer.ingress (no load balancer gave it: the Service pending): kube-proxy programs "
+    "only the addresses of the status, so it is reached on no node, and the lab leaves it out"
+)
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # kubectl apply's copy of the object
 METALLB = ("metallb.io/", "metallb.universe.tf/")  # MetalLB's allocation annotations: read in announcers.py
 
@@ -182,8 +186,11 @@ def read_service(obj: Obj, notes: list[str], families: Collection[Family]) -> Se
     lb_ip = obj.get(("spec", "loadBalancerIP"), str)
     if lb_ip:
         lb_ip = ipfields.address(obj, ("spec", "loadBalancerIP"), lb_ip, notes)
-    if lb_ip and family_of(lb_ip) in families and not ingress and kind == "LoadBalancer":
-        spec["loadBalancerIP"] = lb_ip
+    if lb_ip and not ingress and kind == "LoadBalancer":
+        # kube-proxy programs status.loadBalancer.ingress alone (kubernetes/kubernetes pkg/proxy/service.go at
+        # 025f2834a128798cef30018a5e6a6ae82b5ad885, newBaseServiceInfo), and MetalLB's speaker announces it alone:
+        # an address asked for and not given is reached on no node.
+        notes.append(obj.note(("spec", "loadBalancerIP"), PENDING.format(lb_ip)))
     return Service(
         obj,
         obj.namespace or "default",
