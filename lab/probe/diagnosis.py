@@ -85,8 +85,8 @@ class Diagnosis:
         parts = []
         for step in self.steps:
             if step.kind == MASQUERADE and step.rewrote_source:
-                why = f"{step.setting.name} {step.setting.value}" if step.setting else f"by {step.rule}"
-                parts.append(f"masqueraded on {step.node}: {why}")
+                why = f": {step.setting}" if step.setting else f" by {step.where}, a rule kube-proxy did not write"
+                parts.append(f"masqueraded on {step.node}{why}")
             elif step.kind == HAIRPIN:
                 parts.append(f"hairpinned on {step.node} through {step.where}: {step.setting}")
         return "; ".join(parts)
