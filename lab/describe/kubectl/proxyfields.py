@@ -5,7 +5,9 @@ naming the release that brought it, and a misspelt one naming the closest real o
 Read from config/v1alpha1/types.go of kubernetes/kube-proxy (the published copy of kubernetes/kubernetes'
 staging/src/k8s.io/kube-proxy) on each release branch, release-1.19 (0c13cbda3876d30a462f7db85aebff140682ccd4)
 to release-1.36 (76267a869d183acb47c0ee53c19b277007858142), and master for 1.37
-(d37b2e75a8dce477550045acb61b3e1074813321). Between 1.19 and 1.37 fields were added in 1.24, 1.26, 1.28, 1.29
+(d37b2e75a8dce477550045acb61b3e1074813321); 1.38 takes 1.37's fields (INFERRED: CHANGELOG-1.38.md, read up to
+v1.38.0-alpha.2 at kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2, names no change to them, and no
+1.38 types.go is stored). Between 1.19 and 1.37 fields were added in 1.24, 1.26, 1.28, 1.29
 and 1.31, and one removed in 1.26; each change below names its kubernetes/kube-proxy commit and the
 kubernetes/kubernetes commit it copies. clientConnection's fields are k8s.io/component-base's
 ClientConnectionConfiguration (kubernetes/component-base config/v1alpha1/types.go, the same at release-1.19,
