@@ -105,8 +105,8 @@ def test_every_ipvs_test_passes_under_the_stock_kernel(capsys):
     # The guest's output was streamed above: the failure says only which items failed, and why.
     assert result.exit_status == 0, failure_summary(result.output)
     assert " passed" in summary and "failed" not in summary, summary
-    # Nothing may be skipped for this kernel: the only skips are variants a kube-proxy release itself refuses to
-    # start (localhost-nodeport's 1.36 with the 1.37 gate named), which no kernel runs.
+    # Nothing may be skipped for this kernel: the only skips allowed are variants a kube-proxy release itself refuses
+    # to start (a feature gate named for a release without it), which no kernel runs.
     skipped = [line for line in result.output.splitlines() if line.startswith("SKIPPED")]
     not_the_release = [line for line in skipped if GATE_REFUSAL not in line]
     assert not not_the_release, not_the_release
