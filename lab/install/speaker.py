@@ -40,14 +40,13 @@ class Announced:
 
 @dataclass(frozen=True)
 class ArpMessage:
-    """An Ethernet frame's ARP message for IPv4 (RFC 826): who sent it to which MAC, and the sender's and target's
-    hardware and protocol addresses (as bytes: four for an address, six for a MAC)."""
+    """An Ethernet frame's ARP message for IPv4 (RFC 826): the MAC it was sent to, its operation, the sender's
+    MAC and address and the address asked for (as bytes: four for an address, six for a MAC)."""
 
     destination: bytes
     operation: int  # 1 request, 2 reply
     sender_mac: bytes
     sender_ip: bytes
-    target_mac: bytes
     target_ip: bytes
 
     @property
@@ -60,10 +59,10 @@ def parse_arp(frame: bytes) -> ArpMessage | None:
     if len(frame) < _ETHERNET.size + _ARP.size:
         return None
     destination, _, ethertype = _ETHERNET.unpack_from(frame)
-    htype, ptype, hlen, plen, oper, sha, spa, tha, tpa = _ARP.unpack_from(frame, _ETHERNET.size)
+    htype, ptype, hlen, plen, oper, sha, spa, _, tpa = _ARP.unpack_from(frame, _ETHERNET.size)
     if (ethertype, htype, ptype, hlen, plen) != (ETH_P_ARP, 1, 0x0800, 6, 4):
         return None
-    return ArpMessage(destination, oper, sha, spa, tha, tpa)
+    return ArpMessage(destination, oper, sha, spa, tpa)
 
 
 def arp_reply(frame: bytes, vips: frozenset[bytes], mac: bytes) -> bytes | None:
