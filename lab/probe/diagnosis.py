@@ -235,7 +235,7 @@ def _ipvs_steps(
     servers = {b.chain.split(" ", 1)[1]: b for b in reasons if b.kind == CHOICE and b.table == "ipvs"}
     if dnated or not servers:
         return []
-    seen = _through(node, forward)
+    seen = _through(node, forward, _destination_changed)
     if seen is None:
         return []
     came, left = seen
@@ -253,7 +253,7 @@ def _hairpin_steps(
 ) -> list[Step]:
     """The forward packet sent back out of the bridge port it came in by, on `node`: a hairpin, which the
     captures on that port show (in, then out)."""
-    seen = _through(node, forward)
+    seen = _through(node, forward, lambda came, left: came.ifname == left.ifname)
     if bridge is None or seen is None or seen[0].ifname not in bridge.ports or seen[1].ifname != seen[0].ifname:
         return []
     ends = _ends(seen[1].packet)
@@ -282,32 +282,49 @@ def _unnat_steps(hops: Sequence[Hop], forward: list[tuple[int, Hop]]) -> list[St
 
 
 def _forward(hops: Sequence[Hop]) -> list[tuple[int, Hop]]:
-    """The hops of the forward packet (with their place in `hops`): a hop whose addresses, reversed, were seen
-    before is a reply."""
-    seen: set[tuple[str, str]] = set()
+    """The hops of the forward direction (with their place in `hops`): each pair of addresses is first seen going
+    the way the connection was opened; a hop with those addresses reversed is a reply, one the same way (a later
+    segment of the client's) is forward."""
+    first: dict[frozenset[str], tuple[str, str]] = {}
     forward = []
     for index, hop in enumerate(hops):
         ends = _ends(hop.packet)
-        if ends is None:
-            continue
-        if (ends[1], ends[0]) not in seen:
+        if ends is not None and first.setdefault(frozenset(ends), ends) == ends:
             forward.append((index, hop))
-        seen.add(ends)
     return forward
 
 
-def _through(node: str, forward: list[tuple[int, Hop]]) -> tuple[Hop, Hop] | None:
-    """The forward packet as it came into `node` and as it next left it."""
-    came = next(((i, hop) for i, hop in forward if hop.actor == node and not hop.outgoing), None)
-    if came is None:
-        return None
-    left = next((hop for i, hop in forward if i > came[0] and hop.actor == node and hop.outgoing), None)
-    return (came[1], left) if left is not None else None
+def _passes(node: str, forward: list[tuple[int, Hop]]) -> list[tuple[Hop, Hop]]:
+    """Each time the forward packet came into `node` and next left it (a packet may cross a node twice)."""
+    passes = []
+    for i, came in forward:
+        if came.actor == node and not came.outgoing:
+            left = next((hop for j, hop in forward if j > i and hop.actor == node and hop.outgoing), None)
+            if left is not None:
+                passes.append((came, left))
+    return passes
+
+
+def _through(node: str, forward: list[tuple[int, Hop]], changed: Callable[[Hop, Hop], bool]) -> tuple[Hop, Hop] | None:
+    """The forward packet as it came into `node` and next left it: the first pass where `changed` holds, else
+    the first pass (the node's rules counted every pass together)."""
+    passes = _passes(node, forward)
+    return next((p for p in passes if changed(*p)), passes[0] if passes else None)
+
+
+def _source_changed(came: Hop, left: Hop) -> bool:
+    before, after = _ends(came.packet), _ends(left.packet)
+    return before is not None and after is not None and _host(before[0]) != _host(after[0])
+
+
+def _destination_changed(came: Hop, left: Hop) -> bool:
+    before, after = _ends(came.packet), _ends(left.packet)
+    return before is not None and after is not None and before[1] != after[1]
 
 
 def _source_change(node: str, forward: list[tuple[int, Hop]]) -> tuple[str, str] | None:
     """The forward packet's source address as it came into `node` and as it left, when captures saw both."""
-    seen = _through(node, forward)
+    seen = _through(node, forward, _source_changed)
     if seen is None:
         return None
     before, after = _ends(seen[0].packet), _ends(seen[1].packet)
@@ -316,7 +333,7 @@ def _source_change(node: str, forward: list[tuple[int, Hop]]) -> tuple[str, str]
 
 def _new_destination(node: str, forward: list[tuple[int, Hop]]) -> str:
     """Where the forward packet left `node` for, when the DNAT rule picked it from a map."""
-    seen = _through(node, forward)
+    seen = _through(node, forward, _destination_changed)
     ends = _ends(seen[1].packet) if seen else None
     return ends[1] if ends else "an endpoint no capture saw"
 

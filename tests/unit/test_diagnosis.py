@@ -226,3 +226,28 @@ def test_ipvs_forwarding_is_said_only_where_the_destination_changed_at_a_virtual
     assert "virtual server 192.168.56.12:30080 to 10.244.1.2:8080 (openresty)" in ipvs.said
     # node1 only routed it: no step there.
     assert [s.node for s in diagnose([], THROUGH_NODE2, because, NAMES).steps] == ["node2", "node2"]
+
+
+def test_the_clients_later_segments_are_forward_not_replies():
+    """The client's ACK after the SYN-ACK goes the way the connection was opened: DNATed again on node2, it is no
+    reply un-NATed there."""
+    because = _because("nodeport-source-ip.yaml", proxyMode="iptables", externalTrafficPolicy="Cluster")
+    ack = (
+        _hop("node2", "eth0", False, "192.168.56.100:45166 > 192.168.56.12:30080 tcp [.]"),
+        _hop("node2", "eth0", True, "192.168.56.12:27269 > 10.244.1.2:8080 tcp [.]"),
+    )
+    steps = diagnose(IPTABLES_HITS, THROUGH_NODE2 + ack, because, NAMES).steps
+    assert [s.kind for s in steps].count(UNNAT) == 1, [s.said for s in steps]
+
+
+def test_a_node_crossed_twice_is_said_masqueraded_where_the_captures_saw_the_source_change():
+    """Out to a load balancer and back: the first pass through node2 leaves the source as it was, the second
+    rewrites it; the node's rules counted both passes together."""
+    because = _because("nodeport-source-ip.yaml", proxyMode="iptables", externalTrafficPolicy="Cluster")
+    out_and_back = (
+        _hop("node2", "eth0", False, "192.168.56.100:45166 > 192.168.56.12:30080 tcp [S]"),
+        _hop("node2", "eth0", True, "192.168.56.100:45166 > 192.168.56.12:30080 tcp [S]"),
+        *THROUGH_NODE2[:2],
+    )
+    masquerade = next(s for s in diagnose(IPTABLES_HITS, out_and_back, because, NAMES).steps if s.kind == MASQUERADE)
+    assert masquerade.source == ("192.168.56.100", "192.168.56.12")
