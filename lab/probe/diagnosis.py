@@ -85,7 +85,7 @@ class Diagnosis:
         parts = []
         for step in self.steps:
             if step.kind == MASQUERADE and step.rewrote_source:
-                why = f": {step.setting}" if step.setting else f" by {step.where}, a rule kube-proxy did not write"
+                why = f": {step.setting}" if step.setting else f" by {step.where}"
                 parts.append(f"masqueraded on {step.node}{why}")
             elif step.kind == HAIRPIN:
                 parts.append(f"hairpinned on {step.node} through {step.where}: {step.setting}")
@@ -221,7 +221,7 @@ def _masquerade(
     if mark is not None:
         said += f", as marked by {mark.table} {mark.chain}"
     elif setting is None:
-        said += ", by a rule kube-proxy did not write"
+        said += ", no mark for it among the rules the lab read (a CNI's or ip-masq-agent's rule masquerades unmarked)"
     captures = "" if change is None else ", and the captures before and after the node"
     where = f"{hit.table} {hit.chain}"
     return Step(MASQUERADE, node, where, said, _rule(hit), setting, _counted(hit) + captures, change)
