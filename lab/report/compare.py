@@ -9,6 +9,7 @@ from rich.text import Text
 
 from lab.describe.topology import axis_text
 from lab.judge.results import ProbeResult, VariantRun
+from lab.probe.arp import entry_warning
 from lab.report.literal import literal, visible
 
 
@@ -28,6 +29,9 @@ def _cell(result: ProbeResult | None, skipped: str) -> Cell:
     # pick, and would make modes differ that do not.
     by = f" by {o.backend}" if o.backend and result.probe.expected.backends else ""
     seen = f" from {o.source_by_entry or o.source or o.source_ip}" if o.source_ip else ""
+    # Where several nodes answered the client's ARP, the node entered is this run's: the cell says so.
+    warning = entry_warning(o.arp, o.entry)
+    seen += f" ({warning})" if warning else ""
     mark = "PASS" if result.verdict.ok else "FAIL"
     return Cell(f"{o.outcome}{by}{seen} {mark}", f"{o.outcome}{by}{seen}", result)
 

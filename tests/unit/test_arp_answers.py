@@ -10,10 +10,12 @@ from support.scenario import BASE, ScriptedSession, write
 
 from lab.describe.load import load_scenario
 from lab.judge.attempts import run_probe
-from lab.judge.results import ProbeResult
+from lab.judge.results import ProbeResult, Timing, VariantRun
+from lab.judge.verdict import Verdict
 from lab.probe.arp import arp_answers, entry_warning
 from lab.probe.capture import Frame
 from lab.probe.observation import ArpAnswer, Observation
+from lab.report.compare import compare_grid
 from lab.report.html import _probe
 from lab.report.records import evidence_lines, observed_text, to_record
 
@@ -25,6 +27,7 @@ MACS = {
     "node3": bytes.fromhex("020000000003"),
 }
 NODES = tuple(MACS)
+TIMING = Timing(build=0.0, install=0.0, probes=0.0, teardown=0.0)
 
 
 def arp(oper: int, sender_mac: bytes, sender_ip: str, destination: bytes = CLIENT_MAC) -> bytes:
@@ -117,3 +120,11 @@ def test_several_connections_keep_every_answer_and_say_which_nodes_they_entered(
     assert any("#1 entered node3" in line and "ARP answered by node3, node1" in line for line in observed.path)
     text = observed_text(ProbeResult(topo, topo.probes[0], observed, verdict))
     assert "entered node1 and node3, each of which answered ARP" in text
+
+
+def test_the_mode_comparison_says_another_run_may_enter_elsewhere(tmp_path):
+    (topo,) = load_scenario(write(tmp_path, BASE)).variants
+    flux = Observation("delivered", entry="node3", arp=answered("node3", "node1"))
+    result = ProbeResult(topo, topo.probes[0], flux, Verdict(True))
+    _, [(_, _, (cell,), _)] = compare_grid([VariantRun(topo, [result], TIMING)], "proxyMode")
+    assert "(entered node3; node1 also answered ARP for 192.168.56.240: another run may enter there) PASS" in cell.text
