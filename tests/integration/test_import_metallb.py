@@ -57,3 +57,30 @@ def test_the_imported_metallb_vips_enter_through_the_announcing_node(scenario, m
         for r in json.loads(done.stdout)["results"]
     }
     assert seen == EXPECTED
+
+
+def test_a_bgp_advertised_address_enters_through_a_node_announcing_it(tmp_path, host_unchanged):
+    """The same pool advertised by a BGPAdvertisement: the client, standing in for the BGP peer, routes each
+    address over the nodes announcing it (node3 and node4 for web; only node4, with api's local endpoint, for
+    api's Local address)."""
+    bgp = tmp_path / "metallb.yaml"
+    bgp.write_text((CLUSTER / "metallb.yaml").read_text().replace("kind: L2Advertisement", "kind: BGPAdvertisement"))
+    out = tmp_path / "s.yaml"
+    files = [str(CLUSTER / f) for f in FILES[:-1]] + [str(bgp)]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "import", *files, "-o", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    only = [arg for name in EXPECTED for arg in ("--probe", name)]
+    done = subprocess.run(
+        [sys.executable, "-m", "lab", "run", str(out), "--json", *only],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = {r["probe"]: r["observed"] for r in json.loads(done.stdout)["results"]}
+    web, api = seen["default-web-http-load-balancer"], seen["default-api-http-load-balancer"]
+    assert web["entry"] in ("node3", "node4") and web["backend"] == "web"
+    assert (api["entry"], api["backend"], api["source_ip"]) == ("node4", "api", "192.168.56.254")
