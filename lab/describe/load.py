@@ -27,6 +27,7 @@ from lab.describe.resolve.parse import check_manifests, parse
 from lab.describe.resolve.probes import resolve_probes
 from lab.describe.resolve.remainder import as_written, probes_refused, without_probes
 from lab.describe.resolve.steps import SCALED, scale_demand
+from lab.describe.resolve.unrouted import unannounced_addresses
 from lab.describe.resolve.workload import resolve_pods, resolve_services, unselected, without_endpoints
 from lab.describe.topology import Axis, Topology
 from lab.describe.yamlsrc import Expected, Source, load_yaml
@@ -163,7 +164,9 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
         pending_pods=pending,
-        warnings=unselected(src, f.workload, pods) + unannounced(src, f.load_balancers, announced),
+        warnings=unselected(src, f.workload, pods)
+        + unannounced(src, f.load_balancers, announced)
+        + unannounced_addresses(src, f.workload, cluster, nodes, externals, services, (balancers, announced)),
     )
     controllers = frozenset((m.kind, m.metadata.namespace, m.metadata.name) for m in f.workload if m.kind in SCALED)
     return dataclasses.replace(fabric, probes=resolve_probes(variant, f.probes, fabric, potential, controllers))
