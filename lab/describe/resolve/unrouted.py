@@ -9,15 +9,10 @@ is reached there, through whichever node answered: not said."""
 from __future__ import annotations
 
 from lab.describe import k8s
+from lab.describe.resolve.actors import _addresses_taken
 from lab.describe.resolve.checks import inside
 from lab.describe.topology import AnnouncementSpec, ClusterSpec, ExternalSpec, LoadBalancerSpec, NodeSpec, ServiceSpec
 from lab.describe.yamlsrc import FieldPath, Source
-
-
-def _held(cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], externals: tuple[ExternalSpec, ...]) -> set[str]:
-    """Every address a host the lab builds answers for on the underlay."""
-    hosts = [a for n in nodes for a in (n.ip, n.secondary_ip)] + [a for e in externals for a in (e.ip, e.secondary_ip)]
-    return {a for a in (*hosts, cluster.gateway_ip, cluster.secondary_gateway_ip) if a}
 
 
 def unannounced_addresses(
@@ -33,7 +28,8 @@ def unannounced_addresses(
     if cluster.proxy_mode == "ipvs" and not cluster.ipvs_strict_arp:
         return ()
     balancers, announcements = served
-    skip = _held(cluster, nodes, externals) | {f.vip for lb in balancers for f in lb.frontends}
+    skip = set(_addresses_taken(nodes, externals, (cluster.gateway_ip, cluster.secondary_gateway_ip)))
+    skip |= {f.vip for lb in balancers for f in lb.frontends}
     skip |= {a.vip for a in announcements}
     underlays = [u for u in (cluster.underlay, cluster.secondary_underlay) if u]
     index = {(m.metadata.namespace, m.metadata.name): i for i, m in enumerate(workload) if isinstance(m, k8s.Service)}
