@@ -3,11 +3,13 @@ does not give `attempts` sends connections until it has reached every one of the
 `lab replay` does the same, so that which endpoint the draw gave never decides a verdict.
 
 Each proxy mode writes the choice its own way, and the rules the connection met say which rule made it:
-iptables' service chain (KUBE-SVC-*, KUBE-SVL-*) jumps to one KUBE-SEP-* chain per endpoint (all but the last
-behind `-m statistic --mode random`, kube-proxy's writeServiceToEndpointRules), so that chain's jumps are the
-choices; nftables' service chain picks with `numgen random mod N` (a vmap of endpoint chains, or from 1.36 a map
-of endpoint addresses); IPVS's virtual server for the destination lists its real servers, of which those of
-weight 0 (terminating endpoints) take no new connection.
+iptables' service chain (KUBE-SVC-*, KUBE-SVL-*) jumps to one KUBE-SEP-* chain per endpoint, all but the last
+behind `-m statistic --mode random`, after ClientIP affinity's `--rcheck` jumps to the same chains
+(writeServiceToEndpointRules in kubernetes/kubernetes pkg/proxy/iptables/proxier.go at
+531be81208e2274ef42e72525a26610a9622bcdf), so that chain's jumps are the choices; nftables' service chain picks
+with `numgen random mod N` (a vmap of endpoint chains, or from 1.36 a map of endpoint addresses, as
+lab/render/kubeproxy/nftables.py writes them); IPVS's virtual server for the destination lists its real servers,
+of which those of weight 0 (terminating endpoints, lab/render/kubeproxy/ipvs.py) take no new connection.
 """
 
 from __future__ import annotations
