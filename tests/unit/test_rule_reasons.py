@@ -104,3 +104,17 @@ def test_kube_proxy_1_23_writes_the_nodeport_masquerade_in_the_service_chain_for
     shown = '-p tcp -m comment --comment "default/openresty:http" -m tcp --dport 30080 -j KUBE-MARK-MASQ'
     (marked,) = [b for b in reasons if b.matches("nat", "KUBE-SVC-NXVI7ZHQBTBXMZW4", shown)]
     assert str(marked.setting) == "externalTrafficPolicy Cluster"
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_topology_hints_are_named_as_what_narrowed_the_choice(mode):
+    """trafficDistribution PreferClose and (1.34) PreferSameNode: node3 (zone-b) balances over the endpoints hinted
+    for zone-b, or for itself."""
+    path = REPO / "tests" / "integration" / "topologies" / "topology-hints.yaml"
+    (topo,) = load_scenario(path, {"proxyMode": [mode], "kubeVersion": ["1.34"]}).variants
+    choices = [b for b in rule_reasons(topo, "node3") if b.kind == CHOICE and b.setting is not None]
+    assert {(b.setting.name, b.setting.value, b.setting.owner) for b in choices} == {
+        ("topology hints (zone)", "zone-b", "Service default/close"),
+        ("topology hints (node)", "node3", "Service default/same-node"),
+    }
+    assert {b.choice for b in choices} == {"at random among 2 endpoints", "the only endpoint"}

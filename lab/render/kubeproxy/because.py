@@ -104,3 +104,10 @@ def kubelet_hairpin_mode(mode: str) -> Setting:
         "promiscuous-bridge": "the bridge is promiscuous and hands the frame up to the node",
     }.get(mode, "the bridge never sends a frame back out of the port it came in by")
     return Setting("hairpinMode", mode, "kubelet", meaning)
+
+
+def topology_hints(port_name: str, mode: str, where: str) -> Setting:
+    """Topology-aware routing: the EndpointSlice's hints (`mode` "zone" or "node") left only the endpoints hinted
+    for this node's zone or the node itself (`where`)."""
+    meaning = f"only the endpoints whose {mode} hints name {where} are chosen"
+    return Setting(f"topology hints ({mode})", where, service_owner(port_name), meaning)

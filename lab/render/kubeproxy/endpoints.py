@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.render.kubeproxy.because import Setting, topology_hints
 from lab.render.kubeproxy.service import Endpoint
 from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView
@@ -95,6 +96,14 @@ def topology_mode(svc: ServiceView, release: Release) -> str:
     if all(ep.zone_hints for ep in ready) and any(here.zone and here.zone in ep.zone_hints for ep in ready):
         return "zone"
     return ""
+
+
+def hinted(svc: ServiceView, release: Release) -> Setting | None:
+    """The topology hints that narrowed the Cluster endpoints on this node, as the setting behind their choice."""
+    mode = topology_mode(svc, release)
+    if not mode:
+        return None
+    return topology_hints(svc.name, mode, svc.port.node.name if mode == "node" else svc.port.node.zone)
 
 
 def _available(ep: Endpoint, topology: str, svc: ServiceView) -> bool:

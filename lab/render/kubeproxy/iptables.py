@@ -47,7 +47,7 @@ from lab.render.kubeproxy.because import (
     masquerade_all,
     session_affinity,
 )
-from lab.render.kubeproxy.endpoints import categorize
+from lab.render.kubeproxy.endpoints import categorize, hinted
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, NodeTopology, ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release, era_of
@@ -830,7 +830,8 @@ def _write_balancing_rule(
     pick = _statistic(len(endpoints) - i)
     out.nat("-A", chain, _balancing_comment(svc, ep, large, node), pick, "-j", svc.endpoint_chain(ep))
     local = chain.startswith(("KUBE-SVL-", "KUBE-XLB-"))
-    chosen_from = local_policy(svc.name, svc.internal_local and chain.startswith("KUBE-SVL-")) if local else None
+    internal = svc.internal_local and chain.startswith("KUBE-SVL-")
+    chosen_from = local_policy(svc.name, internal) if local else hinted(svc, node.release)
     out.chooses(chain, svc.endpoint_chain(ep), chosen_from, at_random(len(endpoints)))
 
 

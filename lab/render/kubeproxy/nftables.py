@@ -81,7 +81,7 @@ from lab.render.kubeproxy.because import (
     masquerade_all,
     session_affinity,
 )
-from lab.render.kubeproxy.endpoints import categorize
+from lab.render.kubeproxy.endpoints import categorize, hinted
 from lab.render.kubeproxy.node import NodeBase
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
 from lab.render.kubeproxy.versions import Release
@@ -854,7 +854,8 @@ def _write_balancing(tx: _Tx, release: Release, plan: _Plan, chain: str, endpoin
     from 1.36, without affinity, a DNAT straight to the endpoint the random pick maps to (1.37: to
     the only endpoint, without a map)."""
     svc = plan.svc
-    chosen_from = local_policy(svc.name, chain == plan.internal_chain) if chain == plan.local_chain else None
+    local = chain == plan.local_chain
+    chosen_from = local_policy(svc.name, chain == plan.internal_chain) if local else hinted(svc, release)
     if not _has_endpoint_chain(release, plan):
         if len(endpoints) == 1 and release.nft_single_endpoint_dnat:
             tx.add_rule(chain, "meta l4proto", svc.proto, "dnat to", endpoints[0].address)
