@@ -87,7 +87,7 @@ def test_a_not_ready_node_is_built_and_kept_in_the_pool_said_once(tmp_path):
 def test_a_not_ready_node_without_a_load_balancer_says_so(tmp_path):
     result = _imported(_edited(tmp_path, "dual-stack", _on_node("node2", _ready("False"))))
     note = _one_note(result, "Node node2", "Ready False")
-    assert note.endswith("the scenario has no load balancer")
+    assert note.endswith("the scenario has no cloud load balancer")
 
 
 def test_a_ready_node_gets_no_note_of_its_state(tmp_path):

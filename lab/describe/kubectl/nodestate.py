@@ -157,7 +157,7 @@ def node_notes(obj: Obj, release: Release, pool: Pool, left_out: str | None) -> 
 def _pool_text(pool: Pool, left_out: str | None) -> str:
     """What the import did with the node's place in the load balancer's pool."""
     if not pool.written:
-        return "the scenario has no load balancer"
+        return "the scenario has no cloud load balancer"
     if left_out is None:
         return "kept in the load balancer's pool"
     return (
