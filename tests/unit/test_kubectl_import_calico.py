@@ -93,3 +93,19 @@ def test_pools_of_a_cluster_without_calico_are_not_read(tmp_path):
     result = imported([*NODEPORT, pools(tmp_path, ("p", "cidr: 10.244.0.0/16"))])
     assert "natOutgoing" not in result.scenario["cluster"]
     assert notes_about(result, "IPPool p", "not read: the lab recognised no Calico")
+
+
+def test_a_pod_of_calicos_own_blocks_is_said_to_be_of_them(tmp_path):
+    text = Path(SHOP[0]).read_text()
+    assert text.count("    podIP: 100.64.1.10\n    podIPs:\n    - ip: 100.64.1.10\n") == 1
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(
+        text.replace(
+            "    podIP: 100.64.1.10\n    podIPs:\n    - ip: 100.64.1.10\n",
+            "    podIP: 100.64.200.10\n    podIPs:\n    - ip: 100.64.200.10\n",
+        )
+    )
+    (said,) = notes_about(
+        imported([str(dump), *SHOP[1:]]), "status.podIP", "100.64.200.10 is outside its node's podCIDR"
+    )
+    assert "Calico's IPAM gives it from its pool's blocks" in said

@@ -172,7 +172,11 @@ def pod_ip_problem(ip: str, pod_cidr: str, cni: str) -> str | None:
     net = ipaddress.ip_network(pod_cidr)
     address = ipaddress.ip_address(ip)
     if address not in net:
-        return f"{ip} is outside its node's podCIDR {pod_cidr} (a CNI with its own address blocks?)"
+        if cni == "routed-tunnel":  # calico-ipam's blocks; host-local IPAM alone takes the node's podCIDR
+            why = "Calico's IPAM gives it from its pool's blocks, and the lab builds each node's podCIDR as its block"
+        else:
+            why = "a CNI with its own address blocks?"
+        return f"{ip} is outside its node's podCIDR {pod_cidr} ({why})"
     reserved = {net.network_address, net.broadcast_address}
     if cni in ("bridge", "flannel"):
         reserved.add(net.network_address + 1)  # cni0's
