@@ -334,7 +334,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--compare", metavar="AXIS", help="one table per scenario with a column per value of AXIS")
     run.add_argument("--markdown", action="store_true", help="with --compare: print Markdown tables")
     run.add_argument(
-        "-v", "--verbose", action="store_true", help="show path and rules of every probe, not only failures"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show path, translation chain and rules of every probe, not only failures",
     )
     run.set_defaults(func=cmd_run)
 
