@@ -243,6 +243,7 @@ def test_an_ipv6_address_in_the_nodes_network_is_left_out_with_words(tmp_path):
             "IPAddressPool metallb-system/lan: spec.addresses[0]: expected a CIDR",
         ),
         (lambda i: i[0]["spec"].update(addresses=["192.168.56.0/33"]), "/33", "spec.addresses[0]: expected a CIDR"),
+        (lambda i: i[0]["spec"].update(addresses=["192.168.56.240"]), "- 192.168.56.240", "expected a CIDR"),
         (lambda i: i[0]["spec"].update(addresses=[]), "addresses", "spec.addresses: missing"),
         (lambda i: i[0]["spec"].update(autoAssign="yes"), "autoAssign", "spec.autoAssign: expected true or false"),
         (lambda i: i[0].update(apiVersion="metallb.io/v1alpha1"), "v1alpha1", "expected metallb.io/v1beta1"),

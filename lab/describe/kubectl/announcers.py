@@ -9,7 +9,12 @@ internal/config/config.go (addressPoolFromCR, ParseCIDR, setL2AdvertisementsToPo
 nodes an advertisement takes), speaker/main.go (poolFor: a Service's pool is the one holding all its addresses),
 speaker/layer2_controller.go (ShouldAnnounce, speakersForAds), speaker/bgp_controller.go (ShouldAnnounce). kube-vip
 as read here: kube-vip/kube-vip at bee5cfe4a249e6cb0859c0483028066066d49d4a, pkg/kubevip/config_envvar.go and
-config_environment.go (the variables, each a strconv.ParseBool)."""
+config_environment.go (the variables, each a strconv.ParseBool), pkg/lease/lease.go and pkg/election/election.go
+(each leader's Lease, held by its node's name).
+
+An address in the nodes' network that neither announces is taken to be announced as MetalLB's layer 2 would, and
+said: a client's ARP for it would otherwise go unanswered and every probe through it be lost with nothing saying
+why. One the lab cannot announce (IPv6: NDP) is left out of its Service with its probes, said."""
 
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ _POOL_ANNOTATIONS = ("metallb.io/address-pool", "metallb.universe.tf/address-poo
 _IPS_ANNOTATIONS = ("metallb.io/loadBalancerIPs", "metallb.universe.tf/loadBalancerIPs")
 # The labels of MetalLB's speaker pods: its manifests' (config/manifests/metallb-native.yaml: app, component) and
 # its Helm chart's (charts/metallb/templates/speaker.yaml).
-_SPEAKER_LABELS = ({"app": "metallb", "component": "speaker"},) + (
+_SPEAKER_LABELS = (
+    {"app": "metallb", "component": "speaker"},
     {"app.kubernetes.io/name": "metallb", "app.kubernetes.io/component": "speaker"},
 )
 _GLOBAL_LEASE = "plndr-svcs-lock"  # kube-vip's default services lease (cmd/kube-vip.go)
@@ -136,6 +142,8 @@ def _pool_range(obj: Obj, path: FieldPath, value: Any) -> list[IPNet]:
         raise obj.error(path, f"expected a CIDR or a first-last range as text, got {value!r}")
     try:
         if "-" not in value:
+            if not value.partition("/")[2].isdigit():
+                raise ValueError("a CIDR ends in /PREFIX-LENGTH")  # net.ParseCIDR takes no bare address or mask
             return [ipaddress.ip_network(value, strict=False)]
         first, last = (ipaddress.ip_address(part.strip()) for part in value.split("-", 1))
         if first.version != last.version or first > last:
