@@ -240,13 +240,15 @@ IMPORT_MUTANTS = 200
 
 
 @pytest.mark.parametrize(
-    "mutated", ["nodeport-source-ip/dump.yaml", "nodeport-source-ip/kube-proxy.yaml", "shop/dump.yaml"]
+    "mutated",
+    ["nodeport-source-ip/dump.yaml", "nodeport-source-ip/kube-proxy.yaml", "shop/dump.yaml", "metallb-l2/metallb.yaml"],
 )
 def test_import_answers_every_mutant_of_kubectl_output(mutated, tmp_path):
-    """`lab import` of a mutated dump or ConfigMap beside the other inputs, every other one with --anonymize: a
-    scenario or a clear error."""
+    """`lab import` of a mutated dump, ConfigMap or MetalLB's objects beside the other inputs, every other one with
+    --anonymize: a scenario or a clear error."""
     cluster, name = mutated.split("/")
-    others = [str(KUBECTL / cluster / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml") if f != name]
+    inputs = ("dump.yaml", "kube-proxy.yaml", "version.yaml", "metallb.yaml")
+    others = [str(KUBECTL / cluster / f) for f in inputs if f != name and (KUBECTL / cluster / f).exists()]
 
     def argv(number: int, path: Path) -> list[str]:
         return ["import", str(path), *others, *(["--anonymize"] if number % 2 else [])]
