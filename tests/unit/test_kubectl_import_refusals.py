@@ -458,7 +458,8 @@ def test_flannel_in_its_own_namespace_is_recognised(tmp_path):
                 obj["metadata"]["labels"] = {"app": "flannel", "k8s-app": "flannel", "tier": "node"}
 
     result = imported([edited(tmp_path, edit), KUBE_PROXY, VERSION])
-    assert notes_about(result, "Pod kube-flannel/kube-flannel-ds-", "the cluster runs flannel: built as cni: bridge")
+    assert notes_about(result, "Pod kube-flannel/kube-flannel-ds-", "the cluster runs flannel: built as cni: flannel")
+    assert result.scenario["cluster"]["cni"] == "flannel"
     assert not notes_about(result, "no CNI recognised")
 
 
