@@ -20,7 +20,7 @@ _TOPOLOGY_LABELS = (ZONE_LABEL, "topology.kubernetes.io/region")
 # `routed-tunnel` (Calico's) and `flannel` (cni0, its vxlan backend and its iptables rules).
 _CNIS = (
     ("calico-node", "Calico", "routed-tunnel", ""),
-    ("kube-flannel", "flannel", "flannel", "its net-conf.json is read from kube-flannel-cfg (see below)"),
+    ("kube-flannel", "flannel", "flannel", "flannel.1 and its chains, as its ConfigMap kube-flannel-cfg says"),
     ("kindnet", "kindnet", "bridge", ""),
     ("cilium", "Cilium", None, "its eBPF datapath (and kube-proxy replacement) is not reproduced"),
     ("weave-net", "Weave Net", None, "its overlay is not reproduced"),
@@ -28,6 +28,11 @@ _CNIS = (
     ("kube-router", "kube-router", None, "its datapath is not reproduced"),
     ("aws-node", "the AWS VPC CNI", None, "pods take VPC addresses, not their node's podCIDR"),
 )
+# The CNIs whose agent masquerades pods' traffic out of the pod network as ip-masq-agent does: kindnet's chain
+# KIND-MASQ-AGENT (kubernetes-sigs/kind images/kindnetd/cmd/kindnetd/masq.go at
+# 128196ceac83e3d21ec909230ed49fd87b8ea5e4: from nat POSTROUTING for a destination not LOCAL, RETURN for the pod
+# subnet, MASQUERADE the rest), built as the scenario's ipMasqAgent.
+_MASQUERADING = ("kindnet",)
 # Where the CNIs' pods run: kube-system, and kube-flannel, where flannel's current manifests put its DaemonSet
 # kube-flannel-ds (flannel-io/flannel's Documentation/kube-flannel.yml at d01746e88e76, of 2020, still has
 # kube-system).
@@ -72,6 +77,8 @@ class Pod:
 class Cni:
     value: str = "bridge"
     notes: list[str] = field(default_factory=list)
+    # Its agent masquerades what leaves the pod network, as ip-masq-agent does (kindnet's KIND-MASQ-AGENT).
+    masquerades: bool = False
 
 
 def read_node(obj: Obj, notes: list[str]) -> Node | None:
@@ -153,6 +160,7 @@ def detect_cni(pods: list[Obj]) -> Cni:
             seen.add(title)
             if value is not None:
                 cni.value = value
+            cni.masquerades = cni.masquerades or title in _MASQUERADING
             how = f"built as cni: {value}" if value else "the lab builds cni: bridge instead"
             cni.notes.append(obj.note((), f"the cluster runs {title}: {how}" + (f"; {caveat}" if caveat else "")))
     if not seen:
