@@ -188,6 +188,8 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         "workload": workload,
         "probes": probes,
     }
+    if cni.masquerades:
+        scenario |= _masquerade_agent({f: networks[f].cluster for f in families}, notes)
     release = NodeRelease(version, _gate(config, DRAINING_GATE))
     if (lb := _load_balancer(services, [nodes[n] for n in wanted], names, release, notes)) is not None:
         scenario["loadBalancers"] = [lb]
@@ -203,6 +205,21 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
             raise ScenarioError("lab import", None, "--anonymize", str(exc)) from None
         notes += [f"lab import: --anonymize: {line}" for line in anonymizer.summary()]
     return Imported(scenario, notes, origins)
+
+
+def _masquerade_agent(pod_networks: dict[Family, str], notes: list[str]) -> dict[str, Any]:
+    """kindnet's masquerade of what pods send out of the pod network, as the scenario's ipMasqAgent (the same rules
+    under another chain's name); IPv4's alone, as the lab's ipMasqAgent is."""
+    if "IPv6" in pod_networks:
+        notes.append(f"lab import: kindnet masquerades IPv6 out of {pod_networks['IPv6']}: not modelled (IPv4 only)")
+    if "IPv4" not in pod_networks:
+        return {}
+    cidr = pod_networks["IPv4"]
+    notes.append(
+        f"lab import: kindnet masquerades what leaves the pod network {cidr} (its nat chain KIND-MASQ-AGENT): built as "
+        f"ipMasqAgent with nonMasqueradeCIDRs [{cidr}], the same rules"
+    )
+    return {"ipMasqAgent": {"nonMasqueradeCIDRs": [cidr]}}
 
 
 def _gate(config: ProxyConfig, gate: str) -> bool | None:
