@@ -92,3 +92,9 @@ def test_flannel_refuses_kubenets_promiscuous_bridge(tmp_path):
     error = error_for(tmp_path, FLANNEL.replace("cluster: {", "cluster: {hairpinMode: promiscuous-bridge, "))
     assert error.field == "cluster.hairpinMode", str(error)
     assert "flannel's CNI config" in error.message
+
+
+def test_flannel_refuses_routed_tunnels_device(tmp_path):
+    error = error_for(tmp_path, FLANNEL.replace("cluster: {", "cluster: {tunnel: ipip, "))
+    assert error.field == "cluster.tunnel", str(error)
+    assert "flannel's is its vxlan backend's flannel.1" in error.message

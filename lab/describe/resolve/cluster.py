@@ -39,6 +39,11 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         raise src.error(
             ("cluster", "tunnelMTU"), f"tunnelMTU is the tunnel device's: it goes with cni: routed-tunnel, not {c.cni}"
         )
+    if c.cni == "flannel" and c.tunnel != "auto":
+        raise src.error(
+            ("cluster", "tunnel"),
+            f"tunnel {c.tunnel} is routed-tunnel's device: flannel's is its vxlan backend's flannel.1, always",
+        )
     if c.cni == "flannel" and c.hairpin_mode == "promiscuous-bridge":
         raise src.error(
             ("cluster", "hairpinMode"),
