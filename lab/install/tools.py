@@ -72,13 +72,13 @@ def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = 
 
 
 def iptables_has(netns: str, table: str, chain: str, spec: Sequence[str], backend: str = "nft") -> bool:
-    """Whether the rule stands in the chain (`iptables -C`: it exits 1 where the rule does not, 2 saying "does not
-    exist" where the chain, or the chain it jumps to, does not)."""
+    """Whether the rule stands in the chain (`iptables -C`: it exits 1 where the rule does not, 2 where the chain
+    it jumps to does not: iptables-nft says it "does not exist", iptables-legacy "Couldn't load target")."""
     argv = (_tool("iptables", backend), *RESTORE_WAIT, "-t", table, "-C", chain, *spec)
     try:
         _in_netns(netns, *argv)()  # type: ignore[operator]
     except ProcessExecutionError as exc:
-        if exc.retcode == 1 or "does not exist" in exc.stderr:
+        if exc.retcode == 1 or "does not exist" in exc.stderr or "Couldn't load target" in exc.stderr:
             return False
         raise InstallError(f"{_tool('iptables', backend)} -C {chain} in {netns}: {exc.stderr.strip()}") from None
     return True
