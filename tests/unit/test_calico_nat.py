@@ -71,3 +71,20 @@ def test_nat_outgoing_goes_with_calico(tmp_path):
     error = error_for(tmp_path, BASE.replace("cluster: {", "cluster: {natOutgoing: false, "))
     assert error.field == "cluster.natOutgoing", str(error)
     assert "goes with cni: routed-tunnel, not bridge" in error.message
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        (
+            TUNNEL.replace("cluster: {", 'cluster: {natOutgoing: "yes", '),
+            "cluster.natOutgoing",
+            "expected true or false",
+        ),
+        (TUNNEL + "matrix: {natOutgoing: [true, 1]}\n", "matrix.natOutgoing", "1"),
+    ],
+)
+def test_nat_outgoing_is_true_or_false(tmp_path, text, field, message):
+    error = error_for(tmp_path, text)
+    assert error.field.startswith(field), str(error)
+    assert message in error.message, str(error)
