@@ -52,6 +52,7 @@ from lab.describe.kubectl.proxyconfig import (
 from lab.describe.kubectl.servicecidrs import KIND as SERVICE_CIDR
 from lab.describe.kubectl.servicecidrs import ServiceRange, read_service_ranges, service_range
 from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, Slice, read_service, read_slice
+from lab.describe.kubectl.unrouted import external_ip_notes
 from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
 from lab.describe.yamlsrc import FieldPath
@@ -127,6 +128,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     ranges = read_service_ranges(inputs.objects[SERVICE_CIDR], notes)
     networks = {f: _networks(f, config, [nodes[n] for n in wanted], services, ranges, notes) for f in families}
     outside = ",".join(_outside_address(networks[f].underlay, {nodes[n].ip_of(f) for n in wanted}) for f in families)
+    external_ip_notes(services.values(), [nodes[n] for n in wanted], {f: networks[f].underlay for f in families}, notes)
 
     cluster = {
         **config.cluster,
