@@ -73,3 +73,12 @@ def test_net_conf_that_is_not_json_is_refused(tmp_path):
     with pytest.raises(ScenarioError) as info:
         imported([*DUMP, str(path)])
     assert "not JSON" in info.value.message and info.value.field.endswith(": data.net-conf.json"), str(info.value)
+
+
+def test_net_conf_nested_too_deep_is_refused_in_words(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(Path(CONFIG).read_text().replace('"Network": "10.244.0.0/16",', f'"Network": {deep},'))
+    with pytest.raises(ScenarioError) as info:
+        imported([*DUMP, str(path)])
+    assert "nested deeper" in info.value.message, str(info.value)

@@ -85,6 +85,8 @@ def _net_conf(obj: Obj, path: tuple[str, str]) -> dict[str, Any]:
         conf = json.loads(text)
     except ValueError as exc:
         raise obj.error(path, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise obj.error(path, "not JSON flannel reads: nested deeper than Python's parser goes") from None
     if not isinstance(conf, dict):
         raise obj.error(path, "expected a JSON object with Network and Backend")
     return conf

@@ -9,7 +9,7 @@ As flannel-io/flannel pkg/trafficmngr/iptables/iptables.go writes them at cdf760
   the cluster network and from the cluster network to the node's block, RETURN from outside the cluster network
   to the node's block, MASQUERADE from the cluster network to anything but multicast, MASQUERADE from outside the
   cluster network to it ("anything headed towards flannel from the host"); both MASQUERADEs --random-fully, as
-  flannel writes them where iptables has it (every iptables since 1.6.2).
+  flannel writes them where iptables has it (every iptables since 1.6.2; flannel since v0.11.0, commit 0d7b9946).
 - filter: `-A FORWARD -j FLANNEL-FWD`, and FLANNEL-FWD (forwardRules) ACCEPTs from and to the cluster network.
 Every rule carries flannel's comment ("flanneld masq", "flanneld forward").
 
