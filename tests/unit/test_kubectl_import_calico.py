@@ -109,3 +109,14 @@ def test_a_pod_of_calicos_own_blocks_is_said_to_be_of_them(tmp_path):
         imported([str(dump), *SHOP[1:]]), "status.podIP", "100.64.200.10 is outside its node's podCIDR"
     )
     assert "Calico's IPAM gives it from its pool's blocks" in said
+
+
+def test_calico_installed_by_the_tigera_operator_is_recognised(tmp_path):
+    text = Path(SHOP[0]).read_text()
+    old = "    name: calico-node-5qwzt\n    namespace: kube-system\n"
+    assert text.count(old) == 1
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(text.replace(old, "    name: calico-node-5qwzt\n    namespace: calico-system\n"))
+    result = imported([str(dump), *SHOP[1:]])
+    assert result.scenario["cluster"]["cni"] == "routed-tunnel"
+    assert notes_about(result, "Pod calico-system/calico-node-5qwzt", "the cluster runs Calico")

@@ -35,8 +35,9 @@ _CNIS = (
 _MASQUERADING = ("kindnet",)
 # Where the CNIs' pods run: kube-system, and kube-flannel, where flannel's current manifests put its DaemonSet
 # kube-flannel-ds (flannel-io/flannel's Documentation/kube-flannel.yml at d01746e88e76, of 2020, still has
-# kube-system).
-_CNI_NAMESPACES = ("kube-system", "kube-flannel")
+# kube-system), and calico-system, where the Tigera operator runs Calico's calico-node DaemonSet (projectcalico/calico
+# node/tests/k8st/test_base.py at 94bd1d5b0e04459d4d1c83653e0335a9201248b8 reads it there).
+_CNI_NAMESPACES = ("kube-system", "kube-flannel", "calico-system")
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,8 @@ def read_pod(obj: Obj, notes: list[str]) -> Pod:
 
 
 def detect_cni(pods: list[Obj]) -> Cni:
-    """Which CNI the cluster's kube-system (or kube-flannel) pods say it runs, and what of it the lab does not
-    reproduce."""
+    """Which CNI the cluster's pods of kube-system (or kube-flannel, calico-system) say it runs, and what of it the
+    lab does not reproduce."""
     cni = Cni()
     seen = set()
     for obj in pods:
@@ -165,7 +166,8 @@ def detect_cni(pods: list[Obj]) -> Cni:
             cni.notes.append(obj.note((), f"the cluster runs {title}: {how}" + (f"; {caveat}" if caveat else "")))
     if not seen:
         cni.notes.append(
-            "lab import: no CNI recognised among kube-system's and kube-flannel's pods: the lab builds cni: bridge"
+            "lab import: no CNI recognised among the pods of kube-system, kube-flannel and calico-system: the lab "
+            "builds cni: bridge"
         )
     return cni
 
