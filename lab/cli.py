@@ -69,6 +69,7 @@ from lab.report.records import json_document, summary
 from lab.report.terminal import print_scenario
 from lab.selection import add_variant_flags, counts, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
+from lab.whatif_command import run_what_if
 
 # On a terminal its width; elsewhere tables get 160 columns and messages are never wrapped (grep finds them whole).
 console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
@@ -109,12 +110,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
+    if args.what_if and args.what_if not in known:
+        err.print(literal(f"--what-if: no probe named {args.what_if}; the probes are: {', '.join(sorted(known))}"))
+        return 2
     if only and not only & known:
         err.print(literal(f"no probe named {', '.join(sorted(only))}; the probes are: {', '.join(sorted(known))}"))
         return 2
     require_root("run")
     handle_sigterm()
     remove_leftovers()
+    if args.what_if:
+        variants = [t for _, ts in selected for t in ts]
+        return run_what_if(variants, args.what_if, args.timeout, args.json, console, lambda s: err.print(literal(s)))
     all_runs = []
     reported = []  # (scenario, its runs) for --html
     finished = []  # every probe result as it comes, so an interrupted --json run still reports them
@@ -325,6 +332,13 @@ def parser() -> argparse.ArgumentParser:
         help="write DIR/index.html: each scenario drawn, each probe's path over it, the comparison (made if missing)",
     )
     run.add_argument("--probe", action="append", help="run only this probe (repeatable)")
+    run.add_argument(
+        "--what-if",
+        metavar="PROBE",
+        help="try, one at a time, every other value of each setting behind the rules PROBE's packets met (a Service "
+        "field resynced in the lab as built; proxy mode, hairpin mode, kube-proxy flags as a new variant) and say "
+        "which flip its outcome or source and what each changes for the other probes (docs/reports.md)",
+    )
     run.add_argument(
         "--allow-skips",
         action="store_true",

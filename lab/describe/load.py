@@ -28,6 +28,7 @@ from lab.describe.resolve.probes import resolve_probes
 from lab.describe.resolve.remainder import as_written, probes_refused, without_probes
 from lab.describe.resolve.steps import SCALED, scale_demand
 from lab.describe.resolve.unrouted import unannounced_addresses
+from lab.describe.resolve.whatif import ServiceField, set_service_fields
 from lab.describe.resolve.workload import resolve_pods, resolve_services, unselected, without_endpoints
 from lab.describe.topology import Axis, Topology
 from lab.describe.yamlsrc import Expected, Source, load_yaml
@@ -72,6 +73,7 @@ def load_scenario(
     kernel: str | None = None,
     arch: str | None = None,
     own_probes: bool = True,
+    service_fields: tuple[ServiceField, ...] = (),
 ) -> Scenario:
     """Load, check and expand a scenario; `matrix` adds or replaces axes (e.g. proxyMode from the command line);
     `extra_probes` are checked and resolved after the file's own, as if written at its end (`lab probe`'s ad hoc
@@ -79,7 +81,8 @@ def load_scenario(
     workload as it starts (the Python API's probes and steps, lab.api); `kernel` is the release the variants will
     run on (lab.doctor.running_kernel), which `when: {kernel: ...}` is judged against (None: no kernel, and such
     a condition applies to nothing); `arch` the machine's
-    architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label). What
+    architecture (lab.doctor.machine_arch), each node's `kubernetes.io/arch` label (None: no such label);
+    `service_fields` are Services' fields set in every variant after its matrix (`lab run --what-if`). What
     is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
     reads, what each variant's resolve steps refuse."""
     source = load_yaml(path, expected=_SCENARIO)
@@ -91,7 +94,7 @@ def load_scenario(
     except ScenarioError as exc:
         raise_all([*errors, *_each(exc), *_in_the_rest(source, [*errors, *_each(exc)], matrix or {}, kernel, arch)])
     raise_all(errors)
-    variants = _variants(source, base, matrix or {}, kernel, arch)
+    variants = _variants(source, base, matrix or {}, kernel, arch, service_fields)
     return Scenario(base.name, source.file, base.description, tuple(variants))
 
 
@@ -100,13 +103,19 @@ def _each(exc: ScenarioError) -> list[ScenarioError]:
 
 
 def _variants(
-    source: Source, base: schema.ScenarioFile, matrix: dict[str, list[Axis]], kernel: str | None, arch: str | None
+    source: Source,
+    base: schema.ScenarioFile,
+    matrix: dict[str, list[Axis]],
+    kernel: str | None,
+    arch: str | None,
+    service_fields: tuple[ServiceField, ...] = (),
 ) -> list[Topology]:
     """Every variant, resolved; or every error of every variant (one may refuse what another does not)."""
     variants, errors = [], []
     for v in expand(source, base.matrix, matrix, kernel, arch):
         try:
-            variants.append(_resolve(v, parse(v.source) if v.values else base))
+            set_service_fields(v.source, service_fields)
+            variants.append(_resolve(v, parse(v.source) if v.values or service_fields else base))
         except ScenarioError as exc:
             errors += _each(exc)
     raise_all(errors)
