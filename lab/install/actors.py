@@ -30,6 +30,7 @@ from lab.install.health import HEALTHZ_PORT, CheckResult, HealthListener, Health
 from lab.install.speaker import Announced, Speakers
 from lab.install.tools import _feed, _tool, ip_batch, iptables_restore
 from lab.realize.build import FABRIC, Realized
+from lab.render.kubeproxy.because import MASQUERADES, Because, Setting
 from lab.render.kubeproxy.healthcheck import local_endpoints
 from lab.render.kubeproxy.versions import Release
 
@@ -87,6 +88,15 @@ def masq_agent_rules(agent: MasqAgentSpec) -> str:
         f'(this match must come after cluster-local CIDR matches)" {not_local} -j MASQUERADE'
     )
     return "\n".join([*lines, "COMMIT", ""])
+
+
+def masq_agent_reasons(agent: MasqAgentSpec) -> tuple[Because, ...]:
+    """Why ip-masq-agent's last rule masquerades (render/kubeproxy/because.py): every destination outside its
+    nonMasqueradeCIDRs, which its RETURN rules let through first."""
+    meaning = "ip-masq-agent masquerades what leaves for any destination outside these"
+    setting = Setting("nonMasqueradeCIDRs", ", ".join(agent.non_masquerade_cidrs), "ip-masq-agent", meaning)
+    # No text to match: iptables-legacy's counters show it as `-j MASQUERADE`, the nft trace as `masquerade`.
+    return (Because(MASQUERADES, "nat", "IP-MASQ-AGENT", (), setting),)
 
 
 def _match(f: FrontendSpec) -> str:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from functools import partial
 
 from lab.describe.topology import Topology
+from lab.install.actors import masq_agent_reasons
 from lab.install.conntrack import Entry
 from lab.install.tools import run_command
 from lab.probe.capture import Frame
@@ -35,8 +36,8 @@ from lab.render.kubeproxy.because import Because, kubelet_hairpin_mode
 
 
 class RuleReasons:
-    """Why each node's rules were written (render/kubeproxy/because.py), rendered once per node for the workload the
-    probes run against, and again after a step changes it."""
+    """Why each node's rules were written (render/kubeproxy/because.py): kube-proxy's, rendered once per node for
+    the workload the probes run against and again after a step changes it, and ip-masq-agent's where it runs."""
 
     def __init__(self) -> None:
         self.running: Topology | None = None
@@ -46,7 +47,9 @@ class RuleReasons:
         if running is not self.running:
             self.running, self.by_node = running, {}
         if node not in self.by_node:
-            self.by_node[node] = rule_reasons(running, node)
+            agent = running.masq_agent
+            extra = masq_agent_reasons(agent) if agent is not None and node in agent.nodes else ()
+            self.by_node[node] = rule_reasons(running, node) + extra
         return self.by_node[node]
 
 

@@ -251,3 +251,21 @@ def test_a_node_crossed_twice_is_said_masqueraded_where_the_captures_saw_the_sou
     )
     masquerade = next(s for s in diagnose(IPTABLES_HITS, out_and_back, because, NAMES).steps if s.kind == MASQUERADE)
     assert masquerade.source == ("192.168.56.100", "192.168.56.12")
+
+
+def test_ip_masq_agent_s_masquerade_names_its_non_masquerade_cidrs():
+    from lab.describe.topology import MasqAgentSpec
+    from lab.install.actors import masq_agent_reasons
+
+    agent = MasqAgentSpec(non_masquerade_cidrs=("10.0.0.0/8", "172.16.0.0/12"), nodes=("node2",))
+    rule = (
+        '-m comment --comment "ip-masq-agent: outbound traffic should be subject to MASQUERADE (this match must come '
+        'after cluster-local CIDR matches)" -m addrtype ! --dst-type LOCAL -j MASQUERADE'
+    )
+    returned = RuleHit("nat", "IP-MASQ-AGENT", "-d 10.0.0.0/8 -m addrtype ! --dst-type LOCAL -j RETURN", 1)
+    traced = "fib daddr type != local counter packets 0 bytes 0 masquerade (verdict accept)"  # iptables-nft, traced
+    for hit in (RuleHit("nat", "IP-MASQ-AGENT", rule, 1), RuleHit("nat", "IP-MASQ-AGENT", traced, 1, "accept")):
+        reasons = lambda node: masq_agent_reasons(agent)  # noqa: E731
+        diagnosis = diagnose([("node2", returned), ("node2", hit)], THROUGH_NODE2[:2], reasons, NAMES)
+        assert [s.kind for s in diagnosis.steps] == [MASQUERADE]
+        assert diagnosis.summary() == "masqueraded on node2: nonMasqueradeCIDRs 10.0.0.0/8, 172.16.0.0/12"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 MARK = "mark"  # the rule marks the packet for kube-proxy's masquerade in POSTROUTING
 CHOICE = "choice"  # the rule chooses the packet's endpoint
+MASQUERADES = "masquerades"  # the chain's masquerading rule does it unmarked: whatever reaches it, as it is written
 
 
 @dataclass(frozen=True)
