@@ -105,19 +105,15 @@ def _changes_of(setting: Setting, topo: Topology, probe: ProbeSpec) -> tuple[lis
         return [Change(setting, f.field, f.value, RESYNC, f) for f in fields], ""
     if setting.name in _NODE_SETUPS:
         axis, values = _NODE_SETUPS[setting.name]
-        now = _current(axis, topo)
-        return [Change(setting, axis, v, VARIANT) for v in values if v != now], ""
+        return [Change(setting, axis, v, VARIANT) for v in values if v != _value(setting)], ""
     return [], f"{setting} ({setting.owner}): nothing the lab sets changes it"
 
 
-def _current(axis: str, topo: Topology) -> Axis:
-    cluster = topo.cluster
-    return {
-        "masqueradeAll": cluster.masquerade_all,
-        "kubeProxyClusterCIDR": cluster.kube_proxy_cluster_cidr,
-        "hairpinMode": cluster.hairpin_mode,
-        "proxyMode": cluster.proxy_mode,
-    }[axis]
+def _value(setting: Setting) -> Axis:
+    """The setting's value as its matrix axis holds it: the local-traffic detector named by its CIDR is on."""
+    if setting.name == "masqueradeAll":
+        return setting.value == "true"
+    return True if setting.name == "clusterCIDR" else setting.value
 
 
 def _service(setting: Setting, topo: Topology, probe: ProbeSpec) -> ServiceSpec | None:

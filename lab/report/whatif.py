@@ -36,12 +36,19 @@ def _verdict(own: Difference | None) -> str:
     if own is None:
         return "this probe unchanged"
     flips = "keeps the sender's address" if own.kept else f"flips the {own.what}"
-    return f"{flips}: {observed_text(own.before)} → {observed_text(own.after)}"
+    return f"{flips}: {observed_text(own.before)} → {_after(own.after)}"
+
+
+def _after(result: ProbeResult) -> str:
+    """What a probe observed under the change, with its why when it was not delivered (the rule that dropped it)."""
+    said = observed_text(result)
+    why = result.observed.explanation
+    return f"{said} ({why})" if why and result.observed.outcome != "delivered" else said
 
 
 def _difference(d: Difference) -> str:
     said = "keeps the sender's address" if d.kept else f"{d.what} changes"
-    return f"{d.before.probe.name}: {said}: {observed_text(d.before)} → {observed_text(d.after)}"
+    return f"{d.before.probe.name}: {said}: {observed_text(d.before)} → {_after(d.after)}"
 
 
 def what_if_record(what: WhatIf) -> dict[str, Any]:
@@ -78,6 +85,7 @@ def _tried_record(what: WhatIf, tried: Tried) -> dict[str, Any]:
         "flips": None if own is None else own.what,
         "keeps_sender": bool(own and own.kept),
         "observed": observed_text(own.after) if own else _own_text(what, tried),
+        "why": own.after.observed.explanation if own else None,
         "elsewhere": [_difference_record(d) for d in found if d is not own],
     }
 
@@ -94,4 +102,5 @@ def _difference_record(d: Difference) -> dict[str, Any]:
         "keeps_sender": d.kept,
         "before": observed_text(d.before),
         "after": observed_text(d.after),
+        "why": d.after.observed.explanation,
     }
