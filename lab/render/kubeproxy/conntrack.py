@@ -246,7 +246,8 @@ def start_sysctls(tcp_be_liberal: bool, udp_timeout: int, udp_stream_timeout: in
     """The netfilter sysctls kube-proxy writes on start, before it creates its proxier (cmd/kube-proxy/app
     server_linux.go setupConntrack, then pkg/proxy/conntrack/sysctls.go): the established and close-wait TCP
     timeouts of its defaults (24 h, 1 h), and tcp_be_liberal and the UDP timeouts when configured (#120354,
-    1.29). nf_conntrack_max is left out: a network namespace other than the host's cannot set it."""
+    1.29). nf_conntrack_max is left out in every release: a network namespace other than the host's cannot set it
+    (so are 1.36's cap of 1 Mi on it and 1.38's writing it only to raise it, #142035)."""
     sysctls = [
         ("net.netfilter.nf_conntrack_tcp_timeout_established", "86400"),
         ("net.netfilter.nf_conntrack_tcp_timeout_close_wait", "3600"),
