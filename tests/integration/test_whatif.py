@@ -23,15 +23,15 @@ MODES = [
 PROBE = "via-node-without-pod"
 
 
-def what_if(mode: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    argv = ["topologies/nodeport-source-ip.yaml", "--what-if", PROBE, "--variant", f"proxyMode={mode}"]
+def lab_run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lab", "run", *argv, "--variant", "externalTrafficPolicy=Cluster", *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
+        [sys.executable, "-m", "lab", "run", *argv], capture_output=True, text=True, cwd=REPO, timeout=600
     )
+
+
+def what_if(mode: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    variant = ["--variant", f"proxyMode={mode}", "--variant", "externalTrafficPolicy=Cluster"]
+    return lab_run("topologies/nodeport-source-ip.yaml", "--what-if", PROBE, *variant, *extra)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -71,12 +71,6 @@ def test_the_lines_name_the_change_and_its_cost():
 
 
 def test_an_unknown_probe_is_refused_naming_the_probes():
-    run = subprocess.run(
-        [sys.executable, "-m", "lab", "run", "topologies/nodeport-source-ip.yaml", "--what-if", "nope"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    run = lab_run("topologies/nodeport-source-ip.yaml", "--what-if", "nope")
     assert run.returncode == 2
     assert "--what-if: no probe named nope; the probes are: cluster-ip-from-node3, via-node-with-pod" in run.stderr
