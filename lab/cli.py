@@ -4,6 +4,8 @@
 lab run [FILE...]            build each scenario, install kube-proxy's rules, send the probes, judge
 lab run --matrix proxyMode=iptables,ipvs --compare proxyMode
                              the same probes in several modes, one column each
+lab run FILE --what-if PROBE  try each setting behind PROBE's translation chain on the kernel, one at a time: which
+                             flip its outcome or source, and what each changes for the other probes
 lab render FILE --node N     print what kube-proxy would leave on node N (iptables, ipvs's parts, or nftables)
 lab validate [FILE...]       check scenario files without building anything (and warn of a Service with no pod)
 lab import FILE... > s.yaml  a scenario from a cluster's kubectl get -o yaml|json, kube-proxy's ConfigMap, version
