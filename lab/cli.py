@@ -112,6 +112,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     only = set(args.probe) if args.probe else None
     known = {p.name for _, variants in selected for t in variants for p in t.probes}
+    if args.what_if and (others := [f for f, on in WHAT_IF_ALONE.items() if getattr(args, on)]):
+        err.print(literal(f"--what-if runs every probe under each change and prints its own lines: not {others[0]}"))
+        return 2
     if args.what_if and args.what_if not in known:
         err.print(literal(f"--what-if: no probe named {args.what_if}; the probes are: {', '.join(sorted(known))}"))
         return 2
@@ -173,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# lab run's flags that --what-if does not take: it runs every probe, and prints neither tables nor a report.
+WHAT_IF_ALONE = {"--probe": "probe", "--compare": "compare", "--markdown": "markdown", "--html": "html"}
 NOTHING_TESTED = 3  # lab run's exit status when every probe was skipped (and no --allow-skips)
 
 

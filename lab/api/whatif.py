@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable
 
 from lab.api.variant import run_variant
+from lab.describe.errors import ScenarioError
 from lab.describe.load import load_scenario
 from lab.describe.resolve.whatif import ServiceField
 from lab.describe.topology import Axis, StepSpec, Topology
@@ -40,7 +41,10 @@ def what_if(topo: Topology, probe: str, timeout: float, progress: Callable[[str]
 def _try(change: Change, topo: Topology, timeout: float) -> Tried:
     """Every probe of the variant under the change."""
     fields = (change.service,) if change.service else ()
-    changed = _load(topo, {change.name: [change.value]} if change.how != RESYNC else {}, fields)
+    try:
+        changed = _load(topo, {change.name: [change.value]} if change.how != RESYNC else {}, fields)
+    except ScenarioError as exc:  # a value this scenario cannot take (promiscuous-bridge on an IPv6 cluster)
+        return Tried(change, skipped=f"the scenario cannot take it: {exc}")
     built = "a variant built anew"
     if change.how == RESYNC:
         if changed.load_balancers == topo.load_balancers:

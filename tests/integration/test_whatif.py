@@ -74,3 +74,22 @@ def test_an_unknown_probe_is_refused_naming_the_probes():
     run = lab_run("topologies/nodeport-source-ip.yaml", "--what-if", "nope")
     assert run.returncode == 2
     assert "--what-if: no probe named nope; the probes are: cluster-ip-from-node3, via-node-with-pod" in run.stderr
+
+
+@pytest.mark.parametrize("flag", [["--html", "out"], ["--probe", "via-node-with-pod"]])
+def test_flags_the_what_if_does_not_take_are_refused_naming_them(flag):
+    run = lab_run("topologies/nodeport-source-ip.yaml", "--what-if", PROBE, *flag)
+    assert run.returncode == 2
+    assert f"--what-if runs every probe under each change and prints its own lines: not {flag[0]}" in run.stderr
+
+
+def test_a_hairpin_through_cni0_tries_kubelets_other_hairpin_modes():
+    variant = ["--variant", "proxyMode=iptables", "--variant", "hairpinMode=hairpin-veth"]
+    run = lab_run("topologies/hairpin.yaml", "--what-if", "pod-to-own-service", *variant, "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    (record,) = json.loads(run.stdout)
+    modes = {c["value"]: c for c in record["changes"] if c["name"] == "hairpinMode"}
+    assert set(modes) == {"promiscuous-bridge", "none"}
+    # Without hairpin mode the bridge does not send the DNATed frame back out of the port it came in by.
+    assert (modes["none"]["flips"], modes["none"]["observed"]) == ("outcome", "dropped"), modes["none"]
+    assert any("hairpin masquerade" in why for why in record["untried"]), record["untried"]
