@@ -357,6 +357,9 @@ class Probe(Strict):
     protocol: Literal["TCP", "UDP"] | None = None
     expect: Expectation | list[Expectation]
     why: str = ""
+    # What the run's summary line answers of this probe, from its evidence (lab/report/answer.py): `source`, which
+    # address the backend saw and what rewrote it; `fate`, what became of the connection and what decided it.
+    question: Literal["source", "fate"] | None = None
 
     @field_validator("expect", mode="before")
     @classmethod

@@ -335,6 +335,7 @@ class ProbeSpec:
     protocol: Literal["TCP", "UDP"]
     expected: Expected
     why: str = ""
+    question: str = ""  # "source" or "fate": what the run's summary line answers ("": none asked)
     attempts: int = 1  # connections to send (each from a new source port); every one is judged
     pause_ms: int = 0  # between attempts
     before: tuple[StepSpec, ...] = ()  # run in order before the probe; what they change stays for later probes

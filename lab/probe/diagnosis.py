@@ -143,7 +143,7 @@ def _rule_steps(
             continue
         if reason is not None and reason.kind == MARK:
             mark = reason
-            said = f"marked for masquerade by {_where(hit)}"
+            said = f"marked for masquerade by {rule_place(hit)}"
             steps.append(
                 Step(MARKED, node, f"{hit.table} {hit.chain}", said, _rule(hit), reason.setting, _counted(hit))
             )
@@ -159,7 +159,7 @@ def _reason(reasons: Sequence[Because], hit: RuleHit) -> Because | None:
     return next((b for b in reasons if b.matches(hit.table, hit.chain, hit.rule)), None)
 
 
-def _where(hit: RuleHit) -> str:
+def rule_place(hit: RuleHit) -> str:
     """`nat KUBE-EXT-…` with the rule's comment, as kube-proxy wrote it, when it has one."""
     found = _COMMENT_TEXT.search(hit.rule)
     return f"{hit.table} {hit.chain}" + (f' ("{found.group(1) or found.group(2)}")' if found else "")
@@ -195,7 +195,7 @@ def _dnat_to(hit: RuleHit) -> str | None:
 
 
 def _dnat(node: str, hit: RuleHit, destination: str, choice: Because | None, names: Mapping[str, str]) -> Step:
-    said = f"DNATed by {_where(hit)} to {_named(destination, names)}"
+    said = f"DNATed by {rule_place(hit)} to {_named(destination, names)}"
     if choice is not None:
         said += f", chosen {choice.choice} by {choice.table} {choice.chain}"
     setting = choice.setting if choice else None
@@ -217,7 +217,7 @@ def _masquerade(
         source = f"its source {_named(change[0], names)} kept (already the node's own address)"
     else:
         source = f"source {_named(change[0], names)} became {_named(change[1], names)}"
-    said = f"masqueraded by {_where(hit)}: {source}"
+    said = f"masqueraded by {rule_place(hit)}: {source}"
     if mark is not None:
         said += f", as marked by {mark.table} {mark.chain}"
     elif setting is None:

@@ -17,8 +17,9 @@ from lab.probe.arp import answer_text
 from lab.probe.capture import write_file
 from lab.probe.evidence.snmp import counted
 from lab.probe.observation import Hop
-from lab.report.chain import source_summary
 from lab.probe.why import dropping_rule
+from lab.report.answer import answer
+from lab.report.chain import source_summary
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
 from lab.report.records import expected_text, observed_text
@@ -138,7 +139,7 @@ def _probe(result: ProbeResult, directory: Path) -> str:
     parts += [f'<p class="reason">✗ {_e(reason)}</p>' for reason in result.verdict.reasons]
     if o.explanation:
         parts.append(f"<p>why: {_e(o.explanation)}</p>")
-    if summary := source_summary(result):
+    if summary := answer(result) or source_summary(result):
         parts.append(f"<p><b>{_e(summary)}</b></p>")
     if o.diagnosis.steps:
         steps = "".join(f"<li>{_e(step.line())}</li>" for step in o.diagnosis.steps)

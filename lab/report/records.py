@@ -9,6 +9,7 @@ from lab.judge.results import ProbeResult, VariantRun
 from lab.probe.arp import answer_text, entry_warning
 from lab.probe.evidence.snmp import counted
 from lab.probe.observation import Observation
+from lab.report.answer import answer
 from lab.report.chain import chain_records, step_lines
 
 
@@ -75,6 +76,7 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
         "from": probe.source,
         "to": {"target": probe.target, "address": probe.destination, "protocol": probe.protocol},
         "before": [str(step) for step in probe.before],
+        "question": probe.question or None,
         "expected": {
             "outcome": e.outcome,
             "or": list(e.also),
@@ -111,6 +113,8 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
             "error": o.error or None,
             "explanation": o.explanation or None,
             "diagnosis": chain_records(o.diagnosis),
+            # The probe's question answered in one line (lab/report/answer.py); null: it asks none.
+            "answer": answer(result) or None,
             "path": list(o.path),
             "rules": [
                 {"node": node, "table": h.table, "chain": h.chain, "rule": h.rule, "packets": h.packets}

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.judge.results import ProbeResult, VariantRun
+from lab.report.answer import answer
 from lab.report.chain import source_summary
 from lab.report.literal import literal
 from lab.report.records import evidence_lines, expected_text, headline, observed_text
@@ -27,7 +28,8 @@ def scenario_table(name: str, runs: list[VariantRun]) -> Table:
             table.add_row(variant, "(all)", "", literal(run.skipped, "yellow"), "SKIP")
         for r in run.results:
             mark = literal("PASS", "green") if r.verdict.ok else literal("FAIL", "red")
-            observed = "\n".join(filter(None, (observed_text(r), source_summary(r))))
+            # The probe's question answered, else where its source was rewritten (lab/report/answer.py).
+            observed = "\n".join(filter(None, (observed_text(r), answer(r) or source_summary(r))))
             table.add_row(variant, literal(r.probe.name), literal(expected_text(r)), literal(observed), mark)
     return table
 
