@@ -89,9 +89,11 @@ def settings_of(diagnoses: Sequence[Diagnosis], topo: Topology) -> tuple[Setting
 
 
 def _kube_proxys(step: Step) -> bool:
-    """A step kube-proxy's rules took: its DNAT, IPVS's forwarding, its mark, or a masquerade it marked for."""
+    """A step kube-proxy's rules took: its DNAT, IPVS's forwarding, its mark, or a masquerade it marked for (not
+    ip-masq-agent's or a CNI's)."""
     owner = step.setting.owner if step.setting else ""
-    return step.kind in (DNAT, IPVS, MARKED) or (step.kind == MASQUERADE and owner not in ("", "kubelet"))
+    marked = owner == "kube-proxy" or owner.startswith(("Service ", "the Services"))
+    return step.kind in (DNAT, IPVS, MARKED) or (step.kind == MASQUERADE and marked)
 
 
 def _changes_of(setting: Setting, topo: Topology, probe: ProbeSpec) -> tuple[list[Change], str]:

@@ -18,6 +18,7 @@ from lab.judge.whatif import RESYNC, VARIANT, Tried, choose, differences, settin
 from lab.probe.diagnosis import DNAT, HAIRPIN, MARKED, MASQUERADE, Diagnosis, Step
 from lab.probe.observation import Observation
 from lab.render.kubeproxy.because import (
+    Setting,
     external_policy,
     hairpin_masquerade,
     kubelet_hairpin_mode,
@@ -112,6 +113,13 @@ def test_what_nothing_the_lab_sets_changes_is_said_untried(cluster):
         "topology hints (zone) a (Service default/openresty): nothing the lab sets changes it",
         "the masquerade by nat FLANNEL-POSTRTG on node2: a rule no setting the lab knows wrote",
     )
+
+
+def test_ip_masq_agents_masquerade_is_no_rule_of_kube_proxys(cluster):
+    agent = Setting("nonMasqueradeCIDRs", "10.0.0.0/8", "ip-masq-agent", "what it leaves unmasqueraded")
+    changes, untried = tried(cluster, step(MASQUERADE, agent, "nat IP-MASQ-AGENT"))
+    assert changes == ()
+    assert untried == ("nonMasqueradeCIDRs 10.0.0.0/8 (ip-masq-agent): nothing the lab sets changes it",)
 
 
 def test_a_chain_without_steps_tries_nothing(cluster):
