@@ -39,6 +39,11 @@ def source_answer(result: ProbeResult) -> str:
 def _saw(members: list[Observation], client: str) -> str:
     first = members[0]
     who = ", ".join(dict.fromkeys(m.backend or "the backend" for m in members))
+    if first.source_by_entry and "|" in (first.source or ""):
+        # Several connections through several entry nodes (`attempts`): what each saw, named from its entry; the
+        # chain is the one connection's the observation shows.
+        seen = f"{first.source_by_entry} ({first.source.replace('|', ', ')})"
+        return f"{who} saw {seen}; the connection shown: {_rewritten(first, client)}"
     address = f"{first.source} ({first.source_ip})" if first.source else (first.source_ip or "no address")
     return f"{who} saw {address}: {_rewritten(first, client)}"
 

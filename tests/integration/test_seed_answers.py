@@ -7,6 +7,7 @@ without it): report 3's answer is checked in ipvs where the kernel has it."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -107,6 +108,15 @@ def test_report4_the_internal_lb_loops_back_to_the_clients_node_and_the_answer_b
 
 # Report 5: where does the source go? Cluster through a node without nginx: that node's tunnel address; Local: the
 # client's real address; a pod reaching itself through its Service: masqueraded on its node (the hairpin).
+def test_report5_cluster_through_the_router_shows_the_entry_node_or_its_tunnel_address():
+    said = answer("metallb-bgp-ipip.yaml", "client-via-router", "proxyMode=iptables", "externalTrafficPolicy=Cluster")
+    # A connection whose backend is on its entry node sees that node (entry), one sent on the tunnel's address;
+    # 12 or more connections over three pods give a local one but in one run of about 130.
+    assert re.search(r" saw (entry\|)?entry/tunl0 \(", said), said
+    assert "; the connection shown: masqueraded on cy01-ceph14" in said, said
+    assert said.endswith(": externalTrafficPolicy Cluster"), said
+
+
 def test_report5_cluster_shows_the_receiving_nodes_tunnel_address():
     said = answer(
         "metallb-bgp-ipip.yaml", "nodeport-on-node-without-nginx", "proxyMode=iptables", "externalTrafficPolicy=Cluster"

@@ -98,3 +98,20 @@ def test_a_probe_without_a_question_has_no_answer(tmp_path):
     (topo,) = load_scenario(write(tmp_path, BASE)).variants
     seen = Observation("delivered", "web-0", "node1", "192.168.56.12", "node2", diagnosis=Diagnosis((MASQUERADED,)))
     assert answer(ProbeResult(topo, topo.probes[0], seen, Verdict(True))) == ""
+
+
+def test_several_connections_through_several_entries_say_each_source_by_its_entry(tmp_path):
+    seen = Observation(
+        "delivered",
+        "web-0|web-1",
+        "node1",
+        "192.168.56.11|10.244.1.0",
+        "node1|node2/tunl0",
+        source_by_entry="entry|entry/tunl0",
+        diagnosis=Diagnosis((MASQUERADED,)),
+    )
+    said = answer(result(tmp_path, "source", seen))
+    assert said == (
+        "web-0|web-1 saw entry|entry/tunl0 (node1, node2/tunl0); the connection shown: masqueraded on node2: "
+        "externalTrafficPolicy Cluster"
+    )
