@@ -18,8 +18,8 @@ lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab 
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
 lab down [RUN] [--all]       take a live lab down (RUN, or the only one); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
-lab bench [FILE|--replay|--steps|--scale N,..|--cluster NxP,..]  time a scenario's stages, replay cases, a step,
-                             N Services per mode, or a generated cluster
+lab bench [FILE|--replay|--steps|--scale N,..|--cluster NxP,..|--import N,P,S]  time a scenario's stages, replay
+                             cases, a step, N Services per mode, a generated cluster, or lab import of a generated one
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
@@ -41,6 +41,7 @@ from rich.text import Text
 from lab.api import run_variant
 from lab.argtypes import Parser, count, seconds
 from lab.bench.cluster import parse_sizes, run_cluster_bench
+from lab.bench.imports import parse_import_size, run_import_bench
 from lab.bench.scale import run_scale_bench
 from lab.bench.stages import run_bench, run_replay_bench
 from lab.bench.steps import run_steps_bench
@@ -275,7 +276,20 @@ def cluster_sizes(text: str) -> list[tuple[int, int]]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def import_size(text: str) -> tuple[int, int, int]:
+    try:
+        return parse_import_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.imports:  # reads and writes files only: no root needed
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            return run_import_bench(args.imports, console, Path(args.out))
+        with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
+            return run_import_bench(args.imports, console, Path(tmp))
     require_root("bench")
     if args.replay:
         return run_replay_bench(args.repeat, console)
@@ -496,7 +510,8 @@ def parser() -> argparse.ArgumentParser:
         help="time one scenario's stages against raw ip commands",
         description="The median wall time of a scenario's build, install, probes and teardown against raw ip "
         "commands for the same objects; or of lab replay cases (--replay), one change to a running cluster "
-        "(--steps), N Services per mode (--scale), a generated cluster (--cluster). Needs root.",
+        "(--steps), N Services per mode (--scale), a generated cluster (--cluster), lab import of a generated "
+        "kubectl List (--import). Needs root, but for --import.",
         epilog=exit_codes(
             (0, "timed"), (1, "a probe failed during the benchmark"), (2, "a bad file or flag, not root"), *STOPPED
         ),
@@ -526,6 +541,17 @@ def parser() -> argparse.ArgumentParser:
         "build (kube-proxy's first sync beside it), install, per-probe and teardown time against raw ip commands "
         "for the same objects, each run started on an idle machine, and the kernel's cleanup after it",
     )
+    bench.add_argument(
+        "--import",
+        dest="imports",
+        type=import_size,
+        action="append",
+        metavar="N,P,S",
+        help="time lab import (and its peak memory) of a generated kubectl List of N nodes, P pods and S Services "
+        "with their EndpointSlices, beside kube-proxy's ConfigMap (repeatable, e.g. --import 100,3000,100 "
+        "--import 1000,30000,1000); needs no root",
+    )
+    bench.add_argument("--out", metavar="DIR", help="with --import: write the generated Lists into DIR and keep them")
     bench.set_defaults(func=cmd_bench)
 
     add_live_commands(sub)

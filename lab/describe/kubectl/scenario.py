@@ -9,6 +9,7 @@ client where the node runs none of them. Everything the lab leaves out or change
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +40,7 @@ from lab.describe.kubectl.nodestate import DRAINING_GATE, Pool, left_out_of_pool
 from lab.describe.kubectl.nodestate import Release as NodeRelease
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.origins import CLUSTER_FIELDS, NODE_FIELDS, Origin
+from lab.describe.kubectl.podblocks import free_blocks
 from lab.describe.kubectl.probes import probes_for
 from lab.describe.kubectl.proxyconfig import (
     GIT_VERSION,
@@ -451,11 +453,19 @@ def _nodes_involved(services: dict[str, Service], nodes: dict[str, Node], asked:
 
 def _clients(wanted: list[str], backends: dict[int, Pod], pods: list[Pod]) -> dict[str, Pod | None]:
     """A pod per node to probe cluster IPs from: a backend there, else any pod there, else the node itself."""
+    serving, present = _by_node(backends.values()), _by_node(pods)  # once, not a scan of every pod per node
     chosen: dict[str, Pod | None] = {}
     for node in wanted:
-        here = [p for p in backends.values() if p.node == node] or [p for p in pods if p.node == node]
+        here = serving.get(node) or present.get(node)
         chosen[node] = min(here, key=lambda p: (p.namespace, p.name)) if here else None
     return chosen
+
+
+def _by_node(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
+    grouped: dict[str, list[Pod]] = {}
+    for pod in pods:
+        grouped.setdefault(pod.node, []).append(pod)
+    return grouped
 
 
 @dataclass(frozen=True)
@@ -514,7 +524,7 @@ def _pod_cidrs(family: Family, nodes: list[Node], cluster_cidr: str, notes: list
     taken = [ipaddress.ip_network(c) for n in nodes if (c := n.pod_cidr_of(family))]
     network = ipaddress.ip_network(cluster_cidr)
     block_bits = max(_LONGEST[family]["block"], network.prefixlen)  # a pod network smaller than a block is one
-    free = (b for b in network.subnets(new_prefix=block_bits) if not any(b.overlaps(t) for t in taken))
+    free = free_blocks(network, block_bits, taken)
     cidrs = {}
     for node in nodes:
         if (cidr := node.pod_cidr_of(family)) is None:
