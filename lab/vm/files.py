@@ -75,6 +75,12 @@ def tree_digests(root: Path) -> dict[str, str]:
     return {path: digest for path, digest in digests.items() if digest is not None}
 
 
+def changed_entries(root: Path, recorded: dict[str, str]) -> list[str]:
+    """The entries under root that differ from the recorded tree_digests (changed, added or gone), sorted."""
+    found = tree_digests(root)
+    return sorted(path for path in recorded.keys() | found.keys() if recorded.get(path) != found.get(path))
+
+
 def _digest_path(path: Path) -> Path:
     return path.with_name(f"{path.name}.sha256")
 

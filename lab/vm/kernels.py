@@ -24,7 +24,7 @@ from lab.describe.readfile import ReadError, read_text
 from lab.paths import cache_root
 from lab.vm.apt import KernelPackages, PrivateApt, kernel_packages, machine_mirror, stanza_field
 from lab.vm.errors import VmError, missing_tool
-from lab.vm.files import private_dir, sha256_file, tree_digests, write_atomically
+from lab.vm.files import changed_entries, private_dir, sha256_file, tree_digests, write_atomically
 from lab.vm.progress import Progress, watch_download
 
 DEFAULT = "debian-12"
@@ -130,9 +130,7 @@ def _read_record(kdir: Path) -> dict | None:
 def _verify(kdir: Path, files: dict[str, str]) -> None:
     """The tree is still what was unpacked from the downloaded package, every file of it: the guest boots its
     kernel and loads its modules with this machine's root shared."""
-    found = tree_digests(kdir / "tree")
-    differ = sorted(path for path in files.keys() | found.keys() if files.get(path) != found.get(path))
-    if differ:
+    if differ := changed_entries(kdir / "tree", files):
         raise VmError(
             f"the cached kernel in {kdir} is not what was downloaded: {len(differ)} file(s) differ from the digests "
             f"taken then, e.g. tree/{differ[0]}; remove {kdir} and lab vm downloads it again"
@@ -201,14 +199,9 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
 def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict:
     """Download the stock kernel of `suite` into kdir/tree, with modules.dep built; its package, version, release
     and the sha256 of each package file."""
-    mirror = machine_mirror()
-    if mirror is None:
-        raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
-    apt = PrivateApt(kdir / "apt", mirror, suite)
-    apt.prepare()
+    progress.stage(f"reading the package lists of {suite}")
+    apt = updated_apt(kdir / "apt", suite)
     apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
-    progress.stage(f"reading the package lists of {suite} from {mirror}")
-    _update(apt_get, apt, suite, mirror)
     stanzas: dict[str, str] = {}
 
     def show(package: str) -> str:
@@ -227,6 +220,17 @@ def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict:
         "release": found.release,
         "debs_sha256": {package: stanza_field(stanzas[package], "SHA256") for package in found.payload},
     }
+
+
+def updated_apt(directory: Path, suite: str) -> PrivateApt:
+    """A private apt for suite in directory, from this machine's Debian mirror, its package lists fetched."""
+    mirror = machine_mirror()
+    if mirror is None:
+        raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
+    apt = PrivateApt(directory, mirror, suite)
+    apt.prepare()
+    _update(_tool("apt-get"), apt, suite, mirror)
+    return apt
 
 
 def _download(

@@ -1,0 +1,162 @@
+"""debtools: the userspace tools of one Debian release (nft, iptables), fetched from Debian's archive and run on
+this machine with that release's own loader and libraries.
+
+kube-proxy runs the nft and iptables of its image (the distroless-iptables image, built from Debian packages), not
+the host's; outages come from the meeting of two versions (kubernetes/kubernetes#136786: an older nft crashing on
+a set a newer nft wrote). The packages come through the private apt of lab.vm.apt: apt checks them against the
+release's signed Release and Packages indexes and each file is checked again against its stanza's SHA256. The
+unpacked tree is recorded file by file and checked at every use; a symlink in it that leads outside the tree is
+refused, so nothing of the cache is followed out of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.paths import cache_root
+from lab.vm.apt import depends_names, stanza_field
+from lab.vm.errors import VmError
+from lab.vm.files import changed_entries, private_dir, sha256_file, tree_digests, write_atomically
+from lab.vm.kernels import _locked, _run, _tool, updated_apt
+
+RELEASES = ("bullseye", "bookworm", "trixie")
+# A tool's package and the file it runs: iptables' and ip6tables' commands are all names of one multi-call binary.
+TOOLS = {"nft": ("nftables", "usr/sbin/nft"), "iptables": ("iptables", "usr/sbin/xtables-nft-multi")}
+_LIBDIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")
+_LOADER = "ld-linux-x86-64.so.2"
+
+
+@dataclass(frozen=True)
+class ReleaseTools:
+    """A release's unpacked tools: `argv("nft")` runs its nft with its own loader and libraries."""
+
+    release: str
+    tree: Path
+    versions: dict[str, str]
+
+    def argv(self, tool: str) -> list[str]:
+        binary = TOOLS[tool][1]
+        libdirs = [str(self.tree / d) for d in _LIBDIRS if (self.tree / d).is_dir()]
+        return [str(self.loader()), "--library-path", ":".join(libdirs), str(self.tree / binary)]
+
+    def loader(self) -> Path:
+        for libdir in _LIBDIRS:
+            if (self.tree / libdir / _LOADER).is_file():
+                return self.tree / libdir / _LOADER
+        raise VmError(f"the {self.release} tools in {self.tree} hold no {_LOADER} (libc6 was not unpacked)")
+
+
+def check_release(release: str) -> str:
+    if release not in RELEASES:
+        raise VmError(
+            f"{release!r} is no Debian release the lab fetches tools of: expected one of {', '.join(RELEASES)}"
+        )
+    return release
+
+
+def package_closure(show: Callable[[str], str], roots: list[str]) -> list[str]:
+    """The packages the roots need, transitively through Depends, keeping only libraries (lib*) beyond the roots:
+    the tools run from the unpacked tree, so no maintainer script or non-library dependency matters."""
+    found: list[str] = []
+    todo = list(roots)
+    while todo:
+        name = todo.pop(0)
+        if name in found:
+            continue
+        found.append(name)
+        todo += [dep for dep in depends_names(show(name)) if dep.startswith("lib") and dep not in found]
+    return found
+
+
+def escaping_links(tree: Path) -> list[str]:
+    """Symlinks under tree whose target lies outside it (an absolute target is read as inside the tree, as the
+    release's root would read it)."""
+    bad = []
+    for top, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            path = Path(top, name)
+            if path.is_symlink():
+                target = os.readlink(path)
+                base = tree if target.startswith("/") else path.parent
+                resolved = os.path.normpath(base / target.lstrip("/"))
+                if not (resolved + "/").startswith(str(tree) + "/"):
+                    bad.append(str(path.relative_to(tree)))
+    return sorted(bad)
+
+
+def release_tools(release: str, cache: Path | None = None) -> ReleaseTools:
+    """The release's tools, fetched into the cache on first use and checked against their record at every use."""
+    tdir = private_dir(cache or cache_root(), "tools", check_release(release))
+    with _locked(tdir.parent / f"{release}.lock"):
+        record = _read_record(tdir)
+        if record is None:
+            record = _fetch(release, tdir)
+            write_atomically(tdir / "tools.json", (json.dumps(record, indent=2) + "\n").encode())
+        _verify(tdir, record["files"])
+    return ReleaseTools(release, tdir / "tree", record["versions"])
+
+
+def _read_record(tdir: Path) -> dict | None:
+    try:
+        fd = os.open(tdir / "tools.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd) as handle:
+        try:
+            record = json.load(handle)
+        except ValueError:
+            return None
+    ok = isinstance(record, dict) and isinstance(record.get("files"), dict) and isinstance(record.get("versions"), dict)
+    return record if ok else None
+
+
+def _verify(tdir: Path, files: dict[str, str]) -> None:
+    if differ := changed_entries(tdir / "tree", files):
+        raise VmError(
+            f"the cached tools in {tdir} are not what was downloaded: {len(differ)} file(s) differ from the digests "
+            f"taken then, e.g. tree/{differ[0]}; remove {tdir} and the lab downloads them again"
+        )
+    if bad := escaping_links(tdir / "tree"):
+        raise VmError(f"the cached tools in {tdir} hold a symlink leading outside them: tree/{bad[0]}")
+
+
+def _fetch(release: str, tdir: Path) -> dict:
+    apt = updated_apt(tdir / "apt", release)
+    apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
+    stanzas: dict[str, str] = {}
+
+    def show(package: str) -> str:
+        if package not in stanzas:
+            argv = [apt_cache, *apt.options(), "show", "--no-all-versions", package]
+            stanzas[package] = _run(argv, f"apt-cache show {package} ({release})")
+        return stanzas[package]
+
+    packages = package_closure(show, [package for package, _ in TOOLS.values()])
+    with tempfile.TemporaryDirectory(dir=tdir, prefix="download-") as tmp:
+        _run([apt_get, *apt.options(), "-q", "download", *packages], f"apt-get download ({release})", cwd=Path(tmp))
+        staging = tdir / "tree.new"
+        _run(["rm", "-rf", str(staging)], f"removing {staging}")
+        for package in packages:
+            _run([_tool("dpkg-deb"), "-x", str(_checked_deb(Path(tmp), package, show(package))), str(staging)], package)
+    if bad := escaping_links(staging):
+        raise VmError(f"{release}'s packages hold a symlink leading outside their tree: {bad[0]}")
+    _run(["rm", "-rf", str(tdir / "tree")], f"removing {tdir / 'tree'}")
+    staging.rename(tdir / "tree")
+    versions = {package: stanza_field(show(package), "Version") for package in packages}
+    return {"release": release, "mirror": apt.mirror, "versions": versions, "files": tree_digests(tdir / "tree")}
+
+
+def _checked_deb(tmp: Path, package: str, stanza: str) -> Path:
+    """The downloaded .deb of package, its sha256 that of the release's (signed) index."""
+    deb = next(iter(sorted(tmp.glob(f"{package}_*.deb"))), None)
+    if deb is None:
+        raise VmError(f"apt-get download {package} left no .deb")
+    digest, wanted = sha256_file(deb), stanza_field(stanza, "SHA256")
+    if digest != wanted:
+        raise VmError(f"{deb.name}: sha256 {digest} is not the {wanted} of the release's index")
+    return deb
