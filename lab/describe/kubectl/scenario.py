@@ -170,13 +170,14 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
         for n, p in clients.items()
     }
+    node_names = [names.node(n) for n in wanted]  # once: every Service's probes go through the same nodes
     for svc in services.values():
         manifest = _service(svc, names, notes)
         origins |= {("workload", len(workload) + i): Origin(o.obj) for i, o in enumerate([svc, *svc.slices])}
         workload.append(manifest)
         workload += [_slice(svc, s, names) for s in svc.slices]
         ns = names.namespace(svc.namespace)
-        probes += probes_for(manifest, ns, client_of, [names.node(n) for n in wanted], OUTSIDE, svc.source_ranges)
+        probes += probes_for(manifest, ns, client_of, node_names, OUTSIDE, svc.source_ranges)
     for original, label, why in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
         notes.append(nodes[original].obj.note(("metadata", "name"), f"named {label} in the scenario: {why}"))
     if not probes:
