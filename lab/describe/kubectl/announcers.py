@@ -261,8 +261,8 @@ def announce(
     names: Names,
     notes: list[str],
 ) -> Announced:
-    """The scenario's layer 2 load balancers and BGP routes for the Services' load balancer addresses (ipMode VIP,
-    or loadBalancerIP); an address the lab cannot announce is left out of its Service, said."""
+    """The scenario's layer 2 load balancers and BGP routes for the Services' load balancer addresses (ipMode VIP);
+    an address the lab cannot announce is left out of its Service, said."""
     out = Announced()
     groups: dict[tuple[str, frozenset[str], str], list[str]] = {}
     claimed: dict[str, str] = {}  # each address announced, with its Service
@@ -307,15 +307,13 @@ def announce(
 
 
 def _vips(svc: Service) -> list[str]:
-    if svc.ingress:
-        return [i["ip"] for i in svc.ingress if i["ipMode"] == "VIP"]
-    return [svc.spec["loadBalancerIP"]] if "loadBalancerIP" in svc.spec else []
+    # status.loadBalancer.ingress alone: a spec.loadBalancerIP the status does not hold is left out when the Service
+    # is read (services.py), as kube-proxy programs only the status.
+    return [i["ip"] for i in svc.ingress if i["ipMode"] == "VIP"]
 
 
 def _drop(svc: Service, vip: str) -> None:
     svc.ingress[:] = [i for i in svc.ingress if i["ip"] != vip]
-    if svc.spec.get("loadBalancerIP") == vip:
-        del svc.spec["loadBalancerIP"]
 
 
 def _inside(vip: str, underlays: dict[Family, str]) -> bool:
