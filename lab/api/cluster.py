@@ -29,6 +29,7 @@ from lab.api.arguments import (
 )
 from lab.api.requests import HISTORY, STEP, in_words, load_error, probe_entry, step_carrier, variant_matrix
 from lab.api.session import forget_frames, has_flow, keep_flow, probe_once
+from lab.api.tools import with_release_tools
 from lab.describe.errors import ScenarioError
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.readfile import ReadError, read_bytes
@@ -353,6 +354,9 @@ def hold(source: ScenarioSource, topo: Topology, timeout: float = PROBE_TIMEOUT)
     the block runs; all torn down on exit. What `lab.up` and the live lab's keeper build on."""
     checked("topo", topo, TOPOLOGY)
     checked("timeout", timeout, PROBE_WAIT)
+    topo, reason = with_release_tools(topo)
+    if reason:
+        raise LabError(reason)
     with standing(topo) as stood, probing(stood, timeout) as session:
         cluster = Cluster(source, topo, stood, session)
         try:

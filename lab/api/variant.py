@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lab.api.arguments import ON_RESULT, ONLY, PCAP_DIR, PROBE_WAIT, TOPOLOGY, checked
 from lab.api.cluster import PROBE_TIMEOUT, Cluster
+from lab.api.tools import with_release_tools
 from lab.describe.topology import Topology
 from lab.install.steps import StepDone
 from lab.judge.results import ProbeResult, Timing, VariantRun
@@ -32,6 +33,9 @@ def run_variant(
     checked("only", only, ONLY)
     topo = on_this_kernel(topo)
     if reason := cannot_run(topo):
+        return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
+    topo, reason = with_release_tools(topo)
+    if reason:
         return VariantRun(topo, [], Timing(0, 0, 0, 0), skipped=reason)
     results = []
     start = time.perf_counter()

@@ -74,6 +74,29 @@ NODE_PORT_KEYWORDS = ("primary", "localhost", "all")
 FeatureGate = Literal["KubeProxyNFTablesLocalhostNodePorts"]
 
 
+# The Debian releases whose nft the lab fetches from Debian's archive and runs on this machine (lab/vm/debtools.py).
+DebianRelease = Literal["bullseye", "bookworm", "trixie"]
+
+
+class ToolReleases(Strict):
+    """Which Debian release's nft a writer of the node's rules runs; unset, this machine's own."""
+
+    nft: DebianRelease | None = None
+
+
+class HostTools(ToolReleases):
+    # The node's other writer (the host's firewall, a CNI): an nftables script it loads with its nft on every node
+    # before kube-proxy's first sync.
+    nftables: str = ""
+
+
+class Tools(Strict):
+    """The tools inside kube-proxy's image and those of the node's other writers: each runs its own nft."""
+
+    kube_proxy: ToolReleases = Field(ToolReleases(), alias="kubeProxy")
+    host: HostTools = HostTools()
+
+
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion")
@@ -106,6 +129,7 @@ class Cluster(Strict):
     ipvs: Ipvs = Ipvs()
     iptables: Iptables = Iptables()
     feature_gates: dict[FeatureGate, bool] = Field({}, alias="featureGates")
+    tools: Tools = Tools()
 
     # One network, or one per family separated by a comma (the first the primary family), as kube-proxy's
     # --cluster-cidr and kube-apiserver's --service-cluster-ip-range take them; the three give the same families.

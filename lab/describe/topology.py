@@ -397,6 +397,10 @@ class ClusterSpec:
     secondary_service_cidr: str = ""
     secondary_underlay: str = ""
     secondary_gateway_ip: str = ""
+    # cluster.tools: (role, tool, Debian release) of each writer that runs a release's own tool ("kubeProxy" or
+    # "host"), and the nftables script the host's writer loads before kube-proxy's first sync ("" for none).
+    tools: tuple[tuple[str, str, str], ...] = ()
+    host_nftables: str = ""
 
     @property
     def families(self) -> tuple[Family, ...]:
@@ -446,6 +450,9 @@ class Topology:
     warnings: tuple[str, ...] = ()  # what is allowed and likely unintended (a Service selecting no pod yet)
     # The release of the kernel the variant is described for (`uname -r`, read once by the pipeline); "" for none.
     kernel: str = ""
+    # cluster.tools' commands as the runner fetched them (lab.api): (role, tool, the argv that runs it); the stages
+    # never fetch (lab/install/tools.py: tool_command).
+    tool_commands: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     @property
     def has_actors(self) -> bool:

@@ -12,6 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
+from lab.describe.topology import Topology
 from lab.install.conntrack import delete_entries
 from lab.install.kernel_state import read_state
 from lab.install.sync_failure import failed_sync, sync_failed, xtables_refusal
@@ -24,6 +25,7 @@ from lab.install.tools import (
     ipvsadm_restore,
     nft_apply,
     run_command,
+    tool_command,
 )
 from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
@@ -36,14 +38,14 @@ from lab.render.kubeproxy.sync import SyncPlan
 T = TypeVar("T")
 
 
-def load(ns: str, plane: NodeDataplane, backend: str = "nft") -> tuple[str, ...]:
+def load(ns: str, plane: NodeDataplane, backend: str = "nft", nft: tuple[str, ...] = ("nft",)) -> tuple[str, ...]:
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them;
     a dual-stack node's proxiers one after the other, each its own family's rules (ip6tables-restore, the ip6
     table). What it says: a refused sync."""
     if plane.mode == "ipvs":
         return _load_ipvs(ns, plane, backend)
     if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False))
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=nft))
     return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=False))
 
 
@@ -65,7 +67,7 @@ def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
     return said
 
 
-def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
+def apply(ns: str, plan: SyncPlan, backend: str = "nft", nft: tuple[str, ...] = ("nft",)) -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
     servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
@@ -77,7 +79,7 @@ def apply(ns: str, plan: SyncPlan, backend: str = "nft") -> tuple[str, ...]:
         others = _apply_ipvs(ns, plan.other_family, backend) if plan.other_family else ()
         return (*_apply_ipvs(ns, plan, backend), *others)
     if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True))
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=nft))
     return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=True))
 
 
@@ -126,7 +128,7 @@ def _ipvs_sysctls(ns: str, plane: NodeDataplane) -> None:
     write_sysctls(ns, dict(plane.sysctls))
 
 
-def _nft_sync(ns: str, plane: NodeDataplane, resync: bool) -> tuple[str, ...]:
+def _nft_sync(ns: str, plane: NodeDataplane, resync: bool, nft: tuple[str, ...]) -> tuple[str, ...]:
     """Load kube-proxy's transaction (a later sync replaces the table in the same transaction: added first, so
     that the delete holds also where an earlier sync failed and left none); a refusal is kube-proxy's failed
     sync, said in words, not an error of the lab. nft applies a transaction whole or not at all, so the node keeps
@@ -137,7 +139,7 @@ def _nft_sync(ns: str, plane: NodeDataplane, resync: bool) -> tuple[str, ...]:
     table = f"table {TABLE_FAMILY[plane.family]} {TABLE}"  # the IPv6 proxier's is the ip6 family's
     replacing = f"add {table}\ndelete {table}\n" if resync else ""
     try:
-        nft_apply(ns, replacing + plane.nft)
+        nft_apply(ns, replacing + plane.nft, nft=nft)
     except InstallError as refused:
         kept = "the rules of its last good sync stay" if resync else "the node has no Service rules"
         why = f"{_refusal(str(refused))} — {kept}; it retries every sync period and fails again"
@@ -177,8 +179,11 @@ class FirstSync:
     a time per core. What the loads said (`said`, "node: line") and how long they took from the start of the first
     to the end of the last (`seconds`) are there once the block is left."""
 
-    def __init__(self, planes: Mapping[str, NodeDataplane], backend: str) -> None:
+    def __init__(self, planes: Mapping[str, NodeDataplane], backend: str, topo: Topology) -> None:
         self.planes, self.backend = planes, backend
+        # kube-proxy's nft, and the node's other writer's rules with its own nft (cluster.tools).
+        self.nft = tool_command(topo, "kubeProxy", "nft")
+        self.host = (topo.cluster.host_nftables, tool_command(topo, "host", "nft"))
         self.said: tuple[str, ...] = ()
         self.seconds = 0.0
 
@@ -192,7 +197,10 @@ class FirstSync:
         ended: list[float] = []  # list.append is atomic: the loads' threads note their end here
 
         def one(node: str, ns: str) -> tuple[str, ...]:
-            said = load(ns, self.planes[node], self.backend)
+            script, host_nft = self.host
+            if script:  # the host's writer was there before kube-proxy started
+                nft_apply(ns, script, "host's nftables rules (cluster.tools.host.nftables)", host_nft)
+            said = load(ns, self.planes[node], self.backend, self.nft)
             ended.append(time.perf_counter())
             return said
 
@@ -229,7 +237,8 @@ def apply_rules(realized: Realized, plans: Mapping[str, SyncPlan]) -> dict[str, 
     nodes side by side; what each node's apply said, by node."""
     backend = realized.topology.cluster.iptables_backend
     nodes = list(plans)
-    applied = _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend))
+    nft = tool_command(realized.topology, "kubeProxy", "nft")
+    applied = _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend, nft))
     return dict(zip(nodes, applied, strict=True))
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import signal
 from collections.abc import Sequence
+from typing import get_args
 
 from plumbum import ProcessExecutionError, local
 
+from lab.describe.schema import DebianRelease
+from lab.describe.topology import Topology
 from lab.realize.runs import PREFIX_RE
 from lab.render.kubeproxy.ipvs_resync import set_lines
 
@@ -32,10 +36,31 @@ def require(tool: str) -> str:
 
 
 def netns_argv(netns: str, argv: tuple[str, ...]) -> list[str]:
-    """The command line that runs argv inside a lab namespace (and never outside one)."""
+    """The command line that runs argv inside a lab namespace (and never outside one); a path (a Debian release's
+    loader, tool_command) is run as it is, a name is this machine's tool."""
     if not PREFIX_RE.match(netns):
         raise InstallError(f"refusing to run {argv[0]} outside a lab namespace (got {netns!r})")
-    return [require("ip"), "netns", "exec", netns, require(argv[0]), *argv[1:]]
+    program = argv[0] if argv[0].startswith("/") else require(argv[0])
+    return [require("ip"), "netns", "exec", netns, program, *argv[1:]]
+
+
+def tool_command(topo: Topology, role: str, tool: str) -> tuple[str, ...]:
+    """How `role` ("kubeProxy", "host") runs `tool`: the Debian release's own binary cluster.tools names, as the
+    runner fetched it (topo.tool_commands), else this machine's."""
+    for who, name, argv in topo.tool_commands:
+        if (who, name) == (role, tool):
+            return argv
+    if any((who, name) == (role, tool) for who, name, _ in topo.cluster.tools):
+        raise InstallError(f"cluster.tools names {role}'s {tool} release, but the runner did not fetch it")
+    return (tool,)
+
+
+def reading_nft(topo: Topology) -> tuple[str, ...]:
+    """The nft the lab itself reads a node's rules and traces with: the newest Debian release cluster.tools names
+    (an older nft may crash on what a newer one wrote: kubernetes#136786), else this machine's."""
+    order = get_args(DebianRelease)
+    named = sorted((order.index(release), role) for role, tool, release in topo.cluster.tools if tool == "nft")
+    return tool_command(topo, named[-1][1], "nft") if named else ("nft",)
 
 
 def _in_netns(netns: str, *argv: str) -> object:
@@ -49,12 +74,18 @@ def _tool(kind: str, backend: str, family: str = "IPv4") -> str:
     return f"{name}-{backend}-{kind}" if kind != "iptables" else f"{name}-{backend}"
 
 
-def _feed(netns: str, argv: list[str], text: str, what: str) -> None:
-    """Run a restore tool on text; on rejection, quote the line the tool names."""
+def _feed(netns: str, argv: list[str], text: str, what: str, tool: str = "") -> None:
+    """Run a restore tool (named `tool` where argv runs it through a loader) on text; on rejection, quote the line
+    the tool names; a tool killed by a signal (an older nft crashing on what a newer one wrote) says so."""
     try:
         (_in_netns(netns, *argv) << text)()  # type: ignore[operator]
     except ProcessExecutionError as exc:
-        raise InstallError(_explain_restore_error(argv[0], exc.stderr, text, what)) from None
+        name = tool or argv[0]
+        if exc.retcode < 0:
+            crash = signal.Signals(-exc.retcode).name
+            said = f": {exc.stderr.strip()}" if exc.stderr.strip() else ""
+            raise InstallError(f"{name} crashed on the {what}: killed by {crash}{said}") from None
+        raise InstallError(_explain_restore_error(name, exc.stderr, text, what)) from None
 
 
 # kube-proxy waits up to 5 s for the xtables lock (-w 5; its `-W 100000` poll interval is one this iptables
@@ -84,8 +115,9 @@ def iptables_has(netns: str, table: str, chain: str, spec: Sequence[str], backen
     return True
 
 
-def nft_apply(netns: str, text: str, what: str = "nftables script") -> None:
-    _feed(netns, ["nft", "-f", "-"], text, what)
+def nft_apply(netns: str, text: str, what: str = "nftables script", nft: tuple[str, ...] = ("nft",)) -> None:
+    """`nft -f -` of text, with this machine's nft or the argv of a release's (tool_command)."""
+    _feed(netns, [*nft, "-f", "-"], text, what, "nft")
 
 
 def restore_ipsets(netns: str, text: str) -> None:

@@ -21,7 +21,7 @@ from lab.describe.topology import PodSpec, ProbeSpec, ServiceSpec, Topology
 from lab.install.echo import EchoServers, Listener
 from lab.install.speaker import ETH_P_ARP
 from lab.install.sync_failure import failed_sync
-from lab.install.tools import run_command
+from lab.install.tools import reading_nft, run_command
 from lab.probe.capture import Captures, write_pcaps
 from lab.probe.choices import SpreadReader
 from lab.probe.evidence.base import Evidence
@@ -183,7 +183,7 @@ class ProbeSession:
         built = self.realized.topology
         kept = any(probe.keep_every for probe in built.probes)  # packets flow between probes
         if traced:
-            return TraceEvidence(ns, traffic_between=kept)
+            return TraceEvidence(ns, traffic_between=kept, nft=reading_nft(built))
         backend = built.cluster.iptables_backend
         if backend == "nft" and not self.ebtables:
             # The kernel's trace of iptables-nft's rules: a probe costs its packets, not the rules' number.

@@ -69,6 +69,7 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     addresses = c.node_port_addresses
     if problem := check_node_port_addresses(c.kube_version, addresses, schema.NODE_PORT_KEYWORDS):
         raise src.error(("cluster", "nodePortAddresses"), problem)
+    tools = _tools(src, c)
     (cluster_cidr, *cluster2), (service_cidr, *service2), (underlay, *underlay2) = nets.values()
     return ClusterSpec(
         proxy_mode=c.proxy_mode,
@@ -100,4 +101,17 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         secondary_service_cidr="".join(service2),
         secondary_underlay="".join(underlay2),
         secondary_gateway_ip="".join(next(hosts(u)) for u in underlay2),
+        tools=tools,
+        host_nftables=c.tools.host.nftables,
     )
+
+
+def _tools(src: Source, c: schema.Cluster) -> tuple[tuple[str, str, str], ...]:
+    """(role, tool, release) of each writer given a Debian release's tool; kube-proxy runs nft only in nftables mode."""
+    if c.tools.kube_proxy.nft and c.proxy_mode != "nftables":
+        raise src.error(
+            ("cluster", "tools", "kubeProxy", "nft"),
+            f"kube-proxy runs nft only in proxyMode nftables, not {c.proxy_mode}",
+        )
+    given = (("kubeProxy", c.tools.kube_proxy), ("host", c.tools.host))
+    return tuple((role, "nft", releases.nft) for role, releases in given if releases.nft)

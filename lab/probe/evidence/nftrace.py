@@ -225,9 +225,9 @@ class KernelTrace(MonitorLines):
     nftrace on every packet. nft reads the kernel's events with a 16 MiB socket buffer, so a burst of them (a
     routing loop's) does not overflow it."""
 
-    def __init__(self, netns: str, *args: str, traffic_between: bool = False) -> None:
+    def __init__(self, netns: str, *args: str, traffic_between: bool = False, nft: tuple[str, ...] = ("nft",)) -> None:
         add_trace_table(netns)
-        super().__init__(netns, ("nft", *args, "monitor", "trace"))
+        super().__init__(netns, (*nft, *args, "monitor", "trace"))
         self.marker_port = 0
         self.traffic_between = traffic_between
         # The monitor is subscribed once its first marker comes back: starting it can take seconds on an emulated
