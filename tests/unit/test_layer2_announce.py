@@ -174,6 +174,16 @@ def test_an_announcer_axis_without_a_layer2_load_balancer_is_refused(tmp_path):
     assert "`loadBalancers` has none" in error.message
 
 
+def test_a_when_announcer_that_names_no_node_is_refused(tmp_path):
+    text = BASE + "matrix:\n  announcer: [node1, node3]\n"
+    text = text.replace(
+        "expect: {outcome: delivered}}", "expect: [{when: {announcer: nodeX}, outcome: dropped}, {outcome: delivered}]}"
+    )
+    error = error_for(tmp_path, text)
+    assert error.field == "probes[0].expect[0].when.announcer", str(error)
+    assert "'nodeX' is no value of announcer" in error.message
+
+
 def test_strict_arp_as_a_matrix_axis(tmp_path):
     text = (
         BASE.replace('kubeVersion: "1.31"', 'kubeVersion: "1.31", proxyMode: ipvs')

@@ -71,12 +71,20 @@ class Variant:
                 raise self.source.error((*path, "when", axis), f"{axis!r} is not a matrix axis of this scenario")
             # A value this run's matrix leaves out applies to no variant, so that `--matrix proxyMode=ipvs` keeps a
             # file's nftables expectations; one no variant could ever have is a mistake.
-            if value not in axes[axis] and not _axis_takes(axis, value):
+            if value not in axes[axis] and not self._could_be(axis, value):
                 raise self.source.error(
                     (*path, "when", axis), f"{value!r} is no value of {axis} (the matrix lists {axes[axis]})"
                 )
         chosen = dict(self.values)
         return on_kernel and all(chosen.get(a) == v for a, v in when.items() if a != KERNEL)
+
+    def _could_be(self, axis: str, value: Axis) -> bool:
+        """Whether a variant could give the axis this value: `announcer` names a node of the file (any text fits its
+        field's type, so a misspelt node would leave the expectation applying to no variant, unsaid)."""
+        if axis == ANNOUNCER:
+            nodes = self.source.data.get("nodes") or []
+            return any(isinstance(n, dict) and n.get("name") == value for n in nodes)
+        return _axis_takes(axis, value)
 
     def on_kernel(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
         """Whether the kernel satisfies the `kernel:` condition of `when` (true without one)."""
