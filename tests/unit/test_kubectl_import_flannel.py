@@ -57,6 +57,8 @@ def test_without_its_configmap_flannels_defaults_are_said():
         ({"Backend": {"Type": "vxlan", "VNI": 4096}}, "Backend.VNI 4096"),
         ({"Backend": {"Type": "vxlan", "DirectRouting": True}}, "Backend.DirectRouting true"),
         ({"EnableNFTables": True}, "EnableNFTables true: flannel's nftables rules are not modelled"),
+        ({"EnableNFTables": "no"}, 'EnableNFTables "no": expected true or false'),
+        ({"Backend": [1]}, "Backend [1]: expected a JSON object with Type"),
         ({"Network": "10.32.0.0/12"}, 'Network "10.32.0.0/12": the lab builds flannel for the cluster\'s pod network'),
     ],
 )

@@ -46,6 +46,11 @@ def check_net_conf(configs: list[Obj], cluster_cidr: str, notes: list[str]) -> N
             f"Network {json.dumps(network)}: the lab builds flannel for the cluster's pod network, {cluster_cidr}"
             " (kube-proxy's clusterCIDR or the nodes' podCIDRs): give a cluster whose flannel Network is it",
         )
+    # flanneld decodes net-conf.json into typed Go fields (config.go): a value of another JSON type stops it at start.
+    if not isinstance(conf.get("EnableNFTables", False), bool):
+        raise obj.error(path, f"EnableNFTables {json.dumps(conf['EnableNFTables'])}: expected true or false")
+    if not isinstance(conf.get("Backend", {}), dict):
+        raise obj.error(path, f"Backend {json.dumps(conf['Backend'])}: expected a JSON object with Type")
     if conf.get("EnableNFTables") is True:
         raise obj.error(
             path,
@@ -53,7 +58,7 @@ def check_net_conf(configs: list[Obj], cluster_cidr: str, notes: list[str]) -> N
             " daddr <Network>` and match the kube-proxy mark 0x4000 exactly, where its iptables rules masquerade"
             " from outside the Network): the lab builds its iptables rules only",
         )
-    backend = conf.get("Backend") if isinstance(conf.get("Backend"), dict) else {}
+    backend = conf.get("Backend", {})
     kind = backend.get("Type", "udp")  # flannel's default backend when none is named (config.go)
     if kind != "vxlan":
         raise obj.error(
