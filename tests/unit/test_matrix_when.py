@@ -39,3 +39,17 @@ def test_a_value_no_variant_could_have_is_refused(tmp_path):
 
 def test_an_axis_outside_the_matrix_is_still_refused(tmp_path):
     assert "'proxyMode' is not a matrix axis of this scenario" in str(error_for(tmp_path, PER_MODE))
+
+
+def test_a_boolean_axis_value_quoted_as_text_is_refused(tmp_path):
+    text = BASE + "matrix:\n  kubeProxyClusterCIDR: [true]\n"
+    text = text.replace(
+        "    expect: {outcome: delivered, source: node2}\n",
+        "    expect:\n"
+        "      - {when: {kubeProxyClusterCIDR: 'false'}, outcome: dropped}\n"
+        "      - {outcome: delivered, source: node2}\n",
+    )
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text))
+    assert info.value.field == "probes[0].expect[0].when.kubeProxyClusterCIDR"
+    assert "'false' is no value of kubeProxyClusterCIDR" in info.value.message

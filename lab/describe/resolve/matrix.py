@@ -84,6 +84,9 @@ class Variant:
         if axis == ANNOUNCER:
             nodes = self.source.data.get("nodes") or []
             return any(isinstance(n, dict) and n.get("name") == value for n in nodes)
+        # A quoted 'false' is text, which the field's lax boolean takes, yet no variant's boolean ever equals it.
+        if isinstance(value, str) and _field(axis).annotation in (bool, bool | None):
+            return False
         return _axis_takes(axis, value)
 
     def on_kernel(self, path: FieldPath, when: dict[str, Axis | list[str]]) -> bool:
