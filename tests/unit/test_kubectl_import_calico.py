@@ -63,6 +63,14 @@ def test_pools_the_lab_does_not_build_are_said(tmp_path, spec, said):
     assert notes_about(result, "no Calico IPPool of the pod network")
 
 
+def test_a_pools_fields_the_lab_does_not_build_from_are_said(tmp_path):
+    given = pools(tmp_path, ("pods", "cidr: 100.64.0.0/16, disabled: true, nodeSelector: all(), blockSize: 26"))
+    result = imported([*SHOP, given])
+    for field in ("disabled", "nodeSelector", "blockSize"):
+        assert notes_about(result, f"IPPool pods: spec.{field}: not modelled"), field
+    assert not notes_about(result, "spec.cidr: not modelled")
+
+
 def test_another_groups_ippool_is_not_read(tmp_path):
     path = tmp_path / "antrea.yaml"
     path.write_text("apiVersion: crd.antrea.io/v1beta1\nkind: IPPool\nmetadata: {name: other}\nspec: {}\n")

@@ -20,6 +20,7 @@ from lab.describe.kubectl.objects import Obj
 KIND = "IPPool"
 _API_GROUPS = ("crd.projectcalico.org/", "projectcalico.org/")
 _MODES = ("Always", "CrossSubnet", "Never")
+_READ = ("cidr", "natOutgoing", "ipipMode", "vxlanMode", "allowedUses")  # the pool's fields the lab builds from
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,14 @@ def _holds_pods(pool: IPPool, notes: list[str]) -> bool:
     return True
 
 
+def _say_unread(obj: Obj, notes: list[str]) -> None:
+    """The pool's other fields (disabled, nodeSelector, blockSize, ...): the lab builds every node's podCIDR as its
+    block of the one pool, so what they choose is not modelled; said, not silently dropped."""
+    for field in obj.get(("spec",), dict, {}):
+        if field not in _READ:
+            notes.append(obj.note(("spec", field), f"not modelled (the lab builds the pool from {', '.join(_READ)})"))
+
+
 def calico_fields(objs: list[Obj], cluster_cidr: str, notes: list[str]) -> dict[str, Any]:
     """The scenario's cluster fields that Calico's pools set (natOutgoing), each said in `notes`, as is what the lab
     does not build of them. Pools holding the pod network that disagree on natOutgoing are refused: the lab builds
@@ -62,6 +71,7 @@ def calico_fields(objs: list[Obj], cluster_cidr: str, notes: list[str]) -> dict[
             notes.append(obj.note(("apiVersion",), "not read: not Calico's IPPool (crd.projectcalico.org)"))
             continue
         pool = read_pool(obj, notes)
+        _say_unread(obj, notes)
         net = ipaddress.ip_network(pool.cidr)
         if net.version != network.version:
             notes.append(obj.note(("spec", "cidr"), f"{pool.cidr}: the lab builds Calico for IPv4 only: not modelled"))
