@@ -84,3 +84,10 @@ def test_net_conf_nested_too_deep_is_refused_in_words(tmp_path):
     with pytest.raises(ScenarioError) as info:
         imported([*DUMP, str(path)])
     assert "nested deeper" in info.value.message, str(info.value)
+
+
+def test_net_conf_fields_the_lab_does_not_check_are_said(tmp_path):
+    changes = {"SubnetLen": 26, "Backend": {"Type": "vxlan", "MTU": 1400}}
+    result = imported([*DUMP, with_net_conf(tmp_path, **changes)])
+    assert notes_about(result, "SubnetLen, Backend.MTU: not modelled")
+    assert not notes_about(result, "Network, ")

@@ -18,6 +18,8 @@ from lab.describe.kubectl.objects import Obj
 CONFIGMAP = "kube-flannel-cfg"
 NET_CONF = "net-conf.json"
 _VXLAN_DEFAULTS = {"VNI": 1, "Port": 0, "DirectRouting": False}
+_READ = ("Network", "EnableNFTables", "Backend")  # net-conf.json's fields the lab checks against what it builds
+_READ_BACKEND = ("Type", *_VXLAN_DEFAULTS)
 
 
 def is_flannel_config(obj: Obj) -> bool:
@@ -73,6 +75,9 @@ def check_net_conf(configs: list[Obj], cluster_cidr: str, notes: list[str]) -> N
                 f" {json.dumps(default)}"
                 " (flannel.1 on VNI 1, the kernel's port 8472, always encapsulated)",
             )
+    unread = [k for k in conf if k not in _READ] + [f"Backend.{k}" for k in backend if k not in _READ_BACKEND]
+    if unread:
+        notes.append(obj.note(path, f"{', '.join(unread)}: not modelled (the lab builds flannel's defaults for them)"))
     notes.append(
         obj.note(
             path,
