@@ -5,18 +5,22 @@ tests/integration/topologies/topology-hints.yaml."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 from support.builders import ep, svc
 from support.scenario import BASE, error_for, write
 
 from lab.describe.load import load_scenario
 from lab.describe.topology import EndpointSpec, Hints, ServiceSpec
-from lab.render.kubeproxy.adapter import controller_hints, hints_annotation
+from lab.render.kubeproxy.adapter import controller_hints, hints_annotation, service_ports
 from lab.render.kubeproxy.endpoints import categorize, topology_mode
 from lab.render.kubeproxy.service import NodeTopology
 from lab.render.kubeproxy.versions import Release
 from lab.render.kubeproxy.view import ServiceView
 
+REPO = Path(__file__).resolve().parents[2]
 NODE = NodeTopology("node1", "zone-a")
 A1 = ep("10.0.1.2", local=True, zone_hints=frozenset({"zone-a"}))
 A2 = ep("10.0.2.2", zone_hints=frozenset({"zone-a"}))
@@ -149,3 +153,41 @@ def test_selector_endpoints_carry_their_nodes_zone(tmp_path):
     text = BASE.replace("labels: {role: web}}", "labels: {role: web, topology.kubernetes.io/zone: zone-a}}")
     (topo,) = load_scenario(write(tmp_path, text)).variants
     assert {e.zone for p in topo.services[0].ports for e in p.endpoints} == {"zone-a"}
+
+
+@pytest.mark.parametrize("version", ["1.30", "1.31", "1.34"])
+def test_each_nodes_endpoints_carry_the_hints_the_controller_writes(version):
+    """service_ports asks once per Service whether its endpoints are hinted (render's speed at 10 000 endpoints):
+    every endpoint it gives every node still carries exactly controller_hints' answer."""
+    path = REPO / "tests" / "integration" / "topologies" / "topology-hints.yaml"
+    (topo,) = load_scenario(path, {"proxyMode": ["iptables"], "kubeVersion": [version]}).variants
+    release = Release.of(version)
+    expected = [
+        (frozenset((hints := controller_hints(spec, e, release)).zones), frozenset(hints.nodes))
+        for spec in topo.services
+        for port in spec.ports
+        for e in port.endpoints
+    ]
+    assert any(zones for zones, _ in expected) == (version != "1.30")
+    for node in topo.nodes:
+        given = [(e.zone_hints, e.node_hints) for port in service_ports(topo, node.name) for e in port.endpoints]
+        assert given == expected
+
+
+def test_hand_written_hints_reach_every_node_without_a_traffic_distribution():
+    path = REPO / "tests" / "integration" / "topologies" / "topology-hints.yaml"
+    (topo,) = load_scenario(path, {"proxyMode": ["iptables"], "kubeVersion": ["1.34"]}).variants
+    written = Hints(("zone-c",), ("node2",))
+    services = tuple(
+        replace(
+            spec,
+            traffic_distribution="",
+            ports=tuple(
+                replace(port, endpoints=tuple(replace(e, hints=written) for e in port.endpoints)) for port in spec.ports
+            ),
+        )
+        for spec in topo.services
+    )
+    hinted = replace(topo, services=services)
+    given = {(e.zone_hints, e.node_hints) for port in service_ports(hinted, "node1") for e in port.endpoints}
+    assert given == {(frozenset({"zone-c"}), frozenset({"node2"}))}

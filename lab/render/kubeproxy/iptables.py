@@ -594,15 +594,17 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
         # Chains first, then per endpoint its balancing rule followed by its own chain's rules.
         out.nat_chains += [svc.endpoint_chain(ep) for ep in plan.reachable]
         _write_affinity_rules(out, svc_chain, svc, affinity_endpoints, large, node)
+        chosen_from = _chosen_from(svc_chain, svc, node)
         for i, ep in enumerate(plan.cluster):
-            _write_balancing_rule(out, svc_chain, svc, plan.cluster, i, large, node)
+            _write_balancing_rule(out, svc_chain, svc, plan.cluster, i, large, node, chosen_from)
             _write_endpoint_rules(out, node, svc, ep, large)
     else:
         if release.unready_endpoint_chains:
             out.nat_chains += [svc.endpoint_chain(ep) for ep in plan.reachable]
         _write_affinity_rules(out, svc_chain, svc, affinity_endpoints, large, node)
+        chosen_from = _chosen_from(svc_chain, svc, node)
         for i in range(len(plan.cluster)):
-            _write_balancing_rule(out, svc_chain, svc, plan.cluster, i, large, node)
+            _write_balancing_rule(out, svc_chain, svc, plan.cluster, i, large, node, chosen_from)
         if release.unready_endpoint_chains:
             for ep in plan.reachable:
                 _write_endpoint_rules(out, node, svc, ep, large)
@@ -633,8 +635,9 @@ def _write_xlb_service(out: _Tables, node: _Node, plan: _Plan, large: bool) -> N
             )
     else:
         _write_affinity_rules(out, xlb_chain, svc, plan.local, large, node)
+        chosen_from = _chosen_from(xlb_chain, svc, node)
         for i in range(len(plan.local)):
-            _write_balancing_rule(out, xlb_chain, svc, plan.local, i, large, node)
+            _write_balancing_rule(out, xlb_chain, svc, plan.local, i, large, node, chosen_from)
 
 
 # --- 1.24 and later: KUBE-EXT / KUBE-SVL ----------------------------------------------------------
@@ -782,8 +785,9 @@ def _write_policy_chain(
     """KUBE-SVC-* / KUBE-SVL-*: affinity checks first, then one random pick per endpoint."""
     out.nat_chains.append(chain)
     _write_affinity_rules(out, chain, svc, endpoints, large, node)
+    chosen_from = _chosen_from(chain, svc, node)
     for i in range(len(endpoints)):
-        _write_balancing_rule(out, chain, svc, endpoints, i, large, node)
+        _write_balancing_rule(out, chain, svc, endpoints, i, large, node, chosen_from)
 
 
 # --- shared by all layouts ------------------------------------------------------------------------
@@ -824,15 +828,28 @@ def _write_affinity_rules(
 
 
 def _write_balancing_rule(
-    out: _Tables, chain: str, svc: _ServiceView, endpoints: Sequence[Endpoint], i: int, large: bool, node: _Node
+    out: _Tables,
+    chain: str,
+    svc: _ServiceView,
+    endpoints: Sequence[Endpoint],
+    i: int,
+    large: bool,
+    node: _Node,
+    chosen_from: Setting | None,
 ) -> None:
     ep = endpoints[i]
     pick = _statistic(len(endpoints) - i)
     out.nat("-A", chain, _balancing_comment(svc, ep, large, node), pick, "-j", svc.endpoint_chain(ep))
+    out.chooses(chain, svc.endpoint_chain(ep), chosen_from, at_random(len(endpoints)))
+
+
+def _chosen_from(chain: str, svc: _ServiceView, node: _Node) -> Setting | None:
+    """The setting that narrowed a balancing chain's endpoints. Taken once per chain by its callers: the topology
+    hints' check reads every endpoint, and once per rule made a chain of n endpoints cost n² (10 000 endpoints:
+    seconds of render per node)."""
     local = chain.startswith(("KUBE-SVL-", "KUBE-XLB-"))
     internal = svc.internal_local and chain.startswith("KUBE-SVL-")
-    chosen_from = local_policy(svc.name, internal) if local else hinted(svc, node.release)
-    out.chooses(chain, svc.endpoint_chain(ep), chosen_from, at_random(len(endpoints)))
+    return local_policy(svc.name, internal) if local else hinted(svc, node.release)
 
 
 def _statistic(remaining: int) -> tuple[str, ...]:
