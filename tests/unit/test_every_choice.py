@@ -12,7 +12,7 @@ import pytest
 from support.scenario import BASE, ScriptedSession, write
 
 from lab.describe.load import load_scenario
-from lab.judge.attempts import run_probe
+from lab.judge.attempts import MAX_SPREAD, run_probe
 from lab.judge.results import ProbeResult
 from lab.probe.choices import enough_attempts, ipvs_spread, jump_choices, numgen_spread, picking_chain
 from lab.probe.evidence.base import RuleHit
@@ -154,3 +154,13 @@ def test_ipvs_spread_counts_the_virtual_server_s_real_servers_of_some_weight():
     assert ipvs_spread(saved, "TCP", "10.96.0.10", 80) == 2
     assert ipvs_spread(saved, "TCP", "fd00::a", 80) == 1
     assert ipvs_spread(saved, "TCP", "10.96.0.99", 80) == 1
+
+
+def test_a_draw_among_more_endpoints_than_a_probe_reaches_keeps_one_connection_and_says_so(tmp_path):
+    # Reaching each of 3 000 endpoints would take about 25 000 connections: one is sent, said as one draw of many.
+    topo = topology(tmp_path)
+    wide = replace(KEPT, spread=MAX_SPREAD + 1)
+    observed, verdict, left = judged(topo, [wide, BRIDGED])
+    assert len(left) == 1  # the second connection was never sent
+    assert verdict.ok and observed.backend == "web-0"
+    assert observed.path[0].startswith(f"one connection: the draw chose among {MAX_SPREAD + 1} endpoints")
