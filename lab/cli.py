@@ -291,6 +291,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
             return run_import_bench(args.imports, console, Path(tmp))
     require_root("bench")
+    handle_sigterm()  # a killed bench unwinds like Ctrl-C: the cluster it was timing is torn down
     if args.replay:
         return run_replay_bench(args.repeat, console)
     if args.steps:

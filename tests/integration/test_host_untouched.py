@@ -173,3 +173,21 @@ def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):
     out, _ = proc.communicate(timeout=60)
     assert not (mine & set(lab_namespaces())), out[-2000:]
     assert not records_of(proc.pid), "the run's record stayed"
+
+
+def test_sigterm_to_lab_bench_removes_the_cluster_it_was_timing(host_unchanged):
+    """lab bench builds whole clusters; killed, it tears down what it built, as lab run does (it used to leave
+    every namespace of the cluster it was timing)."""
+    bench = [sys.executable, "-m", "lab", "bench", "--cluster", "3x10", "--repeat", "1"]
+    proc = subprocess.Popen(bench, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline, mine = time.monotonic() + 180, set()
+    while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < 10:
+        mine = {name for record in records_of(proc.pid) for name in record["namespaces"]}
+        time.sleep(0.02)
+    assert mine & set(lab_namespaces()), "the bench never built its cluster"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert not (mine & set(lab_namespaces())), err[-2000:]
+    assert not records_of(proc.pid), "the run's record stayed"
