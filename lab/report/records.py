@@ -148,6 +148,7 @@ _NOTHING_OBSERVED: dict[str, Any] = {
     "error": None,
     "explanation": None,
     "diagnosis": [],
+    "answer": None,
     "path": [],
     "rules": [],
     "rules_unread": [],

@@ -17,7 +17,7 @@ from lab.judge.results import ProbeResult
 from lab.probe.choices import enough_attempts, ipvs_spread, jump_choices, numgen_spread, picking_chain
 from lab.probe.evidence.base import RuleHit
 from lab.probe.observation import Observation
-from lab.report.records import observed_text, to_record
+from lab.report.records import _NOTHING_OBSERVED, observed_text, to_record
 
 NODE2 = "192.168.56.12"
 CNI0 = "10.244.1.1"
@@ -164,3 +164,11 @@ def test_a_draw_among_more_endpoints_than_a_probe_reaches_keeps_one_connection_a
     assert len(left) == 1  # the second connection was never sent
     assert verdict.ok and observed.backend == "web-0"
     assert observed.path[0].startswith(f"one connection: the draw chose among {MAX_SPREAD + 1} endpoints")
+
+
+def test_a_skipped_probes_record_has_every_key_a_run_probes_has(tmp_path):
+    # A reader indexes both alike: a key a feature adds to the run record is added to the skipped one too.
+    topo = topology(tmp_path)
+    observed, verdict, _ = judged(topo, [KEPT, BRIDGED])
+    record = to_record(ProbeResult(topo, topo.probes[0], observed, verdict))
+    assert set(record["observed"]) == set(_NOTHING_OBSERVED)
