@@ -5,12 +5,12 @@ the packet enters the cluster there, in iptables and nftables mode."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 from support.host import REPO
+from support.labrun import run_results
 
 CLUSTER = REPO / "tests" / "fixtures" / "kubectl" / "metallb-l2"
 FILES = ("dump.yaml", "kube-proxy.yaml", "version.yaml", "metallb.yaml")
@@ -44,17 +44,9 @@ def scenario(tmp_path_factory):
 @pytest.mark.parametrize("mode", ["iptables", "nftables"])
 def test_the_imported_metallb_vips_enter_through_the_announcing_node(scenario, mode, host_unchanged):
     only = [arg for name in EXPECTED for arg in ("--probe", name)]
-    done = subprocess.run(
-        [sys.executable, "-m", "lab", "run", str(scenario), "--json", "--matrix", f"proxyMode={mode}", *only],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
     seen = {
         r["probe"]: (r["observed"]["entry"], r["observed"]["backend"], r["observed"]["source_ip"])
-        for r in json.loads(done.stdout)["results"]
+        for r in run_results(str(scenario), "--matrix", f"proxyMode={mode}", *only)
     }
     assert seen == EXPECTED
 
@@ -72,15 +64,7 @@ def test_a_bgp_advertised_address_enters_through_a_node_announcing_it(tmp_path, 
     )
     assert done.returncode == 0, done.stderr
     only = [arg for name in EXPECTED for arg in ("--probe", name)]
-    done = subprocess.run(
-        [sys.executable, "-m", "lab", "run", str(out), "--json", *only],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = {r["probe"]: r["observed"] for r in json.loads(done.stdout)["results"]}
+    seen = {r["probe"]: r["observed"] for r in run_results(str(out), *only)}
     web, api = seen["default-web-http-load-balancer"], seen["default-api-http-load-balancer"]
     assert web["entry"] in ("node3", "node4") and web["backend"] == "web"
     assert (api["entry"], api["backend"], api["source_ip"]) == ("node4", "api", "192.168.56.254")

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from support.host import REPO
+from support.labrun import run_results
 
 DUMP = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
 PROBE = "default-openresty-http-"
@@ -97,15 +98,7 @@ def test_imported_endpoint_conditions_hold_on_the_kernel(mode, tmp_path, host_un
         [sys.executable, "-m", "lab", "import", *files, "-o", str(out)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "lab", "run", str(out), "--json", "--matrix", f"proxyMode={mode}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = {r["probe"]: r["observed"] for r in json.loads(done.stdout)["results"]}
+    seen = {r["probe"]: r["observed"] for r in run_results(str(out), "--matrix", f"proxyMode={mode}")}
     terminating = seen[f"shop-web-http-node-port-via-{NODE3}"]
     assert (terminating["backend"], terminating["source_ip"]) == ("web-6d4cf56db6-qq7tz", "10.0.3.254")
     assert {o["backend"] for p, o in seen.items() if p.startswith("payments-api-")} == {"api-5b9f7c8d4-kx8wq"}

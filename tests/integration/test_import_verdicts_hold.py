@@ -6,7 +6,6 @@ kubectl would print it after `kubectl scale --replicas 3`."""
 from __future__ import annotations
 
 import copy
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from support.host import REPO
+from support.labrun import run_results
 
 DUMP = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
 PROBE = "default-openresty-http-"
@@ -67,7 +67,7 @@ def scenario(tmp_path_factory) -> Path:
     return where / "s.yaml"
 
 
-def _verdicts(stdout: str) -> list[tuple[Any, ...]]:
+def _verdicts(results: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """What each probe's verdict line says: the probe, whether it passed and why not, and the endpoints it reached
     with the source each saw."""
     return [
@@ -78,7 +78,7 @@ def _verdicts(stdout: str) -> list[tuple[Any, ...]]:
             r["observed"]["outcome"],
             tuple((m["outcome"], m["backend"], m["source"], m["source_ip"]) for m in r["observed"]["members"]),
         )
-        for r in json.loads(stdout)["results"]
+        for r in results
     ]
 
 
@@ -86,15 +86,7 @@ def test_five_runs_give_the_same_verdict_lines(scenario, host_unchanged):
     only = [arg for name in PROBES for arg in ("--probe", name)]
     runs = []
     for _ in range(RUNS):
-        done = subprocess.run(
-            [sys.executable, "-m", "lab", "run", str(scenario), "--json", *only],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        runs.append(_verdicts(done.stdout))
+        runs.append(_verdicts(run_results(str(scenario), *only)))
     assert all(run == runs[0] for run in runs), runs
     said = {probe: members for probe, _, _, _, members in runs[0]}
     assert len(said) == len(PROBES), said
