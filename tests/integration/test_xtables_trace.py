@@ -1,11 +1,12 @@
 """iptables-nft's rules read from the kernel's trace (lab/probe/evidence/xtrace.py) say what their counters say.
 
 Every catalogue scenario whose nodes run iptables-nft is run with both readers on every node at once, over the same
-window (counters snapshot at the probe's mark and read, once the probe's last packets have landed, just before
-the trace's barrier and again just after it; the barrier's marker packet the trace leaves out): each probe's
-rules, their order and their packet counts must be what the counters said at one of those two instants. A late
-packet of the probe's connection (a retransmitted FIN on a loaded machine) can land between them, before or after
-the marker: the trace then agrees with the one reading on its side of it."""
+window (counters snapshot just before the trace's mark and again just after it, and read, once the probe's last
+packets have landed, just before the trace's barrier and again just after it; the barrier's marker packet the
+trace leaves out): each probe's rules, their order and their packet counts must be what the counters said between
+one of the two start instants and one of the two end instants. A late packet of a connection (a retransmitted FIN
+on a loaded machine, an earlier probe's too) can land between two readings at either end, before or after the
+trace's mark or marker: the trace then agrees with the readings on its side of it."""
 
 from __future__ import annotations
 
@@ -41,17 +42,22 @@ class Both:
         self.counters = CounterEvidence(netns, "nft", traffic_between=True)  # a fresh snapshot at every mark
 
     def mark(self) -> object:
-        return self.trace.mark(), self.counters.mark()
+        # A packet landing between two marks counts for one reader and not the other: the counters are read on
+        # both sides of the trace's mark (once seen under load: an earlier connection's packet, traced 2 against
+        # a count of 1).
+        first = self.counters.mark()
+        trace_mark = self.trace.mark()
+        return trace_mark, (first, self.counters.mark())
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
-        trace_mark, counters_mark = mark  # type: ignore[misc]
+        trace_mark, starts = mark  # type: ignore[misc]
         # The connection's last packets (its closing ACK) may still be on their way: both readers wait for them,
         # the counters with a pause, then read before the trace's barrier sends its marker.
         time.sleep(0.3)
-        before = self.counters.hits(counters_mark, wanted)
+        readings = [self.counters.hits(start, wanted) for start in starts]
         traced = self.trace.hits(trace_mark, wanted)
-        after = self.counters.hits(counters_mark, wanted)
-        self.pairs.append((self.netns, traced, [before, after]))
+        readings += [self.counters.hits(start, wanted) for start in starts]
+        self.pairs.append((self.netns, traced, readings))
         return traced
 
     def restart(self) -> None:
@@ -87,8 +93,13 @@ def test_the_trace_of_iptables_nft_says_what_its_counters_say(name, monkeypatch,
     assert pairs, "no probe read a node's iptables-nft rules"
     for netns, traced, readings in pairs:
         said = [netns, "traced:", *(f"  {h.packets} {h}" for h in traced)]
-        for when, counted in zip(("before", "after"), readings, strict=True):
-            said += [f"counted just {when} the trace's barrier:", *(f"  {h.packets} {h}" for h in counted)]
+        spans = [
+            f"from just {start} the trace's mark to just {end} its barrier"
+            for end in ("before", "after")
+            for start in ("before", "after")
+        ]
+        for span, counted in zip(spans, readings, strict=True):
+            said += [f"counted {span}:", *(f"  {h.packets} {h}" for h in counted)]
         counts = [[(str(h), h.packets) for h in counted] for counted in readings]
         assert [(str(h), h.packets) for h in traced] in counts, "\n".join(said)
     assert any(traced for _, traced, _ in pairs), "no rule met at all: the comparison would prove nothing"
