@@ -25,8 +25,17 @@ from lab.vm.files import changed_entries, private_dir, sha256_file, tree_digests
 from lab.vm.kernels import _locked, _run, _tool, updated_apt
 
 RELEASES = ("bullseye", "bookworm", "trixie")
-# A tool's package and the file it runs: iptables' and ip6tables' commands are all names of one multi-call binary.
-TOOLS = {"nft": ("nftables", "usr/sbin/nft"), "iptables": ("iptables", "usr/sbin/xtables-nft-multi")}
+# A tool's package and the file it runs. iptables' and ip6tables' commands of one backend are all names of one
+# multi-call binary (called by its own name, it takes the command as its first argument: `xtables-nft-multi
+# iptables-nft-restore`); the legacy backend's is in the same package.
+TOOLS = {
+    "nft": ("nftables", "usr/sbin/nft"),
+    "iptables-nft": ("iptables", "usr/sbin/xtables-nft-multi"),
+    "iptables-legacy": ("iptables", "usr/sbin/xtables-legacy-multi"),
+}
+# Where a release's iptables loads its match and target extensions from: its own, not this machine's (an extension
+# of another libxtables version is refused, or misreads the rule).
+_XTABLES_LIBDIR = "usr/lib/x86_64-linux-gnu/xtables"
 _LIBDIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")
 _LOADER = "ld-linux-x86-64.so.2"
 
@@ -42,7 +51,9 @@ class ReleaseTools:
     def argv(self, tool: str) -> list[str]:
         binary = TOOLS[tool][1]
         libdirs = [str(self.tree / d) for d in _LIBDIRS if (self.tree / d).is_dir()]
-        return [str(self.loader()), "--library-path", ":".join(libdirs), str(self.tree / binary)]
+        extensions = [f"XTABLES_LIBDIR={self.tree / _XTABLES_LIBDIR}"] if tool.startswith("iptables") else []
+        run = [str(self.loader()), "--library-path", ":".join(libdirs), str(self.tree / binary)]
+        return ["env", *extensions, *run] if extensions else run
 
     def loader(self) -> Path:
         for libdir in _LIBDIRS:
@@ -136,7 +147,7 @@ def _fetch(release: str, tdir: Path) -> dict:
             stanzas[package] = _run(argv, f"apt-cache show {package} ({release})")
         return stanzas[package]
 
-    packages = package_closure(show, [package for package, _ in TOOLS.values()])
+    packages = package_closure(show, list(dict.fromkeys(package for package, _ in TOOLS.values())))
     with tempfile.TemporaryDirectory(dir=tdir, prefix="download-") as tmp:
         _run([apt_get, *apt.options(), "-q", "download", *packages], f"apt-get download ({release})", cwd=Path(tmp))
         staging = tdir / "tree.new"

@@ -3,6 +3,8 @@ $LAB_CACHE: later runs reuse it, checked), run on this machine with the release'
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 
 import pytest
@@ -23,10 +25,46 @@ def _tools(release: str) -> ReleaseTools:
 
 
 @pytest.mark.parametrize("release", RELEASES)
-@pytest.mark.parametrize(("tool", "package"), [("nft", "nftables"), ("iptables", "iptables")])
-def test_a_release_tool_runs_as_its_own_version(release: str, tool: str, package: str) -> None:
+@pytest.mark.parametrize(
+    ("tool", "package", "command"),
+    [
+        ("nft", "nftables", ()),
+        ("iptables-nft", "iptables", ("iptables",)),
+        ("iptables-legacy", "iptables", ("iptables",)),
+    ],
+)
+def test_a_release_tool_runs_as_its_own_version(release: str, tool: str, package: str, command: tuple[str]) -> None:
     tools = _tools(release)
-    argv = tools.argv(tool) + (["--version"] if tool == "nft" else ["iptables", "--version"])
-    said = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout
+    said = subprocess.run(
+        [*tools.argv(tool), *command, "--version"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     upstream = tools.versions[package].split("-", 1)[0].split("+", 1)[0]  # 1.0.6-2+deb12u2: nftables 1.0.6
     assert f"v{upstream}" in said, said
+    if tool.startswith("iptables"):
+        assert f"({tool.removeprefix('iptables-').replace('nft', 'nf_tables')})" in said, said
+
+
+def test_a_release_iptables_loads_its_own_extensions() -> None:
+    """Rules with match extensions (conntrack, comment, mark) written and read back by bullseye's iptables-legacy
+    in a namespace of its own: the extensions it loads (the loader's LD_DEBUG=files says which) are bullseye's, not
+    this machine's (another libxtables'), and the rule reads back as written."""
+    tools = _tools("bullseye")
+    rules = (
+        '*filter\n-A INPUT -m conntrack --ctstate NEW -m comment --comment "a b" -m mark --mark 0x4000/0x4000\nCOMMIT\n'
+    )
+    ns = f"lab-{os.getpid() % 0xFFFFFF:06x}-debtools"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        run = ["ip", "netns", "exec", ns, *tools.argv("iptables-legacy")]
+        env = {**os.environ, "LD_DEBUG": "files"}
+        restore = subprocess.run(
+            [*run, "iptables-legacy-restore"], input=rules, text=True, capture_output=True, env=env, timeout=30
+        )
+        saved = subprocess.run([*run, "iptables-legacy-save"], capture_output=True, text=True, check=True).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=True)
+    assert restore.returncode == 0, restore.stderr[-2000:]
+    loaded = re.findall(r"file=(\S+/libxt_conntrack\.so) ", restore.stderr)
+    assert loaded and all(path.startswith(str(tools.tree)) for path in loaded), loaded
+    assert '-A INPUT -m conntrack --ctstate NEW -m comment --comment "a b" -m mark --mark 0x4000/0x4000' in saved
+    assert "v1.8.7" in saved, saved

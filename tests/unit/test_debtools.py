@@ -52,6 +52,16 @@ def test_argv_runs_the_release_loader_with_its_libraries(tmp_path: Path) -> None
     assert argv == [str(libdir / "ld-linux-x86-64.so.2"), "--library-path", str(libdir), str(tmp_path / "usr/sbin/nft")]
 
 
+@pytest.mark.parametrize(("tool", "binary"), [("iptables-nft", "nft"), ("iptables-legacy", "legacy")])
+def test_a_release_iptables_loads_its_own_extensions(tmp_path: Path, tool: str, binary: str) -> None:
+    libdir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    libdir.mkdir(parents=True)
+    (libdir / "ld-linux-x86-64.so.2").write_bytes(b"")
+    argv = ReleaseTools("bookworm", tmp_path, {}).argv(tool)
+    assert argv[:2] == ["env", f"XTABLES_LIBDIR={libdir / 'xtables'}"]
+    assert argv[-1] == str(tmp_path / f"usr/sbin/xtables-{binary}-multi")
+
+
 def test_a_tree_without_its_loader_is_refused(tmp_path: Path) -> None:
     with pytest.raises(VmError, match="no ld-linux-x86-64.so.2"):
         ReleaseTools("bookworm", tmp_path, {}).argv("nft")
