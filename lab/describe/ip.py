@@ -7,7 +7,10 @@ a3a77f330535a4bb0316111f23f659971a814a61): the characters of an address and noth
 zone (`fe80::1%eth0`: Python's ipaddress keeps the text after `%` in the address and in its str(), so a zone
 could carry a newline, a quote or `$(...)` into the rule text a tool loads as root), no sign or other digits than
 ASCII's. Two legacy forms Kubernetes still reads are read as it reads them (KEP-4858, "Updated IP/CIDR validity
-criteria"; refused for new objects only with the StrictIPCIDRValidation gate, alpha in 1.33): an IPv4 part with
+criteria"): the API server refuses them in a new value behind the StrictIPCIDRValidation gate, alpha in 1.33, beta
+and on in 1.36, GA in 1.38 (keps/sig-network/4858-ip-cidr-validation/kep.yaml, kubernetes/enhancements at
+0333c7d324f52a63c89afb66c5e672550e25bbcf), but a value stored before keeps it (validation ratcheting), so a cluster
+of any release can hold one, and kube-proxy parses it as ParseIPSloppy does. An IPv4 part with
 leading zeros is decimal (`010.1.1.1` is 10.1.1.1, not octal), and an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`)
 is the IPv4 address it maps (Go's To4). Every value comes back canonical (str of Python's address), so what
 reaches rule text is only ever the canonical form kube-proxy itself writes (it renders parsed IPs, never the

@@ -488,8 +488,11 @@ class Release:
     def nft_localhost_nodeports_by_default(self) -> bool:
         """KubeProxyNFTablesLocalhostNodePorts is on unless the configuration turns it off: beta and on by default in
         1.38 (#142490, READ in v1.38.0-alpha.2 of CHANGELOG/CHANGELOG-1.38.md at
-        kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2). That the beta changes nothing else, so the
-        gate on behaves as 1.37's (the userspace proxy only where nodePortAddresses names a loopback CIDR, the
+        kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2); KEP-6032 keeps nftables' default
+        nodePortAddresses (`primary`) and starts the proxy only where they name a loopback address (README.md at
+        kubernetes/enhancements@f87c78cddef599a4b648d23ef3ee7322b7cb353d; beta in v1.38 in kep.yaml at
+        kubernetes/enhancements@72e1af9c8deb2d22032e4d0a50e0555c7d68bfe5). That the beta changes no rule or listener,
+        so the gate on behaves as 1.37's (the userspace proxy only where nodePortAddresses names a loopback CIDR, the
         rejects otherwise), is INFERRED: no tree with #142490 is stored."""
         return gate_default(self.version, "KubeProxyNFTablesLocalhostNodePorts")
 
