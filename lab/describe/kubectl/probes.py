@@ -1,9 +1,12 @@
-"""The probes an imported scenario starts with: one per frontend of each Service port and node (its cluster IP
-from a pod on each node, its NodePort from outside through each node, each external IP and load balancer IP from
-outside, and from inside and outside a loadBalancerSourceRange), each with `expect: observe`: the run records
-what the kernel did; the user writes what it should have done. A dual-stack Service is probed in its primary
-family (a probe's default) and again in its secondary one (`family: IPv6`); the spoofed probe from a source
-range goes once per family that has a range."""
+"""The probes an imported scenario starts with: one per frontend of each Service port and node probed (its
+cluster IP from a pod on each such node, its NodePort from outside through each, each external IP and load balancer
+IP from outside, and from inside and outside a loadBalancerSourceRange), each with `expect: observe`: the run
+records what the kernel did; the user writes what it should have done. A dual-stack Service is probed in its
+primary family (a probe's default) and again in its secondary one (`family: IPv6`); the spoofed probe from a source
+range goes once per family that has a range.
+
+The nodes probed are one of each kind kube-proxy's rules for the Service tell apart (`probed_nodes`), not every
+node: a cluster of a thousand nodes and Services would have a million probes, each the same as its neighbours'."""
 
 from __future__ import annotations
 
@@ -11,6 +14,14 @@ from typing import Any
 
 from lab.describe.families import family_of
 from lab.describe.ip import parse_network
+from lab.describe.kubectl.services import Service
+
+# What kube-proxy's rules for a Service on a node depend on, from the endpoints: the conditions of the node's own
+# endpoints (local ones serve eTP/iTP Local, terminating ones serve when no other is ready), the node's zone (hints
+# forZones) and whether a hint forNodes names it (kubernetes/kubernetes pkg/proxy/topology.go at
+# 008b3652959ca58af8be3fb5b6ecfe9ae7638282, CategorizeEndpoints: availableForTopology, filterEndpoints).
+NodeKind = tuple[frozenset[tuple[bool, bool, bool]], str, bool]
+_NONE: frozenset[tuple[bool, bool, bool]] = frozenset()  # a node without endpoints of the Service: most nodes
 
 OBSERVE = "observe"
 
@@ -60,6 +71,31 @@ def probes_for(
             if "sourceAddress" not in p and _has_address(p["to"].get("via"), second, spec, status)
         ]
     return probes
+
+
+def probed_nodes(service: Service, nodes: list[str], zones: dict[str, str], pod_client: set[str]) -> list[str]:
+    """Of `nodes` (in their order), one of each kind the Service's rules tell apart (NodeKind): the first of each
+    whose client is a pod (a cluster IP is mostly reached from pods), else the first. A node whose rules differ
+    from another's only in its own address (the NodePort it serves, the source a masquerade gives) is of its kind."""
+    local: dict[str, set[tuple[bool, bool, bool]]] = {}
+    named = set()
+    for s in service.slices:
+        for ep in s.endpoints:
+            local.setdefault(ep.node, set()).add(_state(ep.conditions))
+            named.update(ep.nodes)
+    chosen: dict[NodeKind, str] = {}
+    for node in nodes:
+        kind = (frozenset(local[node]) if node in local else _NONE, zones.get(node, ""), node in named)
+        if kind not in chosen or (chosen[kind] not in pod_client and node in pod_client):
+            chosen[kind] = node
+    picked = set(chosen.values())
+    return [n for n in nodes if n in picked]
+
+
+def _state(conditions: dict[str, bool]) -> tuple[bool, bool, bool]:
+    """ready, serving, terminating; an unset one read as kube-proxy reads it (ready unless said otherwise)."""
+    ready = conditions.get("ready", True)
+    return ready, conditions.get("serving", ready), conditions.get("terminating", False)
 
 
 def _has_address(via: str | None, family: str, spec: dict[str, Any], status: list[dict[str, Any]]) -> bool:

@@ -2,8 +2,8 @@
 
 Services are written without their selectors, each with the EndpointSlices kube-proxy read (a Service without a
 selector takes hand-written slices in the lab): the endpoints, their conditions, nodes and hints are the cluster's,
-not recomputed. The pods at those endpoints are written with their node and address, and one pod per node as a
-client where the node runs none of them. Everything the lab leaves out or changes is said in `notes`.
+not recomputed. The pods at those endpoints are written with their node and address, and one pod per node probed
+as a client where the node runs none of them. Everything the lab leaves out or changes is said in `notes`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from lab.describe.kubectl.nodestate import Release as NodeRelease
 from lab.describe.kubectl.objects import Inputs, Obj
 from lab.describe.kubectl.origins import CLUSTER_FIELDS, NODE_FIELDS, Origin
 from lab.describe.kubectl.podblocks import free_blocks
-from lab.describe.kubectl.probes import probes_for
+from lab.describe.kubectl.probes import probed_nodes, probes_for
 from lab.describe.kubectl.proxyconfig import (
     GIT_VERSION,
     ProxyConfig,
@@ -126,6 +126,11 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     backends = {id(ep.pod): ep.pod for svc in services.values() for s in svc.slices for ep in s.endpoints}
     wanted = _nodes_involved(services, nodes, bool(options.services))
     clients = _clients(wanted, backends, placed)
+    with_pod = {n for n, p in clients.items() if p is not None}
+    zones = {n: nodes[n].zone for n in wanted}
+    probed = {key: probed_nodes(svc, wanted, zones, with_pod) for key, svc in services.items()}
+    used = {n for chosen in probed.values() for n in chosen}
+    clients = {n: p for n, p in clients.items() if n in used}  # a client no probe is sent from is not written
     written_pods = list(backends.values()) + [p for p in clients.values() if p is not None and id(p) not in backends]
     ranges = read_service_ranges(inputs.objects[SERVICE_CIDR], notes)
     networks = {f: _networks(f, config, [nodes[n] for n in wanted], services, ranges, notes) for f in families}
@@ -170,14 +175,14 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
         for n, p in clients.items()
     }
-    node_names = [names.node(n) for n in wanted]  # once: every Service's probes go through the same nodes
     for svc in services.values():
         manifest = _service(svc, names, notes)
         origins |= {("workload", len(workload) + i): Origin(o.obj) for i, o in enumerate([svc, *svc.slices])}
         workload.append(manifest)
         workload += [_slice(svc, s, names) for s in svc.slices]
         ns = names.namespace(svc.namespace)
-        probes += probes_for(manifest, ns, client_of, node_names, OUTSIDE, svc.source_ranges)
+        through = [names.node(n) for n in probed[svc.key]]
+        probes += probes_for(manifest, ns, client_of, through, OUTSIDE, svc.source_ranges)
     for original, label, why in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
         notes.append(nodes[original].obj.note(("metadata", "name"), f"named {label} in the scenario: {why}"))
     if not probes:
