@@ -7,7 +7,9 @@ import difflib
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 def seconds(limit: float) -> Callable[[str], float]:
@@ -38,6 +40,18 @@ def count(limit: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def refusing(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A flag's value read by `parse`, its ValueError said by argparse as the flag's refusal."""
+
+    def read(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return read
 
 
 class Parser(argparse.ArgumentParser):

@@ -18,8 +18,9 @@ lab exec ACTOR -- CMD        run CMD in an actor's namespace of a live lab (lab 
 lab probe NAME|--from A --to B:PORT   a probe in the live lab: same verdict and evidence as lab run
 lab down [RUN] [--all]       take a live lab down (RUN, or the only one); remove what killed runs left
 lab doctor                   which kernel features and tools are present, and how to get the rest
-lab bench [FILE|--replay|--steps|--scale N,..|--cluster NxP,..|--import N,P,S]  time a scenario's stages, replay
-                             cases, a step, N Services per mode, a generated cluster, or lab import of a generated one
+lab bench [FILE|--replay|--steps|--scale N,..|--cluster NxP,..|--import N,P,S|--sync N,..]  time a scenario's
+                             stages, replay cases, a step, N Services per mode, a generated cluster, lab import of a
+                             generated one, or kube-proxy's sync of N Services per mode with traffic and kernel warnings
 lab vm run/matrix -- CMD     run CMD as root under stock Debian kernels in QEMU (one kernel / several)
 """
 
@@ -39,12 +40,14 @@ from rich.console import Console
 from rich.text import Text
 
 from lab.api import run_variant
-from lab.argtypes import Parser, count, seconds
+from lab.argtypes import Parser, count, refusing, seconds
 from lab.bench.cluster import parse_sizes, run_cluster_bench
 from lab.bench.imports import parse_import_size, run_import_bench
 from lab.bench.scale import run_scale_bench
 from lab.bench.stages import run_bench, run_replay_bench
 from lab.bench.steps import run_steps_bench
+from lab.bench.sync import MODES as SYNC_MODES
+from lab.bench.sync import parse_modes, parse_sync_sizes, run_sync_bench, version_problem
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
@@ -284,6 +287,13 @@ def import_size(text: str) -> tuple[int, int, int]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if (args.modes or args.kube_version) and not args.sync:
+        err.print("--modes and --kube-version choose what --sync times: give --sync N,... too")
+        return 2
+    sync_version = args.kube_version or KUBE_PROXY_VERSION
+    if args.sync and (problem := version_problem(sync_version, args.modes or list(SYNC_MODES))):
+        err.print(literal(f"--kube-version: {problem}"))
+        return 2
     if args.imports:  # reads and writes files only: no root needed
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -298,6 +308,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return run_steps_bench(
             ["iptables", "nftables"] + (["ipvs"] if kernel_has("ip_vs") else []), args.repeat, console
         )
+    if args.sync:
+        return run_sync_bench(args.sync, args.modes or list(SYNC_MODES), sync_version, args.repeat, console)
     if args.cluster:
         with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
             return run_cluster_bench(args.cluster, args.repeat, console, Path(tmp))
@@ -512,7 +524,7 @@ def parser() -> argparse.ArgumentParser:
         description="The median wall time of a scenario's build, install, probes and teardown against raw ip "
         "commands for the same objects; or of lab replay cases (--replay), one change to a running cluster "
         "(--steps), N Services per mode (--scale), a generated cluster (--cluster), lab import of a generated "
-        "kubectl List (--import). Needs root, but for --import.",
+        "kubectl List (--import), kube-proxy's sync of N Services (--sync). Needs root, but for --import.",
         epilog=exit_codes(
             (0, "timed"), (1, "a probe failed during the benchmark"), (2, "a bad file or flag, not root"), *STOPPED
         ),
@@ -553,6 +565,23 @@ def parser() -> argparse.ArgumentParser:
         "--import 1000,30000,1000); needs no root",
     )
     bench.add_argument("--out", metavar="DIR", help="with --import: write the generated Lists into DIR and keep them")
+    bench.add_argument(
+        "--sync",
+        type=refusing(parse_sync_sizes),
+        metavar="N,N,...",
+        help="kube-proxy's full sync of N ClusterIP Services with one endpoint each on one node and a one-endpoint "
+        "change, timed per mode, with a client's connections to an existing Service during the full sync and the "
+        "kernel's warnings (RCU stalls, soft lockups, hung tasks, WARNINGs) from its log, e.g. 1000,5000,20000",
+    )
+    bench.add_argument(
+        "--modes",
+        type=refusing(parse_modes),
+        metavar="M,M",
+        help=f"with --sync: the modes, among {','.join(SYNC_MODES)} (all; ipvs where the kernel has it)",
+    )
+    bench.add_argument(
+        "--kube-version", metavar="1.MINOR", help=f"with --sync: kube-proxy's release ({KUBE_PROXY_VERSION})"
+    )
     bench.set_defaults(func=cmd_bench)
 
     add_live_commands(sub)

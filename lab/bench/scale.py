@@ -24,8 +24,8 @@ from lab.install.dataplane import load
 from lab.install.echo import EchoServers, Listener
 from lab.probe.capture import Captures, Frame
 from lab.probe.client import send
-from lab.render.dataplane import NodeDataplane
-from lab.render.kubeproxy.iptables import render_iptables
+from lab.render.dataplane import NodeDataplane, ipvs_plane
+from lab.render.kubeproxy.iptables import DEFAULT_VERSION, render_iptables
 from lab.render.kubeproxy.ipvs import render_ipvs
 from lab.render.kubeproxy.nftables import render_nftables
 from lab.render.kubeproxy.service import Endpoint, ProxyConfig, ServicePort
@@ -65,26 +65,21 @@ class Sample:
     transit_min_us: float  # the same, fastest: the least disturbed by anything else on the machine
 
 
-def _plane(mode: str, svcs: list[ServicePort]) -> NodeDataplane:
+def plane(mode: str, svcs: list[ServicePort], version: str = DEFAULT_VERSION) -> NodeDataplane:
+    """kube-proxy `version`'s first sync of `svcs` on the bench's node, as install loads it (iptables-legacy: the
+    same rules as iptables, loaded with the legacy tools)."""
     if mode in ("iptables", "iptables-legacy"):
-        return NodeDataplane("iptables", iptables=render_iptables(svcs, CONFIG, [NODE_IP]).restore_text())
+        return NodeDataplane("iptables", iptables=render_iptables(svcs, CONFIG, [NODE_IP], version).restore_text())
     if mode == "nftables":
-        return NodeDataplane("nftables", nft=render_nftables(svcs, CONFIG, [NODE_IP]).script())
-    rules = render_ipvs(svcs, CONFIG, [NODE_IP])
-    return NodeDataplane(
-        "ipvs",
-        iptables=rules.iptables_restore(),
-        ipsets=rules.ipset_restore(),
-        ipvs=rules.ipvsadm_restore(),
-        dummy_addresses=tuple(rules.dummy_addresses),
-    )
+        return NodeDataplane("nftables", nft=render_nftables(svcs, CONFIG, [NODE_IP], version).script())
+    return ipvs_plane(render_ipvs(svcs, CONFIG, [NODE_IP], version))
 
 
 def _install(mode: str, ns: str, svcs: list[ServicePort]) -> float:
     """Render (untimed), then load with the real tools (timed)."""
-    plane = _plane(mode, svcs)
+    rules = plane(mode, svcs)
     start = time.perf_counter()
-    load(ns, plane, "legacy" if mode == "iptables-legacy" else "nft")
+    load(ns, rules, "legacy" if mode == "iptables-legacy" else "nft")
     return time.perf_counter() - start
 
 
