@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from lab.describe.releases import check_feature_gate
 from lab.describe.topology import ProbeSpec, Topology
@@ -22,7 +23,7 @@ from lab.install.ports import PortHolder
 from lab.install.steps import StepDone, run_steps
 from lab.probe.session import ProbeSession
 from lab.realize.build import Realized, realize
-from lab.render.dataplane import kernel_version, render, setups
+from lab.render.dataplane import NodeDataplane, kernel_version, render, setups
 from lab.render.kubeproxy.kernel_state import Reads
 from lab.render.kubeproxy.nftables import check_nftables_version
 from lab.render.kubeproxy.sync import listed_after_rules, reads
@@ -88,6 +89,7 @@ class Standing:
     installed: float  # ... and the rest of install
     said: tuple[str, ...] = ()  # what each node's first kube-proxy sync said ("node: line"): a failed sync
     first_sync: float = 0.0  # seconds kube-proxy's first sync took on every node, within the build's
+    planes: Mapping[str, NodeDataplane] = field(default_factory=dict)  # what render wrote for each node, by node name
 
 
 @contextmanager
@@ -109,7 +111,8 @@ def standing(topo: Topology) -> Iterator[Standing]:
         stack.callback(ports.close)
         ports.sync(planes)
         install_actors(realized, stack)
-        yield Standing(realized, ports, rendered, built, time.perf_counter(), first.said, first.seconds)
+        installed = time.perf_counter()
+        yield Standing(realized, ports, rendered, built, installed, first.said, first.seconds, MappingProxyType(planes))
 
 
 @contextmanager
@@ -118,6 +121,7 @@ def probing(stood: Standing, timeout: float, pcap_dir: Path | None = None) -> It
     is then said by every probe); closed on exit."""
     with ProbeSession(stood.realized, timeout, pcap_dir) as session:
         session.kube_proxy_synced(stood.said)
+        session.reasons.rendered(stood.realized.topology, stood.planes)
         yield session
 
 

@@ -31,7 +31,7 @@ from lab.probe.sockets import destination, silent_taker
 from lab.probe.why import BACKING_OFF, SentIcmp, crafted_fate, explain, silent_reject, stray_answer, tcp_flags
 from lab.realize.build import Realized
 from lab.realize.families import address
-from lab.render.dataplane import rule_reasons
+from lab.render.dataplane import NodeDataplane, rule_reasons
 from lab.render.kubeproxy.because import Because, kubelet_hairpin_mode
 
 
@@ -43,14 +43,25 @@ class RuleReasons:
         self.running: Topology | None = None
         self.by_node: dict[str, tuple[Because, ...]] = {}
 
+    def rendered(self, running: Topology, planes: Mapping[str, NodeDataplane]) -> None:
+        """The reasons render gave with `planes`, what kube-proxy writes for `running` on every node: the probes
+        of a cluster of a hundred nodes and ten thousand endpoints asked for them again node by node, each node
+        rendered alone (without the rules the nodes share) for seconds a probe."""
+        self.running = running
+        self.by_node = {node: plane.reasons + _agent_reasons(running, node) for node, plane in planes.items()}
+
     def of(self, running: Topology, node: str) -> tuple[Because, ...]:
         if running is not self.running:
             self.running, self.by_node = running, {}
         if node not in self.by_node:
-            agent = running.masq_agent
-            extra = masq_agent_reasons(agent) if agent is not None and node in agent.nodes else ()
-            self.by_node[node] = rule_reasons(running, node) + extra
+            self.by_node[node] = rule_reasons(running, node) + _agent_reasons(running, node)
         return self.by_node[node]
+
+
+def _agent_reasons(running: Topology, node: str) -> tuple[Because, ...]:
+    """ip-masq-agent's reasons on the node, where it runs."""
+    agent = running.masq_agent
+    return masq_agent_reasons(agent) if agent is not None and node in agent.nodes else ()
 
 
 class Explainer:

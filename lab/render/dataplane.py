@@ -59,6 +59,11 @@ class NodeDataplane:
         """Each family's proxier's output, the primary first: what each loads on the node."""
         return (self, self.other_family) if self.other_family else (self,)
 
+    @property
+    def reasons(self) -> tuple[Because, ...]:
+        """Why every proxier's rules that mark for masquerade or choose an endpoint were written."""
+        return tuple(because for proxier in self.proxiers for because in proxier.because)
+
     def proxied(self) -> list[str]:
         """The localhost proxy's listeners, one line each (`lab render` prints them as comments after the rules)."""
         return [
@@ -244,7 +249,7 @@ def rule_reasons(topo: Topology, node_name: str) -> tuple[Because, ...]:
     """Why kube-proxy wrote the node's rules that mark for masquerade or choose an endpoint, every proxier's."""
     if all(node.name != node_name for node in topo.nodes):
         return ()
-    return tuple(because for proxier in node_dataplane(topo, node_name).proxiers for because in proxier.because)
+    return node_dataplane(topo, node_name).reasons
 
 
 def setups(planes: Mapping[str, NodeDataplane]) -> dict[str, NodeSetup]:
