@@ -21,10 +21,12 @@ import json
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from lab.install.loop import SocketLoop
-from lab.realize.enter import in_netns
+from lab.realize.enter import in_netns_each
 from lab.realize.families import endpoint
 
 IP_PKTINFO = 8  # linux/in.h; Python's socket module does not export it
@@ -79,8 +81,22 @@ class EchoServers(SocketLoop):
         self.arrivals: list[Arrival] = []
 
     def listen(self, listener: Listener) -> None:
-        for family in listener.families:
-            self.register(in_netns(listener.netns, lambda f=family: _listening(listener, _FAMILIES[f])), listener)
+        self.listen_all([listener])
+
+    def listen_all(self, listeners: Sequence[Listener]) -> None:
+        """Every listener's sockets, made in its namespace by one thread moving from one namespace to the next (a
+        thread each cost seconds at ten thousand pods); each is served as soon as it is made, so one that fails
+        leaves those made before it to close()."""
+        in_netns_each(
+            [
+                (listener.netns, partial(self._listening_here, listener, _FAMILIES[family]))
+                for listener in listeners
+                for family in listener.families
+            ]
+        )
+
+    def _listening_here(self, listener: Listener, family: int) -> None:
+        self.register(_listening(listener, family), listener)
 
     def arrivals_since(self, mark: int) -> list[Arrival]:
         with self._lock:

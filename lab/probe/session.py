@@ -149,9 +149,8 @@ class ProbeSession:
             raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 
     def _listen(self, backends: list[Listener]) -> None:
-        for listener in backends:
-            self.echo.listen(listener)
-            self.ports.add(listener.port)
+        self.echo.listen_all(backends)
+        self.ports.update(listener.port for listener in backends)
 
     def pods_added(self, pods: Sequence[PodSpec], running: Topology) -> None:
         """Pods a step plugged in after the build (lab.realize.build.plug_pods): their backends listen, their ports

@@ -181,11 +181,19 @@ def in_netns(name: str, fn: Callable[[], T]) -> T:
 def in_each_netns(names: Sequence[str], fn: Callable[[], T]) -> list[T]:
     """fn() in each namespace of /run/netns/<name> in turn, on one throw-away thread that moves from one to the
     next: a call costs a setns, not a thread (a tenth of a millisecond against half a millisecond)."""
+    return in_netns_each([(name, fn) for name in names])
+
+
+def in_netns_each(calls: Sequence[tuple[str, Callable[[], T]]]) -> list[T]:
+    """Each (name, fn): fn() in /run/netns/<name>, in order, on one throw-away thread moving from namespace to
+    namespace (as in_each_netns), entering a namespace again only where it differs from the last call's."""
 
     def body() -> list[T]:
-        results = []
-        for name in names:
-            _setns(NETNS_DIR / name)
+        results, here = [], ""
+        for name, fn in calls:
+            if name != here:
+                _setns(NETNS_DIR / name)
+                here = name
             results.append(fn())
         return results
 
