@@ -202,11 +202,23 @@ class Answer:
     answered: bool
 
 
-class Client:
-    """New connections to one Service from the client pod, one every INTERVAL, on a thread of its own, until stopped."""
+def reached(ns: str, ip: str, endpoint: str) -> tuple[bool, str]:
+    """Whether a new connection from `ns` to `ip`:80 was answered by `endpoint` (the sink answers every address it is
+    sent, the ClusterIP itself too when no rule translates it: the address it was reached at tells), and what it met
+    otherwise."""
+    result = send(ns, ip, 80, "TCP", TIMEOUT)
+    local = (result.reply or {}).get("local", "")
+    if result.outcome == "delivered" and local == f"{endpoint}:80":
+        return True, ""
+    return False, f"{result.outcome} at {local}" if local else f"{result.outcome} ({result.error})"
 
-    def __init__(self, ns: str, ip: str) -> None:
-        self.ns, self.ip = ns, ip
+
+class Client:
+    """New connections to one Service from the client pod, one every INTERVAL, on a thread of its own, until stopped;
+    answered when its endpoint answered."""
+
+    def __init__(self, ns: str, service: ServicePort) -> None:
+        self.ns, self.ip, self.endpoint = ns, str(service.cluster_ip), service.endpoints[0].ip
         self.answers: list[Answer] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._connect, name="bench-sync-client", daemon=True)
@@ -214,8 +226,8 @@ class Client:
     def _connect(self) -> None:
         while not self._stop.is_set():
             started = time.perf_counter()
-            result = send(self.ns, self.ip, 80, "TCP", TIMEOUT)
-            self.answers.append(Answer(started, time.perf_counter(), result.outcome == "delivered"))
+            answered, _ = reached(self.ns, self.ip, self.endpoint)
+            self.answers.append(Answer(started, time.perf_counter(), answered))
             self._stop.wait(INTERVAL)
 
     def __enter__(self) -> Client:
@@ -269,19 +281,22 @@ def _timed(step: Callable[[], None]) -> tuple[float, float]:
     return start, time.perf_counter()
 
 
-def _check(ns: str, ip: str, what: str) -> None:
-    result = send(ns, ip, 80, "TCP", TIMEOUT)
-    if result.outcome != "delivered":
+def _check(ns: str, service: ServicePort, endpoint: str, what: str) -> None:
+    answered, met = reached(ns, str(service.cluster_ip), endpoint)
+    if not answered:
         raise RuntimeError(
-            f"{what}: a connection to {ip}:80 was {result.outcome} ({result.error}): timings would not count"
+            f"{what}: a connection to {service.cluster_ip}:80 was not answered by its endpoint {endpoint} but "
+            f"{met}: timings would not count"
         )
 
 
-def measure(mode: str, one: Rendered, every: Rendered, changed: Rendered, ips: tuple[str, str]) -> Sample:
-    """One run on a node built for it: the full sync with the client connecting, then the change. `ips`: the
-    ClusterIP the client keeps connecting to, the changed Service's."""
-    existing, moved = ips
-    with build(Setup((NODE_IP,), POD_CIDR, CLIENT, existing, 80, "TCP", ())) as env, kernel_log() as log:
+def measure(
+    mode: str, one: Rendered, every: Rendered, changed: Rendered, existing: ServicePort, moved: ServicePort
+) -> Sample:
+    """One run on a node built for it: the full sync with the client connecting to the `existing` Service, then the
+    change of the `moved` one's endpoint, each checked on the node."""
+    setup = Setup((NODE_IP,), POD_CIDR, CLIENT, str(existing.cluster_ip), 80, "TCP", ())
+    with build(setup) as env, kernel_log() as log:
         node = env.namespaces["node"]
         echo = EchoServers()
         try:
@@ -292,9 +307,9 @@ def measure(mode: str, one: Rendered, every: Rendered, changed: Rendered, ips: t
                 time.sleep(0.3)  # the connections' time before the sync
                 start, end = _timed(lambda: full_sync(mode, node, one, every))
                 time.sleep(0.1)
-            _check(env.source_ns, moved, f"{mode} after the full sync")
+            _check(env.source_ns, moved, moved.endpoints[0].ip, f"{mode} after the full sync")
             change = _timed(lambda: resync(mode, node, every, changed))
-            _check(env.source_ns, moved, f"{mode} after the change")
+            _check(env.source_ns, moved, CHANGED_ENDPOINT, f"{mode} after the change")
         finally:
             echo.close()
     return Sample(end - start, change[1] - change[0], traffic(client.answers, start, end), warnings_in(log))
@@ -355,8 +370,7 @@ def run_sync_bench(sizes: list[int], modes: list[str], version: str, repeat: int
             svcs = services(size)
             every, changed = render(mode, svcs, version), render(mode, one_endpoint_changed(svcs), version)
             render_s = (time.perf_counter() - started) / 2
-            ips = (str(svcs[0].cluster_ip), str(svcs[len(svcs) // 2].cluster_ip))
-            samples = [measure(mode, one, every, changed, ips) for _ in range(repeat)]
+            samples = [measure(mode, one, every, changed, svcs[0], svcs[len(svcs) // 2]) for _ in range(repeat)]
             table.add_row(*_row(mode, size, render_s, samples, previous))
             previous = (size, statistics.median(s.full for s in samples))
             console.print(f"[dim]{time.strftime('%H:%M:%S')} {mode} {size} done[/dim]")
