@@ -4,13 +4,11 @@ client's connections to that Service answered all through it, the one-endpoint c
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from support.host import REPO, lab_namespaces, records_of
+from support.host import REPO, lab_namespaces, once_built, terminated_leaving_nothing
 
 from lab.bench.scale import services
 from lab.bench.sync import Rendered, measure, one_endpoint_changed, render
@@ -44,14 +42,6 @@ def test_the_change_that_does_not_reach_its_service_ends_the_bench(own_namespace
 def test_sigterm_to_lab_bench_sync_leaves_no_namespace():
     bench = [sys.executable, "-m", "lab", "bench", "--sync", "3000", "--modes", "nftables", "--repeat", "3"]
     proc = subprocess.Popen(bench, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    deadline, mine = time.monotonic() + 180, set()
-    while time.monotonic() < deadline and not (mine & set(lab_namespaces())):
-        mine = {name for record in records_of(proc.pid) for name in record["namespaces"]}
-        time.sleep(0.02)
+    mine = once_built(proc, 3)
     assert mine & set(lab_namespaces()), "the bench never built its node"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err
-    assert not (mine & set(lab_namespaces())), err[-2000:]
-    assert not records_of(proc.pid), "the run's record stayed"
+    terminated_leaving_nothing(proc, mine)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from support.host import REPO, lab_namespaces, records_of
+from support.host import REPO, lab_namespaces, once_built, records_of, terminated_leaving_nothing
 
 from lab.api import run_variant
 from lab.describe.load import load_scenario
@@ -159,21 +159,11 @@ def test_sigterm_exits_143_removes_everything_and_json_keeps_what_finished(host_
     assert not (mine & set(lab_namespaces())) and not records_of(proc.pid)
 
 
-def _once_built(proc: subprocess.Popen, count: int) -> set[str]:
-    """The namespaces `proc`'s runs recorded (other runs may be building theirs meanwhile), once `count` of them
-    stand (or after 180 s: the machine may be busy)."""
-    deadline, mine = time.monotonic() + 180, set()
-    while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < count:
-        mine = {name for record in records_of(proc.pid) for name in record["namespaces"]}
-        time.sleep(0.02)
-    return mine
-
-
 def test_sigterm_to_pytest_removes_the_variant_it_was_running(host_unchanged):
     """The pytest plugin takes SIGTERM as Ctrl-C: the variant being built or probed tears its namespaces down."""
     pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "topologies/lb-local-from-pods.yaml"]
     proc = subprocess.Popen(pytest_argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
-    mine = _once_built(proc, 5)
+    mine = once_built(proc, 5)
     assert mine & set(lab_namespaces()), "pytest never built a variant"
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
@@ -186,11 +176,6 @@ def test_sigterm_to_lab_bench_removes_the_cluster_it_was_timing(host_unchanged):
     every namespace of the cluster it was timing)."""
     bench = [sys.executable, "-m", "lab", "bench", "--cluster", "3x10", "--repeat", "1"]
     proc = subprocess.Popen(bench, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    mine = _once_built(proc, 10)
+    mine = once_built(proc, 10)
     assert mine & set(lab_namespaces()), "the bench never built its cluster"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err
-    assert not (mine & set(lab_namespaces())), err[-2000:]
-    assert not records_of(proc.pid), "the run's record stayed"
+    terminated_leaving_nothing(proc, mine)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,3 +100,24 @@ def records_of(pid: int) -> list[dict]:
         if record.get("pid") == pid:
             found.append(record)
     return found
+
+
+def once_built(proc: subprocess.Popen, count: int) -> set[str]:
+    """The namespaces `proc`'s runs recorded (other runs may be building theirs meanwhile), once `count` of them
+    stand (or after 180 s: the machine may be busy)."""
+    deadline, mine = time.monotonic() + 180, set()
+    while time.monotonic() < deadline and len(mine & set(lab_namespaces())) < count:
+        mine = {name for record in records_of(proc.pid) for name in record["namespaces"]}
+        time.sleep(0.02)
+    return mine
+
+
+def terminated_leaving_nothing(proc: subprocess.Popen, mine: set[str]) -> None:
+    """SIGTERM to `proc`, a lab command with its stderr piped: it exits 143 in words, with none of `mine` (the
+    namespaces it built) and no record of its runs left."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert not (mine & set(lab_namespaces())), err[-2000:]
+    assert not records_of(proc.pid), "the run's record stayed"
