@@ -15,6 +15,8 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.table import Table
@@ -23,7 +25,13 @@ from lab.api import run_variant
 from lab.bench.settle import settle
 from lab.bench.stages import counts, raw_ip_seconds
 from lab.describe.load import load_scenario
+from lab.describe.topology import Topology
 from lab.doctor import machine_arch
+from lab.install.dataplane import FirstSync
+from lab.pipeline import on_this_kernel
+from lab.realize.enter import create_netns_all
+from lab.realize.runs import new_prefix, record, release, remove_namespaces
+from lab.render.dataplane import render
 
 PROBES = 10
 
@@ -86,11 +94,53 @@ def cluster_scenario(nodes: int, pods: int, mode: str = "iptables", probes: int 
     return "\n".join(lines) + "\n"
 
 
+def _nothing() -> None:
+    """Nothing to do inside a namespace just made."""
+
+
+@contextmanager
+def _namespaces(count: int) -> Iterator[list[str]]:
+    """Names for `count` new namespaces, recorded first so that `lab down` finds whatever a killed bench left;
+    on leaving, whatever of them was made is removed."""
+    prefix = new_prefix()
+    names = [f"{prefix}-floor{i}" for i in range(count)]
+    record(prefix, *names)
+    try:
+        yield names
+    finally:
+        remove_namespaces(names)
+        release(prefix)
+
+
+def namespaces_alone_seconds(count: int) -> float:
+    """The kernel's part of the build that no build goes under: `count` bare namespaces, made the lab's fastest
+    way (create_netns_all: a thread per core unsharing), no link in them."""
+    with _namespaces(count) as names:
+        start = time.perf_counter()
+        create_netns_all(names, _nothing)
+        return time.perf_counter() - start
+
+
+def first_sync_alone_seconds(topo: Topology) -> float:
+    """kube-proxy's first sync on every node (the real tool's restore of each node's rules, as the build runs it
+    alongside, FirstSync) with nothing else running: each node's rules into a bare namespace of its own."""
+    topo = on_this_kernel(topo)
+    planes = render(topo)
+    with _namespaces(len(planes)) as names:
+        create_netns_all(names, _nothing)
+        first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+        with first.alongside() as node_built:
+            for node, name in zip(planes, names, strict=True):
+                node_built(node, name)
+        return first.seconds
+
+
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
     for column in ("nodes × pods", "namespaces", "render s", "build s", "first sync s", "raw ip s",
-                   "build / raw ip", "install s", "probe session s", "per probe s", "per probe / first",
-                   "teardown s", "kernel cleanup s", "total s", "total / raw ip"):  # fmt: skip
+                   "build / raw ip", "namespaces alone s", "first sync alone s", "build / floor", "install s",
+                   "probe session s", "per probe s", "per probe / first", "teardown s", "kernel cleanup s",
+                   "total s", "total / raw ip"):  # fmt: skip
         table.add_column(column, justify="right")
     # A shared machine's load inflates every time: the raw ip floor measured beside each size is what to read them
     # against, and the load says how far to trust them.
@@ -118,6 +168,15 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             raws.append(raw_ip_seconds(namespaces, links))
             busy = busy or settle() is None
         raw = statistics.median(raws)
+        alone, syncs = [], []
+        for _ in range(repeat):
+            alone.append(namespaces_alone_seconds(namespaces))
+            busy = busy or settle() is None
+            syncs.append(first_sync_alone_seconds(topo))
+            busy = busy or settle() is None
+        # What the build cannot go under: its namespaces alone, or its first syncs alone, whichever is longer
+        # (the build runs the two side by side).
+        floor = max(statistics.median(alone), statistics.median(syncs))
         waited = [seconds for seconds in cleanups if seconds is not None]
 
         def med(stage: str, timings=runs) -> float:  # noqa: ANN001
@@ -133,6 +192,9 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             f"{med('first_sync'):.2f}",
             f"{raw:.2f}",
             f"{med('build') / raw:.2f}×",
+            f"{statistics.median(alone):.2f}",
+            f"{statistics.median(syncs):.2f}",
+            f"{med('build') / floor:.2f}×",
             f"{med('install'):.2f}",
             f"{med('session'):.2f}",
             f"{per_probe:.3f}",
@@ -147,6 +209,8 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
     table.caption = (
         "build: namespaces, links, addresses and routes, with kube-proxy's first sync on every node alongside once "
         "the nodes are up (first sync: its own time, within the build's); install: what follows the build. "
+        "namespaces alone: as many bare namespaces, made the lab's way; first sync alone: every node's first sync "
+        "with nothing else running; build / floor: the build against the longer of the two. "
         "kernel cleanup: after the run, until the machine was idle again (the kernel freeing its namespaces); not "
         "in the total. Every timed run started on an idle machine"
         + (" — except some: the machine stayed busy with other work" if busy else "")
