@@ -24,13 +24,13 @@ EXPECTED = {
     "Cluster": {
         "node-port-via-node1": ("delivered", "openresty", "10.244.1.1"),  # node1/cni0
         "node-port-via-node2": ("delivered", "openresty", "192.168.56.12"),  # node2
-        "cluster-ip-from-node1": ("delivered", "openresty", "10.244.1.2"),  # openresty itself: hairpin
+        "cluster-ip-from-node1": ("delivered", "openresty", "10.244.1.1"),  # openresty to itself: masqueraded, cni0
         "cluster-ip-from-node2": ("delivered", "openresty", "10.244.2.2"),  # coredns on node2, not NATed
     },
     "Local": {
         "node-port-via-node1": ("delivered", "openresty", "192.168.56.254"),  # the client's own address
         "node-port-via-node2": ("dropped", None, None),
-        "cluster-ip-from-node1": ("delivered", "openresty", "10.244.1.2"),
+        "cluster-ip-from-node1": ("delivered", "openresty", "10.244.1.1"),
         "cluster-ip-from-node2": ("delivered", "openresty", "10.244.2.2"),
     },
 }
