@@ -41,13 +41,16 @@ OPTIONS_SINCE = {
 # kube-proxy feature gates a scenario may set, and the first release that knows each (a release that does not refuses
 # to start: "unrecognized feature gate").
 FEATURE_GATES_SINCE = {
+    "AllowServiceExternalIPs": (36, "kubernetes#137293"),
     "KubeProxyNFTablesLocalhostNodePorts": (37, "kubernetes#138427"),
 }
 
 # The first release that turns each gate on when the configuration does not name it (a beta gate), and the change:
 # KubeProxyNFTablesLocalhostNodePorts is "now beta and enabled by default" in v1.38.0-alpha.2 (READ in
-# CHANGELOG/CHANGELOG-1.38.md at kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2).
+# CHANGELOG/CHANGELOG-1.38.md at kubernetes/kubernetes@0411cc704533ed25a1bfc6e21a3195d9c6a2f0f2);
+# AllowServiceExternalIPs came deprecated and on, keeping externalIPs working until it is turned off (KEP-5707).
 FEATURE_GATES_ON_SINCE = {
+    "AllowServiceExternalIPs": (36, "kubernetes#137293"),
     "KubeProxyNFTablesLocalhostNodePorts": (38, "kubernetes#142490"),
 }
 

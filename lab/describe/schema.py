@@ -71,7 +71,7 @@ NODE_PORT_KEYWORDS = ("primary", "localhost", "all")
 
 # The kube-proxy feature gates the lab models (KubeProxyConfiguration.featureGates): what each one changes is render's
 # (lab/render/kubeproxy/versions.py), which releases have it is describe's (lab/describe/releases.py).
-FeatureGate = Literal["KubeProxyNFTablesLocalhostNodePorts"]
+FeatureGate = Literal["AllowServiceExternalIPs", "KubeProxyNFTablesLocalhostNodePorts"]
 
 
 # The Debian releases whose nft the lab fetches from Debian's archive and runs on this machine (lab/vm/debtools.py).

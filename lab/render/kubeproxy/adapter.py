@@ -59,6 +59,8 @@ def service_ports(topo: Topology, node: str, family: Family | None = None) -> li
     release = Release.of(topo.cluster.kube_version)
     family = family or topo.cluster.families[0]
     here = NodeTopology(node, dict(topo.node(node).labels).get(ZONE_LABEL, ""))
+    # With AllowServiceExternalIPs off kube-proxy sees no externalIPs at all: no rules, no conntrack frontend.
+    external = not release.external_ips_gated or topo.cluster.gate("AllowServiceExternalIPs")
     ports = []
     for svc in topo.services:
         # kube-proxy leaves an ipMode: Proxy address to the proxy that answers it, from the release that honours
@@ -92,7 +94,7 @@ def service_ports(topo: Topology, node: str, family: Family | None = None) -> li
                     port=port.port,
                     cluster_ip=svc.cluster_ip_of(family) or None,
                     node_port=port.node_port,
-                    external_ips=svc.external_ips,
+                    external_ips=svc.external_ips if external else (),
                     load_balancer_ips=programmed,
                     load_balancer_source_ranges=svc.load_balancer_source_ranges,
                     external_policy=svc.external_policy,
