@@ -74,24 +74,31 @@ NODE_PORT_KEYWORDS = ("primary", "localhost", "all")
 FeatureGate = Literal["AllowServiceExternalIPs", "KubeProxyNFTablesLocalhostNodePorts"]
 
 
-# The Debian releases whose nft the lab fetches from Debian's archive and runs on this machine (lab/vm/debtools.py).
+# The Debian releases whose nft and iptables the lab fetches from Debian's archive and runs on this machine
+# (lab/vm/debtools.py).
 DebianRelease = Literal["bullseye", "bookworm", "trixie"]
 
 
 class ToolReleases(Strict):
-    """Which Debian release's nft a writer of the node's rules runs; unset, this machine's own."""
+    """Which Debian release's nft and iptables a writer of the node's rules runs; unset, this machine's own."""
 
     nft: DebianRelease | None = None
+    # iptables and ip6tables (-save, -restore) of the writer's backend: iptables-nft, or iptables-legacy.
+    iptables: DebianRelease | None = None
 
 
 class HostTools(ToolReleases):
-    # The node's other writer (the host's firewall, a CNI): an nftables script it loads with its nft on every node
-    # before kube-proxy's first sync.
+    # The node's other writers (the host's firewall, Docker, the CNI, ip-masq-agent): an nftables script loaded with
+    # their nft on every node before kube-proxy's first sync; the iptables backend they write in (unset,
+    # cluster.iptablesBackend, kube-proxy's); rules (iptables-restore's input) they add to that backend's tables
+    # before kube-proxy's first sync, and keep there.
     nftables: str = ""
+    iptables_backend: Literal["nft", "legacy"] | None = Field(None, alias="iptablesBackend")
+    iptables_rules: str = Field("", alias="iptablesRules")
 
 
 class Tools(Strict):
-    """The tools inside kube-proxy's image and those of the node's other writers: each runs its own nft."""
+    """The tools inside kube-proxy's image and those of the node's other writers: each runs its own."""
 
     kube_proxy: ToolReleases = Field(ToolReleases(), alias="kubeProxy")
     host: HostTools = HostTools()

@@ -398,9 +398,13 @@ class ClusterSpec:
     secondary_underlay: str = ""
     secondary_gateway_ip: str = ""
     # cluster.tools: (role, tool, Debian release) of each writer that runs a release's own tool ("kubeProxy" or
-    # "host"), and the nftables script the host's writer loads before kube-proxy's first sync ("" for none).
+    # "host"; "nft", "iptables-nft" or "iptables-legacy"), and the nftables script the host's writer loads before
+    # kube-proxy's first sync ("" for none); the iptables backend the host's writers write in, and the rules
+    # (iptables-restore's input) the host adds to it ("" for none).
     tools: tuple[tuple[str, str, str], ...] = ()
     host_nftables: str = ""
+    host_iptables_backend: str = "nft"
+    host_iptables_rules: str = ""
 
     @property
     def families(self) -> tuple[Family, ...]:

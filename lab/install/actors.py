@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from lab.describe.topology import FrontendSpec, LoadBalancerSpec, MasqAgentSpec, Topology
 from lab.install.health import HEALTHZ_PORT, CheckResult, HealthListener, HealthServers, http_check
 from lab.install.speaker import Announced, Speakers
-from lab.install.tools import _feed, _tool, ip_batch, iptables_restore
+from lab.install.tools import Xtables, ip_batch, iptables_restore, xtables
 from lab.realize.build import FABRIC, Realized
 from lab.render.kubeproxy.because import MASQUERADES, Because, Setting
 from lab.render.kubeproxy.healthcheck import local_endpoints
@@ -211,15 +211,16 @@ def install_actors(realized: Realized, closers: ExitStack) -> list[Decision]:
     """Start kube-proxy's health servers, run the load balancers' checks, install every actor's rules.
     The servers are stopped by `closers`, which the pipeline unwinds before the namespaces go."""
     topo = realized.topology
-    backend = topo.cluster.iptables_backend
+    machine = Xtables(topo.cluster.iptables_backend)  # the external hosts' and the fabric's: this machine's
     if topo.masq_agent:
         text = masq_agent_rules(topo.masq_agent)
-        for node in topo.masq_agent.nodes:
-            _feed(realized.namespaces[node], [_tool("restore", backend), "--noflush"], text, "ip-masq-agent rules")
+        for node in topo.masq_agent.nodes:  # a node's other writer: the host's iptables (cluster.tools)
+            ns = realized.namespaces[node]
+            iptables_restore(ns, text, xtables(topo, "host"), noflush=True, what="ip-masq-agent rules")
     for ext in topo.externals:
         if ext.masquerade:
             text = f"*nat\n-A POSTROUTING -s {ext.network} -o eth0 -j MASQUERADE\nCOMMIT\n"
-            iptables_restore(realized.namespaces[ext.name], text, backend)
+            iptables_restore(realized.namespaces[ext.name], text, machine)
     if topo.announcements:
         start_speakers(realized, closers)
     if not topo.load_balancers and not topo.egress:
@@ -233,7 +234,7 @@ def install_actors(realized: Realized, closers: ExitStack) -> list[Decision]:
         servers.start()
         decisions = decide(realized)
     fabric = realized.namespaces[FABRIC]
-    iptables_restore(fabric, fabric_rules(topo, decisions), backend)
+    iptables_restore(fabric, fabric_rules(topo, decisions), machine)
     routes = [
         f"route replace {d.frontend.vip}/32 via {topo.node(d.backends[0]).ip}"
         for d in decisions

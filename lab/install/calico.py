@@ -1,6 +1,6 @@
 """install: Calico's Felix on every node of a cni routed-tunnel cluster, its IP pool sets and nat rules
-(lab/render/cni/calico.py) loaded beside kube-proxy's with the node's iptables (the cluster's backend) and ipset.
-The pool is the cluster's pod network (clusterCIDR), whose natOutgoing the scenario sets.
+(lab/render/cni/calico.py) loaded beside kube-proxy's with the host's iptables (cluster.tools.host: its release and
+backend) and ipset. The pool is the cluster's pod network (clusterCIDR), whose natOutgoing the scenario sets.
 
 Felix reads the tables back (iptables-save) and programs again whatever of its own is missing. The lab does the same
 after kube-proxy's first sync and after each later one: kube-proxy's restore in the lab replaces its tables whole,
@@ -10,7 +10,7 @@ POSTROUTING after kube-proxy's, which kube-proxy prepends."""
 from __future__ import annotations
 
 from lab.describe.topology import Topology
-from lab.install.tools import _feed, _tool, ipset_apply, run_command
+from lab.install.tools import ipset_apply, iptables_restore, run_command, xtables
 from lab.realize.build import Realized
 from lab.render.cni.calico import POSTROUTING, FelixRules, Pool, felix_rules
 
@@ -29,10 +29,10 @@ def ensure_felix(realized: Realized) -> None:
     rules = calico_rules(topo, realized.tunnel_device)
     if rules is None:
         return
-    backend = topo.cluster.iptables_backend
+    xt = xtables(topo, "host")  # Felix: a node's other writer, with the host's iptables (cluster.tools)
     for node in topo.nodes:
         ns = realized.namespaces[node.name]
         ipset_apply(ns, rules.ipsets.splitlines())
-        saved = run_command(ns, (_tool("save", backend), "-t", "nat"))
+        saved = run_command(ns, (*xt.argv("save"), "-t", "nat"))
         if f"-j {POSTROUTING}" not in saved:
-            _feed(ns, [_tool("restore", backend), "--noflush"], rules.iptables, "Calico's rules")
+            iptables_restore(ns, rules.iptables, xt, noflush=True, what="Calico's rules")

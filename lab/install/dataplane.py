@@ -14,10 +14,13 @@ from typing import TypeVar
 
 from lab.describe.topology import Topology
 from lab.install.conntrack import delete_entries
+from lab.install.host_rules import HostRules
 from lab.install.kernel_state import read_state
 from lab.install.sync_failure import failed_sync, sync_failed, xtables_refusal
 from lab.install.tools import (
+    Command,
     InstallError,
+    Xtables,
     ip_batch,
     ipset_apply,
     ipset_restore_all,
@@ -26,6 +29,7 @@ from lab.install.tools import (
     nft_apply,
     run_command,
     tool_command,
+    xtables,
 )
 from lab.realize.build import Realized
 from lab.realize.enter import write_sysctls
@@ -38,18 +42,22 @@ from lab.render.kubeproxy.sync import SyncPlan
 T = TypeVar("T")
 
 
-def load(ns: str, plane: NodeDataplane, backend: str = "nft", nft: tuple[str, ...] = ("nft",)) -> tuple[str, ...]:
+def load(
+    ns: str, plane: NodeDataplane, backend: str = "nft", nft: tuple[str, ...] = ("nft",), iptables: Command = ()
+) -> tuple[str, ...]:
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them;
     a dual-stack node's proxiers one after the other, each its own family's rules (ip6tables-restore, the ip6
-    table). What it says: a refused sync."""
+    table). What it says: a refused sync. `nft` and `iptables` run kube-proxy's (tool_command; iptables' () for
+    this machine's)."""
+    xt = Xtables(backend, iptables)
     if plane.mode == "ipvs":
-        return _load_ipvs(ns, plane, backend)
+        return _load_ipvs(ns, plane, xt)
     if plane.mode == "nftables":
         return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=False))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=False))
 
 
-def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
+def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables) -> tuple[str, ...]:
     """Each ipvs proxier's first sync (a dual-stack node runs one per family): the one kube-ipvs0, made once, gets
     each proxier's addresses; each loads its own sets and rules; the second proxier's virtual servers are added
     to the one IPVS table beside the first's, not restored over them (ipvsadm-restore clears the table)."""
@@ -59,7 +67,7 @@ def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
         ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in proxier.dummy_addresses])
         device = []
         ipset_restore_all(ns, proxier.ipsets)
-        refused = _restore(ns, proxier, backend, resync=False)
+        refused = _restore(ns, proxier, xt, resync=False)
         if proxier.ipvs:
             ipvsadm_restore(ns, _ipvs_changes(proxier.ipvs, refused), clear=proxier is plane)
         _ipvs_sysctls(ns, proxier)
@@ -67,29 +75,31 @@ def _load_ipvs(ns: str, plane: NodeDataplane, backend: str) -> tuple[str, ...]:
     return said
 
 
-def apply(ns: str, plan: SyncPlan, backend: str = "nft", nft: tuple[str, ...] = ("nft",)) -> tuple[str, ...]:
+def apply(
+    ns: str, plan: SyncPlan, backend: str = "nft", nft: tuple[str, ...] = ("nft",), iptables: Command = ()
+) -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
     servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
     servers graceful termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack
     node's second). The conntrack deletions come after every node's rules (clean_conntrack). What it says: a refused
     sync, the real servers graceful termination deletes or keeps."""
-    plane = plan.dataplane
+    plane, xt = plan.dataplane, Xtables(backend, iptables)
     if plane.mode == "ipvs":
-        others = _apply_ipvs(ns, plan.other_family, backend) if plan.other_family else ()
-        return (*_apply_ipvs(ns, plan, backend), *others)
+        others = _apply_ipvs(ns, plan.other_family, xt) if plan.other_family else ()
+        return (*_apply_ipvs(ns, plan, xt), *others)
     if plane.mode == "nftables":
         return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, backend, resync=True))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=True))
 
 
-def _apply_ipvs(ns: str, plan: SyncPlan, backend: str) -> tuple[str, ...]:
+def _apply_ipvs(ns: str, plan: SyncPlan, xt: Xtables) -> tuple[str, ...]:
     """One ipvs proxier's sync plan, applied."""
     plane = plan.dataplane
     if plan.addresses_added:
         ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
     ipset_apply(ns, plan.set_changes)
-    said = _restore(ns, plane, backend, resync=True)
+    said = _restore(ns, plane, xt, resync=True)
     if plane.ipvs:
         ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
     if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
@@ -107,11 +117,11 @@ def _each_proxier(plane: NodeDataplane, sync: Callable[[NodeDataplane], tuple[st
     return tuple(line for proxier in plane.proxiers for line in sync(proxier))
 
 
-def _restore(ns: str, plane: NodeDataplane, backend: str, resync: bool) -> tuple[str, ...]:
+def _restore(ns: str, plane: NodeDataplane, xt: Xtables, resync: bool) -> tuple[str, ...]:
     """kube-proxy's one iptables-restore (ip6tables-restore for the IPv6 proxier) of its tables; a refusal is its
     failed sync, said, not an error of the lab."""
     try:
-        iptables_restore(ns, plane.iptables, backend, plane.family)
+        iptables_restore(ns, plane.iptables, xt, plane.family)
     except InstallError as refused:
         return (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
     return ()
@@ -181,9 +191,9 @@ class FirstSync:
 
     def __init__(self, planes: Mapping[str, NodeDataplane], backend: str, topo: Topology) -> None:
         self.planes, self.backend = planes, backend
-        # kube-proxy's nft, and the node's other writer's rules with its own nft (cluster.tools).
-        self.nft = tool_command(topo, "kubeProxy", "nft")
-        self.host = (topo.cluster.host_nftables, tool_command(topo, "host", "nft"))
+        # kube-proxy's nft and iptables, and the node's other writers' rules with their own (cluster.tools).
+        self.nft, self.xt = tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy")
+        self.host = HostRules.of(topo)
         self.said: tuple[str, ...] = ()
         self.seconds = 0.0
 
@@ -197,10 +207,9 @@ class FirstSync:
         ended: list[float] = []  # list.append is atomic: the loads' threads note their end here
 
         def one(node: str, ns: str) -> tuple[str, ...]:
-            script, host_nft = self.host
-            if script:  # the host's writer was there before kube-proxy started
-                nft_apply(ns, script, "host's nftables rules (cluster.tools.host.nftables)", host_nft)
-            said = load(ns, self.planes[node], self.backend, self.nft)
+            self.host.before_kube_proxy(ns)  # the host's writers were there before kube-proxy started
+            said = load(ns, self.planes[node], self.backend, self.nft, self.xt.command)
+            self.host.after_kube_proxy(ns, self.planes[node])
             ended.append(time.perf_counter())
             return said
 
@@ -235,10 +244,16 @@ def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
 def apply_rules(realized: Realized, plans: Mapping[str, SyncPlan]) -> dict[str, tuple[str, ...]]:
     """Every node's sync plan applied but its conntrack cleanup (the rules, addresses, members, real servers), the
     nodes side by side; what each node's apply said, by node."""
-    backend = realized.topology.cluster.iptables_backend
+    topo = realized.topology
     nodes = list(plans)
-    nft = tool_command(realized.topology, "kubeProxy", "nft")
-    applied = _per_node(realized, nodes, lambda node, ns: apply(ns, plans[node], backend, nft))
+    nft, xt, host = tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy"), HostRules.of(topo)
+
+    def one(node: str, ns: str) -> tuple[str, ...]:
+        said = apply(ns, plans[node], xt.backend, nft, xt.command)
+        host.after_kube_proxy(ns, plans[node].dataplane)
+        return said
+
+    applied = _per_node(realized, nodes, one)
     return dict(zip(nodes, applied, strict=True))
 
 

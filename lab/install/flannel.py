@@ -8,7 +8,7 @@ kube-proxy's jumps come first in POSTROUTING and FORWARD (kube-proxy prepends it
 
 from __future__ import annotations
 
-from lab.install.tools import iptables_has, iptables_restore
+from lab.install.tools import iptables_has, iptables_restore, xtables
 from lab.realize.build import Realized
 from lab.render.cni.flannel import ensure_text, node_rules
 
@@ -18,10 +18,10 @@ def ensure_flannel_rules(realized: Realized) -> None:
     topo = realized.topology
     if topo.cluster.cni != "flannel":
         return
-    backend = topo.cluster.iptables_backend
+    xt = xtables(topo, "host")  # flanneld: a node's other writer, with the host's iptables (cluster.tools)
     for node in topo.nodes:
         ns = realized.namespaces[node.name]
         rules = node_rules(topo.cluster.cluster_cidr, node.pod_cidr)
-        present = frozenset(rule for rule in rules if iptables_has(ns, rule.table, rule.chain, rule.spec, backend))
+        present = frozenset(rule for rule in rules if iptables_has(ns, rule.table, rule.chain, rule.spec, xt))
         if text := ensure_text(rules, present):
-            iptables_restore(ns, text, backend, noflush=True)
+            iptables_restore(ns, text, xt, noflush=True)

@@ -10,6 +10,7 @@ import shlex
 import shutil
 import signal
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import get_args
 
 from plumbum import ProcessExecutionError, local
@@ -55,6 +56,31 @@ def tool_command(topo: Topology, role: str, tool: str) -> tuple[str, ...]:
     return (tool,)
 
 
+Command = tuple[str, ...]  # a tool's command line: its name on this machine, or the argv of a Debian release's
+
+
+@dataclass(frozen=True)
+class Xtables:
+    """The iptables a writer of the node's rules runs: its backend ("nft" or "legacy") and, where cluster.tools
+    names a Debian release's, the command that runs that release's multi-call binary (else this machine's)."""
+
+    backend: str = "nft"
+    command: Command = ()
+
+    def argv(self, kind: str, family: str = "IPv4") -> list[str]:
+        """The command line of one tool: `iptables-legacy-restore`, `ip6tables-nft-save`, `iptables-nft`."""
+        return [*self.command, _tool(kind, self.backend, family)]
+
+
+def xtables(topo: Topology, role: str) -> Xtables:
+    """The iptables `role` runs: "kubeProxy" in cluster.iptablesBackend, "host" (the host's firewall, the CNI,
+    ip-masq-agent) in cluster.tools.host.iptablesBackend."""
+    backend = topo.cluster.iptables_backend if role == "kubeProxy" else topo.cluster.host_iptables_backend
+    tool = f"iptables-{backend}"
+    named = any((who, name) == (role, tool) for who, name, _ in topo.cluster.tools)
+    return Xtables(backend, tool_command(topo, role, tool) if named else ())
+
+
 def reading_nft(topo: Topology) -> tuple[str, ...]:
     """The nft the lab itself reads a node's rules and traces with: the newest Debian release cluster.tools names
     (an older nft may crash on what a newer one wrote: kubernetes#136786), else this machine's."""
@@ -94,24 +120,26 @@ def _feed(netns: str, argv: list[str], text: str, what: str, tool: str = "") -> 
 RESTORE_WAIT = ("-w", "5")
 
 
-def iptables_restore(netns: str, text: str, backend: str = "nft", family: str = "IPv4", noflush: bool = False) -> None:
+def iptables_restore(
+    netns: str, text: str, xt: Xtables = Xtables(), family: str = "IPv4", noflush: bool = False, what: str = "rules"
+) -> None:
     """iptables-restore, or ip6tables-restore for an IPv6 proxier's rules; `noflush`: adding to the tables (a
     CNI's rules beside kube-proxy's) rather than replacing them."""
-    _feed(
-        netns, [_tool("restore", backend, family), *RESTORE_WAIT, *(("--noflush",) if noflush else ())], text, "rules"
-    )
+    restore = xt.argv("restore", family)
+    argv = [*restore, *RESTORE_WAIT, *(("--noflush",) if noflush else ())]
+    _feed(netns, argv, text, what, restore[-1])
 
 
-def iptables_has(netns: str, table: str, chain: str, spec: Sequence[str], backend: str = "nft") -> bool:
+def iptables_has(netns: str, table: str, chain: str, spec: Sequence[str], xt: Xtables = Xtables()) -> bool:
     """Whether the rule stands in the chain (`iptables -C`: it exits 1 where the rule does not, 2 where the chain
     it jumps to does not: iptables-nft says it "does not exist", iptables-legacy "Couldn't load target")."""
-    argv = (_tool("iptables", backend), *RESTORE_WAIT, "-t", table, "-C", chain, *spec)
+    argv = (*xt.argv("iptables"), *RESTORE_WAIT, "-t", table, "-C", chain, *spec)
     try:
         _in_netns(netns, *argv)()  # type: ignore[operator]
     except ProcessExecutionError as exc:
         if exc.retcode == 1 or "does not exist" in exc.stderr or "Couldn't load target" in exc.stderr:
             return False
-        raise InstallError(f"{_tool('iptables', backend)} -C {chain} in {netns}: {exc.stderr.strip()}") from None
+        raise InstallError(f"{xt.argv('iptables')[-1]} -C {chain} in {netns}: {exc.stderr.strip()}") from None
     return True
 
 

@@ -25,7 +25,7 @@ from lab.install.tools import reading_nft, run_command
 from lab.probe.capture import Captures, write_pcaps
 from lab.probe.choices import SpreadReader
 from lab.probe.evidence.base import Evidence
-from lab.probe.evidence.counters import CounterEvidence
+from lab.probe.evidence.counters import BothBackends, CounterEvidence, OtherBackendEvidence
 from lab.probe.evidence.nftrace import TraceEvidence
 from lab.probe.evidence.snmp import CounterFiles
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
@@ -179,6 +179,19 @@ class ProbeSession:
             raise failures[0]  # type: ignore[misc]  # an exception, as exception() returned it
 
     def _evidence(self, ns: str, traced: bool) -> Evidence:
+        """kube-proxy's rules' evidence, and beside it the counters of the other iptables backend where the node's
+        other writers write there (cluster.tools.host.iptablesBackend)."""
+        kube_proxy = self._kube_proxy_evidence(ns, traced)
+        cluster = self.realized.topology.cluster
+        if cluster.host_iptables_backend == cluster.iptables_backend:
+            return kube_proxy
+        kept = any(probe.keep_every for probe in self.realized.topology.probes)  # packets flow between probes
+        other = OtherBackendEvidence(
+            ns, cluster.host_iptables_backend, traffic_between=kept, ipv6="IPv6" in cluster.families
+        )
+        return BothBackends(kube_proxy, other)
+
+    def _kube_proxy_evidence(self, ns: str, traced: bool) -> Evidence:
         built = self.realized.topology
         kept = any(probe.keep_every for probe in built.probes)  # packets flow between probes
         if traced:

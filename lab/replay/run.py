@@ -19,7 +19,15 @@ from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
 from lab.doctor import kernel_has, skip_reason
 from lab.install.echo import EchoServers, Listener
-from lab.install.tools import InstallError, ip_batch, ipset_restore_all, iptables_restore, ipvsadm_restore, nft_apply
+from lab.install.tools import (
+    InstallError,
+    Xtables,
+    ip_batch,
+    ipset_restore_all,
+    iptables_restore,
+    ipvsadm_restore,
+    nft_apply,
+)
 from lab.probe.choices import enough_attempts
 from lab.probe.client import send
 from lab.realize.enter import write_sysctls
@@ -197,7 +205,7 @@ def replay(
             ipset_restore_all(node_ns, ipsets)
         create_nfacct_objects(node_ns, list(dict.fromkeys(n for d in dumps.values() for n in nfacct_names(d.text))))
         for dump in dumps.values():
-            iptables_restore(node_ns, dump.text, backend, FAMILIES[dump.version])
+            iptables_restore(node_ns, dump.text, Xtables(backend), FAMILIES[dump.version])
         if ipvs:
             _install_ipvs(node_ns, table, ipvs, setup.node_ips)
 

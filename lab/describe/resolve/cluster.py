@@ -11,6 +11,7 @@ from lab.describe import schema
 from lab.describe.families import family_of, overlap, split
 from lab.describe.releases import check_node_port_addresses, check_option, check_version
 from lab.describe.resolve.checks import hosts
+from lab.describe.resolve.restore_text import restore_text_problem
 from lab.describe.topology import ClusterSpec
 from lab.describe.yamlsrc import Source
 
@@ -103,15 +104,37 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         secondary_gateway_ip="".join(next(hosts(u)) for u in underlay2),
         tools=tools,
         host_nftables=c.tools.host.nftables,
+        host_iptables_backend=_host_backend(c),
+        host_iptables_rules=c.tools.host.iptables_rules,
     )
 
 
 def _tools(src: Source, c: schema.Cluster) -> tuple[tuple[str, str, str], ...]:
-    """(role, tool, release) of each writer given a Debian release's tool; kube-proxy runs nft only in nftables mode."""
-    if c.tools.kube_proxy.nft and c.proxy_mode != "nftables":
+    """(role, tool, release) of each writer given a Debian release's tool, its iptables named by the backend the
+    writer writes in; kube-proxy runs nft only in nftables mode, iptables only in the other two."""
+    kube_proxy, host = c.tools.kube_proxy, c.tools.host
+    if kube_proxy.nft and c.proxy_mode != "nftables":
         raise src.error(
             ("cluster", "tools", "kubeProxy", "nft"),
             f"kube-proxy runs nft only in proxyMode nftables, not {c.proxy_mode}",
         )
-    given = (("kubeProxy", c.tools.kube_proxy), ("host", c.tools.host))
-    return tuple((role, "nft", releases.nft) for role, releases in given if releases.nft)
+    if kube_proxy.iptables and c.proxy_mode == "nftables":
+        raise src.error(
+            ("cluster", "tools", "kubeProxy", "iptables"),
+            "kube-proxy runs iptables only in proxyMode iptables or ipvs, not nftables",
+        )
+    if problem := restore_text_problem(host.iptables_rules):
+        raise src.error(("cluster", "tools", "host", "iptablesRules"), f"not iptables-restore's input: {problem}")
+    backends = {"kubeProxy": c.iptables_backend, "host": _host_backend(c)}
+    given = (("kubeProxy", kube_proxy), ("host", host))
+    return tuple(
+        (role, tool, release)
+        for role, releases in given
+        for tool, release in (("nft", releases.nft), (f"iptables-{backends[role]}", releases.iptables))
+        if release
+    )
+
+
+def _host_backend(c: schema.Cluster) -> str:
+    """The iptables backend the node's other writers write in: their own where given, else kube-proxy's."""
+    return c.tools.host.iptables_backend or c.iptables_backend

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from lab.install.tools import run_command
-from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.base import Evidence, RuleHit
 
 Counters = dict[tuple[str, str, int, str], int]  # (table, chain, position, rule) → packets
 
@@ -124,3 +125,37 @@ class CounterEvidence:
 
     def close(self) -> None:
         """Nothing runs between two snapshots."""
+
+
+class OtherBackendEvidence(CounterEvidence):
+    """The counters of the iptables backend the node's other writers write in where kube-proxy writes in the other
+    (cluster.tools.host.iptablesBackend): the kernel runs both backends' hooks, so a packet kube-proxy's rules
+    accept may still be dropped there. Each rule met is named with its backend (`iptables-legacy filter FORWARD`)."""
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        named = f"iptables-{self.backend}"
+        return [replace(hit, table=f"{named} {hit.table}") for hit in super().hits(mark, wanted)]
+
+
+class BothBackends:
+    """A node's evidence where its rules are in both iptables backends: kube-proxy's (its trace or counters) and the
+    other writers' (OtherBackendEvidence). A probe's hits are kube-proxy's then the other backend's: counters give
+    no order between the two."""
+
+    def __init__(self, kube_proxy: Evidence, other: OtherBackendEvidence) -> None:
+        self.parts = (kube_proxy, other)
+
+    def mark(self) -> object:
+        return tuple(part.mark() for part in self.parts)
+
+    def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
+        marks: tuple[object, ...] = mark  # type: ignore[assignment]  # what mark() returned
+        return [hit for part, one in zip(self.parts, marks, strict=True) for hit in part.hits(one, wanted)]
+
+    def restart(self) -> None:
+        for part in self.parts:
+            part.restart()
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()

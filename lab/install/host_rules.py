@@ -1,0 +1,48 @@
+"""The node's other writers' rules (cluster.tools.host): the host's firewall, Docker, a CNI, each with its own nft
+and iptables, loaded on every node before kube-proxy's first sync, as they were there before kube-proxy started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.describe.resolve.restore_text import table_sections, tables_named
+from lab.describe.topology import Topology
+from lab.install.tools import Command, Xtables, iptables_restore, nft_apply, tool_command, xtables
+from lab.render.dataplane import NodeDataplane
+
+_NFTABLES = "host's nftables rules (cluster.tools.host.nftables)"
+_IPTABLES = "host's iptables rules (cluster.tools.host.iptablesRules)"
+
+
+@dataclass(frozen=True)
+class HostRules:
+    nftables: str  # an nft script, run with nft
+    nft: Command
+    iptables: str  # iptables-restore's input, added (--noflush) with xt
+    xt: Xtables
+    # Whether kube-proxy's restore replaces tables in the host's backend: the lab loads kube-proxy's tables whole,
+    # where kube-proxy's own restore (--noflush) leaves the host's rules in them, so they are added again after it.
+    shared: bool
+
+    @classmethod
+    def of(cls, topo: Topology) -> HostRules:
+        c = topo.cluster
+        shared = c.proxy_mode != "nftables" and c.host_iptables_backend == c.iptables_backend
+        nft = tool_command(topo, "host", "nft")
+        return cls(c.host_nftables, nft, c.host_iptables_rules, xtables(topo, "host"), shared)
+
+    def before_kube_proxy(self, ns: str) -> None:
+        if self.nftables:
+            nft_apply(ns, self.nftables, _NFTABLES, self.nft)
+        if self.iptables:
+            iptables_restore(ns, self.iptables, self.xt, noflush=True, what=_IPTABLES)
+
+    def after_kube_proxy(self, ns: str, plane: NodeDataplane) -> None:
+        """The host's rules in the tables kube-proxy's IPv4 restore replaced, added after kube-proxy's (the host's
+        rules are iptables', IPv4's)."""
+        if not (self.shared and self.iptables):
+            return
+        ipv4 = [proxier for proxier in plane.proxiers if proxier.family == "IPv4"]
+        replaced = tables_named(ipv4[0].iptables) if ipv4 else set()
+        if text := table_sections(self.iptables, replaced):
+            iptables_restore(ns, text, self.xt, noflush=True, what=_IPTABLES)
