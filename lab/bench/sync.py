@@ -11,8 +11,8 @@ them:
   the shape of #139513) over the rules of the one (ipvs: its sync from one Service to N);
 - a one-endpoint change: one Service's endpoint replaced, kube-proxy's next sync as the lab renders it. The lab
   renders every sync of iptables and nftables mode whole (no partial restore, no incremental transaction: nftables
-  replaces its table in one transaction), so this is kube-proxy's full resync, not the partial sync kube-proxy 1.26+
-  (iptables) and 1.31+ (nftables) write: an upper bound for those releases;
+  replaces its table in one transaction), so this is kube-proxy's full resync, not the partial sync of iptables
+  mode (MinimizeIPTablesRestore, on by default since 1.27) and nftables mode (#126013, 1.31): an upper bound there;
 - traffic during the full sync: a new connection to the existing Service every few milliseconds from the client pod;
   the largest time without an answer and the slowest connection while the sync ran, against the median before it;
 - the kernel's own warnings during the run, read from the kernel log (/dev/kmsg): RCU stalls, soft lockups, hung
@@ -352,6 +352,19 @@ def unavailable(mode: str) -> str | None:
     return None
 
 
+def _rendered(
+    renders: dict[tuple[str, int], tuple[Rendered, Rendered, float]], mode: str, svcs: list[ServicePort], version: str
+) -> tuple[Rendered, Rendered, float]:
+    """The full sync's and the change's rules and the seconds each took to render, kept for the other iptables
+    backend's mode (the same rules, loaded with the other tools)."""
+    started = time.perf_counter()
+    rendered = (render(mode, svcs, version), render(mode, one_endpoint_changed(svcs), version))
+    seconds = (time.perf_counter() - started) / 2
+    for same in ("iptables-nft", "iptables-legacy") if mode.startswith("iptables") else (mode,):
+        renders[same, len(svcs)] = (*rendered, seconds)
+    return renders[mode, len(svcs)]
+
+
 def run_sync_bench(sizes: list[int], modes: list[str], version: str, repeat: int, console: Console) -> int:
     load_before = f"{os.getloadavg()[0]:.2f}"
     table = Table(title=f"lab bench --sync: kube-proxy {version}'s sync of N ClusterIP Services, one endpoint each")
@@ -359,6 +372,7 @@ def run_sync_bench(sizes: list[int], modes: list[str], version: str, repeat: int
                    "connect ms before", "slowest ms during", "largest gap ms", "lost/during",
                    "kernel warnings"):  # fmt: skip
         table.add_column(column, justify="left" if column in ("mode", "kernel warnings") else "right")
+    renders: dict[tuple[str, int], tuple[Rendered, Rendered, float]] = {}
     for mode in modes:
         if reason := unavailable(mode):
             table.add_row(mode, "", "", "skipped", *[""] * 6, reason)
@@ -366,14 +380,14 @@ def run_sync_bench(sizes: list[int], modes: list[str], version: str, repeat: int
         previous = None
         one = render(mode, services(1), version)
         for size in sizes:
-            started = time.perf_counter()
             svcs = services(size)
-            every, changed = render(mode, svcs, version), render(mode, one_endpoint_changed(svcs), version)
-            render_s = (time.perf_counter() - started) / 2
+            every, changed, render_s = renders.get((mode, size)) or _rendered(renders, mode, svcs, version)
             samples = [measure(mode, one, every, changed, svcs[0], svcs[len(svcs) // 2]) for _ in range(repeat)]
-            table.add_row(*_row(mode, size, render_s, samples, previous))
+            row = _row(mode, size, render_s, samples, previous)
+            table.add_row(*row)
             previous = (size, statistics.median(s.full for s in samples))
-            console.print(f"[dim]{time.strftime('%H:%M:%S')} {mode} {size} done[/dim]")
+            # Each row as it is measured: a run stopped later (lab vm's timeout) keeps what it measured.
+            console.print(f"[dim]{time.strftime('%H:%M:%S')} {' | '.join(row)}[/dim]", soft_wrap=True)
     table.caption = (
         f"median of {repeat}; traffic and warnings: the run with the largest gap, warnings summed over the runs. "
         "full sync: kube-proxy restarted over one Service's rules (ipvs: its sync from one to N); one-endpoint change: "
