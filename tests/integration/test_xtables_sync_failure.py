@@ -154,12 +154,12 @@ def lock_held_during_resyncs(monkeypatch, tmp_path):
     lock.touch()
     apply = install.apply
 
-    def held(ns, plan, backend="nft", nft=("nft",)):
+    def held(ns, plan, backend="nft", nft=("nft",), iptables=()):
         holder = subprocess.Popen(["flock", "--exclusive", str(lock), "sleep", "60"])
         try:
             while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
                 time.sleep(0.05)  # until the holder has it
-            return apply(ns, plan, backend, nft)
+            return apply(ns, plan, backend, nft, iptables)
         finally:
             holder.terminate()
             holder.wait()
