@@ -552,7 +552,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="NxP,...",
         help="a generated cluster of N nodes with P pods each behind one NodePort Service (e.g. 3x10,100x10): "
         "build (kube-proxy's first sync beside it), install, per-probe and teardown time against raw ip commands "
-        "for the same objects, each run started on an idle machine, and the kernel's cleanup after it",
+        "for the same objects and the build's floors (bare namespaces, the first syncs alone), each run started on "
+        "an idle machine, and the kernel's cleanup after it",
     )
     bench.add_argument(
         "--import",
