@@ -94,6 +94,11 @@ def test_an_unknown_host_backend_is_refused_in_words(tmp_path: Path, backend: st
     assert "'nft'" in error and "'legacy'" in error
 
 
+def test_host_rules_that_are_not_text_are_refused(tmp_path: Path) -> None:
+    error = str(error_for(tmp_path, _with_tools(BASE, "{host: {iptablesRules: [a]}}")))
+    assert "cluster.tools.host.iptablesRules: expected text, not a list" in error
+
+
 def test_kube_proxys_iptables_in_nftables_mode_is_refused(tmp_path: Path) -> None:
     error = str(error_for(tmp_path, _with_tools(NFTABLES, "{kubeProxy: {iptables: bookworm}}")))
     assert "cluster.tools.kubeProxy.iptables" in error
