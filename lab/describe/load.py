@@ -147,11 +147,13 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     """One variant's Topology: every name bound to an address, the first inconsistency reported with its line."""
     src = variant.source
     cluster = resolve_cluster(src, f.cluster)
-    nodes = resolve_nodes(src, f.nodes, cluster, variant.arch)
+    every_node = resolve_nodes(src, f.nodes, cluster, variant.arch)
+    nodes = tuple(n for n in every_node if not n.stand_in)  # the built ones: every stage below works on these
     externals = resolve_externals(src, f.external_hosts, cluster, nodes)
-    pods, pending = resolve_pods(src, f.workload, cluster, nodes, scale_demand(variant, f.probes, f.workload))
+    demand = scale_demand(variant, f.probes, f.workload)
+    pods, pending = resolve_pods(src, f.workload, cluster, every_node, demand)
     # Every Service as if every built pod ran; at the start without the replicas a later step creates.
-    potential = resolve_services(src, f.workload, cluster, nodes, (*pods, *pending), externals)
+    potential = resolve_services(src, f.workload, cluster, every_node, (*pods, *pending), externals)
     services = tuple(without_endpoints(s, {p.name for p in pending}) for s in potential)
     egress = resolve_egress(src, f.egress_gateway, cluster, nodes)
     balancers, announced = resolve_load_balancers(src, f.load_balancers, cluster, nodes, externals, services, egress)
@@ -173,6 +175,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
         egress=egress,
         masq_agent=resolve_masq_agent(src, f.ip_masq_agent, nodes),
         pending_pods=pending,
+        stand_ins=tuple(n for n in every_node if n.stand_in),
         warnings=unselected(src, f.workload, pods)
         + unannounced(src, f.load_balancers, announced)
         + unannounced_addresses(src, f.workload, cluster, nodes, externals, services, (balancers, announced)),

@@ -186,6 +186,9 @@ class Node(Strict):
     # The MTU of the node's link to the underlay (its eth0 and the underlay's port to it, as a NIC and its
     # switch port are set alike); 1500 otherwise.
     mtu: int | None = Field(None, ge=MIN_MTU, le=MAX_MTU)
+    # A node of a sliced import that is not built: its pods' addresses answer from one stand-in namespace
+    # (docs/scenarios.md, "Stand-in nodes").
+    stand_in: bool = Field(False, alias="standIn")
 
     _ip = field_validator("ip")(_addresses)
     _cidr = field_validator("pod_cidr")(_networks)  # as spec.podCIDRs, comma-separated

@@ -57,6 +57,7 @@ class NodeSpec:
     secondary_ip: str = ""
     secondary_pod_cidr: str = ""
     secondary_bridge_ip: str = ""
+    stand_in: bool = False  # not built: its pods are addresses in the stand-in namespace (Topology.stand_ins)
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -457,6 +458,9 @@ class Topology:
     # cluster.tools' commands as the runner fetched them (lab.api): (role, tool, the argv that runs it); the stages
     # never fetch (lab/install/tools.py: tool_command).
     tool_commands: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # A sliced cluster's nodes that are not built: no namespace, no rules; their endpoints are addresses in
+    # their podCIDRs, answered from one stand-in namespace (lab/realize/standins.py).
+    stand_ins: tuple[NodeSpec, ...] = ()
 
     @property
     def has_actors(self) -> bool:

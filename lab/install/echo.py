@@ -21,8 +21,8 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 from lab.install.loop import SocketLoop
@@ -60,6 +60,9 @@ class Listener:
     # the client closes (a connection that lasts, for probes that act on it while it is established).
     hold: bool = False
     families: tuple[str, ...] = ("IPv4",)  # "IPv4", "IPv6": a socket for each
+    # Stand-in pods (lab/realize/standins.py): one listener answers for every pod address of the stand-in
+    # namespace, each arrival named by the address it came to: address -> (backend, node).
+    owners: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -107,9 +110,8 @@ class EchoServers(SocketLoop):
             return len(self.arrivals)
 
     def _record(self, listener: Listener, local: tuple[str, int], peer: tuple[str, int]) -> bytes:
-        arrival = Arrival(
-            listener.backend, listener.node, listener.protocol, endpoint(*local[:2]), peer[0], peer[1], time.time()
-        )
+        backend, node = listener.owners.get(local[0], (listener.backend, listener.node))
+        arrival = Arrival(backend, node, listener.protocol, endpoint(*local[:2]), peer[0], peer[1], time.time())
         with self._lock:
             self.arrivals.append(arrival)
         reply = {

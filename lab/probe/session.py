@@ -35,6 +35,7 @@ from lab.probe.observation import Observation
 from lab.probe.observe import Observer
 from lab.probe.send import Sender
 from lab.realize.build import Realized
+from lab.realize.standins import STAND_INS
 from lab.realize.terminate import close_all, deferred
 
 # Rule actors whose evidence starts at once: a tracer's start is mostly waiting for its monitor to subscribe.
@@ -45,12 +46,34 @@ def listeners(realized: Realized) -> list[Listener]:
     """Every backend of the build: its pods' ports, and the Services' endpoints (a hand-written EndpointSlice's
     endpoint may be an external host)."""
     topo = realized.topology
-    return backends(realized, topo.built_pods, endpoints(topo.services))
+    stand_ins = frozenset(n.name for n in topo.stand_ins)
+    return backends(realized, topo.built_pods, endpoints(topo.services, stand_ins)) + stand_in_listeners(realized)
 
 
-def endpoints(services: Sequence[ServiceSpec]) -> list[tuple[str, int, str]]:
-    """(actor, port, protocol) of every endpoint of the Services."""
-    return [(ep.pod, ep.port, port.protocol) for svc in services for port in svc.ports for ep in port.endpoints]
+def stand_in_listeners(realized: Realized) -> list[Listener]:
+    """A listener per port and protocol the stand-in pods serve, in the stand-in namespace on the wildcard address:
+    it answers from whichever pod address a connection came to, named by it (the stand-in pod's name)."""
+    topo = realized.topology
+    stand_ins = {n.name for n in topo.stand_ins}
+    owners: dict[tuple[int, str], dict[str, tuple[str, str]]] = {}
+    for svc in topo.services:
+        for port in svc.ports:
+            for ep in port.endpoints:
+                if ep.node in stand_ins:
+                    owners.setdefault((ep.port, port.protocol), {})[ep.ip] = (ep.pod, ep.node)
+    ns = realized.namespaces.get(STAND_INS, "")
+    return [Listener("", "", ns, port, proto, owners=named) for (port, proto), named in sorted(owners.items())]
+
+
+def endpoints(services: Sequence[ServiceSpec], stand_ins: frozenset[str] = frozenset()) -> list[tuple[str, int, str]]:
+    """(actor, port, protocol) of every endpoint of the Services but those on the `stand_ins` nodes."""
+    return [
+        (ep.pod, ep.port, port.protocol)
+        for svc in services
+        for port in svc.ports
+        for ep in port.endpoints
+        if ep.node not in stand_ins
+    ]
 
 
 def backends(realized: Realized, pods: Sequence[PodSpec], serving: Sequence[tuple[str, int, str]]) -> list[Listener]:

@@ -59,6 +59,7 @@ from lab.realize.kernel_names import ifname
 from lab.realize.links import NetBuilder
 from lab.realize.rtnl import Batch
 from lab.realize.runs import new_prefix, release, remove_namespaces
+from lab.realize.standins import STAND_INS, fill_stand_ins, routed_blocks
 from lab.render.dataplane import NodeSetup
 
 FABRIC = "fabric"
@@ -265,7 +266,7 @@ class _Builder(NetBuilder):
                 self.flannel_vxlan(node)
             else:
                 routes = self.batch(node.name)  # one per other node and family: thousands at a hundred nodes
-                for other in self.topo.nodes:
+                for other in routed_blocks(self.topo):
                     if other.name != node.name:
                         for block, via in _pod_blocks(other):
                             routes.route(block, gateway=via)
@@ -427,10 +428,16 @@ class _Builder(NetBuilder):
             # address find their way, and so does the gateway's own ICMP error for a pod's packet it cannot route,
             # as it does for a host's. (A tunnel CNI's underlay knows no pod address: that is why it tunnels.)
             routes = self.batch(FABRIC)
-            for node in self.topo.nodes:
+            for node in routed_blocks(self.topo):
                 for block, via in _pod_blocks(node):
                     routes.route(block, gateway=via)
             routes.commit()
+
+    def stand_ins(self) -> None:
+        """A sliced cluster's stand-in nodes, all in one namespace on the underlay (lab/realize/standins.py)."""
+        self.open(STAND_INS)
+        self.attach_to_underlay(STAND_INS, self.topo.stand_ins[0].ip)
+        fill_stand_ins(self, self.topo)
 
     def external(self, ext: ExternalSpec) -> None:
         self.open(ext.name)
@@ -487,6 +494,8 @@ def realize(
                 for node in topo.nodes:
                     builder.node(node)
                     node_built(node.name, names[node.name])
+                if topo.stand_ins:
+                    builder.stand_ins()
                 # Routers before the hosts behind them.
                 for ext in sorted(topo.externals, key=lambda e: bool(e.behind)):
                     builder.external(ext)

@@ -23,14 +23,17 @@ def resolve_nodes(
 ) -> tuple[NodeSpec, ...]:
     """Each node on the underlay with its own block of clusterCIDR, and its cni0 or tunnel address from it; `arch`
     is the machine's (the nodes are its namespaces), None for no machine."""
-    if len(declared) > MAX_NODES:
+    built = sum(1 for n in declared if not n.stand_in)
+    if built > MAX_NODES:
         raise src.error(
             ("nodes",),
-            f"at most {MAX_NODES} nodes: this file asks for {len(declared)}; 100 nodes of 100 pods is the largest "
-            "size measured (docs/scale.md)",
+            f"at most {MAX_NODES} nodes: this file asks for {built}; 100 nodes of 100 pods is the largest "
+            "size measured (docs/scale.md); the others can be stand-ins (standIn: true)",
         )
     nodes = []
     for i, n in enumerate(declared):
+        if n.stand_in:
+            _check_stand_in(src, ("nodes", i), n, cluster)
         ips = _per_family(src, ("nodes", i, "ip"), n.ip, cluster)
         for ip in ips:
             _underlay_address(src, ("nodes", i, "ip"), ip, cluster)
@@ -85,11 +88,25 @@ def resolve_nodes(
             nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, str(block.network_address), mtu))
         else:
             bridge = next(hosts(pod_cidr))
-            nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, mtu=n.mtu or DEFAULT_MTU, **second))
+            mtu = n.mtu or DEFAULT_MTU
+            nodes.append(NodeSpec(n.name, ips[0], pod_cidr, bridge, labels, mtu=mtu, stand_in=n.stand_in, **second))
     _disjoint_blocks(src, declared, nodes)
     unique(src, "node name", [(("nodes", i, "name"), n.name) for i, n in enumerate(nodes)])
     unique(src, "address", [(("nodes", i, "ip"), a) for i, n in enumerate(nodes) for a in (n.ip, n.secondary_ip) if a])
     return tuple(nodes)
+
+
+def _check_stand_in(src: Source, path: FieldPath, n: schema.Node, cluster: ClusterSpec) -> None:
+    """A stand-in is modelled where the underlay routes pod blocks to their nodes (cni bridge), single-stack: its
+    pods answer from one namespace at its podCIDR, which the real nodes route to its node IP."""
+    if cluster.cni != "bridge":
+        raise src.error(
+            (*path, "standIn"), f"stand-in nodes are modelled with cni: bridge (pod blocks routed), not {cluster.cni}"
+        )
+    if len(cluster.families) > 1:
+        raise src.error((*path, "standIn"), "stand-in nodes are modelled in single-stack clusters only")
+    if n.mtu is not None:
+        raise src.error((*path, "mtu"), "a stand-in node has no link of its own: give its mtu only to a built node")
 
 
 def _disjoint_blocks(src: Source, declared: list[schema.Node], nodes: list[NodeSpec]) -> None:

@@ -95,6 +95,7 @@ def _resolve_probe(
         raise src.error((*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe")
     if p.source in {q.name for q in now.pending}:
         raise src.error((*path, "from"), f"pod {p.source} is created by a later scale step, not yet here")
+    _not_a_stand_in(src, (*path, "from"), p.source, topo, "no probe starts there")
     if p.source not in actors:
         raise src.error(
             (*path, "from"),
@@ -210,11 +211,14 @@ def _target(
     """Where the probe connects (address, port, the protocol the port says) and how reports describe it, in the
     probe's family: the one written, the literal address's, or the Service's primary (the cluster's for a node)."""
     if to.address:
+        stand_in = next((n.name for n in topo.stand_ins if to.address == n.ip), None)
+        _not_a_stand_in(src, (*path, "address"), stand_in or "", topo, "its node IP answers nothing")
         if family and family_of(to.address) != family:
             raise src.error((*path, "address"), f"{to.address} is not an {family} address (family: {family})")
         return to.address, int(to.port), "TCP", f"{to.address}:{to.port}"
     node = None
     if to.node:
+        _not_a_stand_in(src, (*path, "node"), to.node, topo, "nothing enters it")
         node = next((n for n in topo.nodes if n.name == to.node), None)
         if node is None:
             raise src.error((*path, "node"), f"unknown node {to.node!r}")
@@ -256,6 +260,17 @@ def _target(
 
 def _listed(svc: ServiceSpec) -> str:
     return ", ".join(svc.ip_families)
+
+
+def _not_a_stand_in(src: Source, path: FieldPath, name: str, topo: Topology, why: str) -> None:
+    """Refuse a probe that would need a stand-in node to act as a node: it has no namespace, no kube-proxy and no
+    rules of its own in the lab (docs/scenarios.md, "Stand-in nodes"); a probe may only end at its pods."""
+    if any(n.name == name for n in topo.stand_ins):
+        raise src.error(
+            path,
+            f"{name} is a stand-in node (standIn: true): the lab builds no node there, so {why}; probe from and "
+            "through a built node (a probe may end at a stand-in's pods)",
+        )
 
 
 def _node_ip(src: Source, path: FieldPath, node: NodeSpec, family: Family) -> str:

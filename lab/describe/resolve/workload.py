@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
@@ -170,8 +170,14 @@ def _place(src: Source, path: FieldPath, spec: k8s.PodSpec, nodes: tuple[NodeSpe
         if not match:
             known = ", ".join(n.name for n in nodes)
             raise src.error((*path, "nodeName"), f"unknown node {spec.node_name!r}; expected one of {known}")
+        if match[0].stand_in:
+            raise src.error(
+                (*path, "nodeName"),
+                f"{spec.node_name} is a stand-in node (standIn: true): it runs no pod the lab builds; its pods are "
+                "the addresses of its podCIDR an EndpointSlice names",
+            )
         return match
-    match = [n for n in nodes if set(spec.node_selector.items()) <= set(n.labels)]
+    match = [n for n in nodes if not n.stand_in and set(spec.node_selector.items()) <= set(n.labels)]
     if not match:
         raise src.error((*path, "nodeSelector"), f"{spec.node_selector} matches no node's labels")
     return match
@@ -260,7 +266,8 @@ def resolve_services(
     """Every Service; what a manifest leaves out is allocated as the API server would, from what none takes. A
     Service without a selector takes its endpoints from the EndpointSlices written for it."""
     manifests = [(i, m) for i, m in enumerate(workload) if isinstance(m, k8s.Service)]
-    slices = _slices(src, workload, [m for _, m in manifests], pods, externals, cluster.families)
+    stand_ins = tuple(n for n in nodes if n.stand_in)
+    slices = _slices(src, workload, [m for _, m in manifests], pods, externals, cluster.families, stand_ins)
     taken_ips = {ip for _, m in manifests for ip in (m.spec.cluster_ip, *m.spec.cluster_ips) if ip}
     free_ips = {
         family: (ip for ip in itertools.islice(hosts(cluster.service_cidr_of(family)), 9, None) if ip not in taken_ips)
@@ -514,12 +521,15 @@ def _slices(
     pods: tuple[PodSpec, ...],
     externals: tuple[ExternalSpec, ...],
     families: tuple[Family, ...],
+    stand_ins: tuple[NodeSpec, ...],
 ) -> dict[tuple[str, str], list[_SliceEndpoint]]:
     """The endpoints of each selector-less Service's EndpointSlices, by (namespace, name): every address is a pod
-    or an external host of the scenario (the lab answers from its own actors only)."""
+    or an external host of the scenario (the lab answers from its own actors only), or an address in a stand-in
+    node's podCIDR (a pod of that node, answered by the stand-in namespace, named by its address)."""
     selectors = {(m.metadata.namespace, m.metadata.name): m.spec.selector for m in services}
     owners = {ip: (p.name, p.node) for p in pods if not p.host_network for ip in p.ips}
     owners |= {ip: (e.name, "") for e in externals for ip in (e.ip, e.secondary_ip) if ip}
+    blocks = StandInBlocks(stand_ins)
     found: dict[tuple[str, str], list[_SliceEndpoint]] = {}
     for i, m in enumerate(workload):
         if not isinstance(m, k8s.EndpointSlice):
@@ -551,10 +561,13 @@ def _slices(
             address = ep.addresses[0]
             if problem := slice_address_problem(m.address_type, address):
                 raise src.error((*path, "endpoints", j, "addresses", 0), problem)
+            if address not in owners and (stand_in := blocks.node_of(address)) is not None:
+                owners[address] = (address, stand_in)
             if address not in owners:
                 raise src.error(
                     (*path, "endpoints", j, "addresses", 0),
-                    f"{address} is no pod's or external host's address: the lab answers only from its own actors",
+                    f"{address} is no pod's or external host's address, nor in a stand-in node's podCIDR: the lab "
+                    "answers only from its own actors",
                 )
             name, node = owners[address]
             ready = ep.conditions.ready is not False
@@ -575,3 +588,21 @@ def _slices(
                 )
                 found.setdefault(key, []).append(_SliceEndpoint(port.name, port.protocol, spec))
     return found
+
+
+class StandInBlocks:
+    """The stand-in nodes' podCIDRs, to find which holds an address: looked up by each prefix length the blocks
+    have, not compared with each block (thirty thousand endpoints by a thousand stand-ins)."""
+
+    def __init__(self, stand_ins: Iterable[NodeSpec]) -> None:
+        self.by_length: dict[int, dict[ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = {}
+        for node in stand_ins:
+            block = ipaddress.ip_network(node.pod_cidr)
+            self.by_length.setdefault(block.prefixlen, {})[block] = node.name
+
+    def node_of(self, address: str) -> str | None:
+        """The stand-in whose podCIDR holds the address, None for none (podCIDRs are disjoint: at most one)."""
+        for length, blocks in self.by_length.items():
+            if (name := blocks.get(ipaddress.ip_network(f"{address}/{length}", strict=False))) is not None:
+                return name
+        return None

@@ -1,0 +1,107 @@
+"""Stand-in nodes of a sliced cluster (docs/scenarios.md, "Stand-in nodes"): their endpoints are the addresses of
+their podCIDRs, they are no built node, and every probe that would need one to act as a node is refused in words."""
+
+from __future__ import annotations
+
+import pytest
+from support.host import REPO
+from support.scenario import error_for, write
+
+from lab.describe.load import load_scenario
+from lab.describe.resolve.workload import StandInBlocks
+from lab.describe.topology import NodeSpec
+
+SLICED = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
+
+
+def test_stand_in_endpoints_are_their_addresses_on_their_nodes(tmp_path):
+    topo = load_scenario(write(tmp_path, SLICED)).variants[0]
+    assert [n.name for n in topo.nodes] == ["node1"]
+    assert [(n.name, n.ip, n.pod_cidr) for n in topo.stand_ins] == [
+        ("node2", "192.168.56.12", "10.244.2.0/24"),
+        ("node3", "192.168.56.13", "10.244.3.0/24"),
+    ]
+    (port,) = topo.services[0].ports
+    assert [(ep.pod, ep.node, ep.ip, ep.port) for ep in port.endpoints] == [
+        ("10.244.2.7", "node2", "10.244.2.7", 8080),
+        ("10.244.3.9", "node3", "10.244.3.9", 8080),
+    ]
+
+
+def test_a_block_is_found_by_each_prefix_length():
+    nodes = [NodeSpec("a", "192.168.56.2", "10.244.2.0/24", ""), NodeSpec("b", "192.168.56.3", "10.245.0.0/16", "")]
+    blocks = StandInBlocks(nodes)
+    assert [blocks.node_of(ip) for ip in ("10.244.2.255", "10.245.7.1", "10.244.3.1")] == ["a", "b", None]
+
+
+def test_built_nodes_alone_count_against_the_bound(tmp_path):
+    many = "".join(
+        f"  - {{name: s{i}, ip: 192.168.57.{i}, podCIDR: 10.244.{100 + i}.0/24, standIn: true}}\n"
+        for i in range(1, 120)
+    )
+    text = SLICED.replace("  underlay: 192.168.56.0/24", "  underlay: 192.168.56.0/23").replace(
+        "workload:\n", many + "workload:\n", 1
+    )
+    assert len(load_scenario(write(tmp_path, text)).variants[0].stand_ins) == 121
+
+
+CLIENT_PROBE = "  - name: cluster-ip-to-stand-in\n    from: client\n    to: {service: web, port: 80}\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        (  # a source on a stand-in
+            CLIENT_PROBE,
+            CLIENT_PROBE.replace("from: client", "from: node2"),
+            "probes[0].from",
+            "node2 is a stand-in node (standIn: true): the lab builds no node there, so no probe starts there",
+        ),
+        (  # entering at a stand-in's NodePort
+            "via: nodePort, node: node1}",
+            "via: nodePort, node: node3}",
+            "probes[1].to.node",
+            "node3 is a stand-in node (standIn: true): the lab builds no node there, so nothing enters it",
+        ),
+        (  # a stand-in's node IP as a destination
+            "to: {service: web, port: 80}\n",
+            "to: {address: 192.168.56.12, port: 8080}\n",
+            "probes[0].to.address",
+            "node2 is a stand-in node (standIn: true): the lab builds no node there, so its node IP answers nothing",
+        ),
+        (  # a pod the lab would build on a stand-in
+            "spec: {nodeName: node1, containers: [{name: app}]}\n    status: {podIP: 10.244.1.5}",
+            "spec: {nodeName: node2, containers: [{name: app}]}\n    status: {podIP: 10.244.2.5}",
+            "workload[0].spec.nodeName",
+            "node2 is a stand-in node (standIn: true): it runs no pod the lab builds",
+        ),
+        (  # an endpoint in no stand-in's block, nor any actor's address
+            "addresses: [10.244.3.9]",
+            "addresses: [10.244.4.9]",
+            "workload[2].endpoints[1].addresses[0]",
+            "10.244.4.9 is no pod's or external host's address, nor in a stand-in node's podCIDR",
+        ),
+        (  # a tunnelling CNI: pod blocks are not routed to node IPs
+            "  underlay: 192.168.56.0/24\n",
+            "  underlay: 192.168.56.0/24\n  cni: routed-tunnel\n",
+            "nodes[1].standIn",
+            "stand-in nodes are modelled with cni: bridge (pod blocks routed), not routed-tunnel",
+        ),
+        (  # a link it does not have
+            "podCIDR: 10.244.2.0/24, standIn: true}",
+            "podCIDR: 10.244.2.0/24, standIn: true, mtu: 9000}",
+            "nodes[1].mtu",
+            "a stand-in node has no link of its own",
+        ),
+        (
+            "podCIDR: 10.244.2.0/24, standIn: true}",
+            "podCIDR: 10.244.2.0/24, standIn: maybe}",
+            "nodes[1].standIn",
+            "expected true or false, not 'maybe'",
+        ),
+    ],
+)
+def test_what_needs_a_stand_in_to_be_a_node_is_refused(tmp_path, old, new, field, message):
+    assert old in SLICED
+    error = error_for(tmp_path, SLICED.replace(old, new, 1))
+    assert error.field == field and message in error.message, str(error)
