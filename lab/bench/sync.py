@@ -58,6 +58,7 @@ MODES = ("nftables", "iptables-nft", "iptables-legacy", "ipvs")
 MOST = 60_000  # ClusterIPs 172.30.0.0/16 and endpoints 10.180.0.0/16 are numbered 250 to a /24 (scale.services)
 INTERVAL = 0.005  # seconds between the client's connections
 TIMEOUT = 2.0  # a connection unanswered for longer is lost
+ANSWERED_BEFORE = 5  # connections answered before the full sync starts
 CHANGED_ENDPOINT = "10.181.0.1"  # the one endpoint's new address (outside every other endpoint's)
 # The kernel's own warnings, as its log words them: "rcu: INFO: rcu_sched self-detected stall on CPU", "watchdog:
 # BUG: soft lockup - CPU#13 stuck for 22s!", "INFO: task nft:123 blocked for more than 120 seconds.", "WARNING: CPU:
@@ -234,6 +235,19 @@ class Client:
         self._thread.start()
         return self
 
+    def answered_before(self, count: int, within: float) -> None:
+        """Wait for `count` answered connections, the median the sync's are read against (a fixed wait left none
+        under lab vm's emulated CPU, where a connection takes longer than the wait); none within `within` seconds
+        ends the bench: the Service was not reached before the sync."""
+        deadline = time.perf_counter() + within
+        while sum(a.answered for a in self.answers) < count:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(
+                    f"before the full sync: {self.ip}:80 was not answered by its endpoint {self.endpoint} "
+                    f"{count} times within {within:.0f} s: timings would not count"
+                )
+            time.sleep(INTERVAL)
+
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
@@ -304,7 +318,7 @@ def measure(
             echo.start()
             first_sync(mode, node, one)
             with Client(env.source_ns, existing) as client:
-                time.sleep(0.3)  # the connections' time before the sync
+                client.answered_before(ANSWERED_BEFORE, TIMEOUT * 10)
                 start, end = _timed(lambda: full_sync(mode, node, one, every))
                 time.sleep(0.1)
             _check(env.source_ns, moved, moved.endpoints[0].ip, f"{mode} after the full sync")

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.bench.scale import services
+from lab.bench.scale import CONFIG, NODE_IP, services
 from lab.bench.sync import (
     CHANGED_ENDPOINT,
     Answer,
+    Client,
     growth,
     one_endpoint_changed,
     parse_modes,
@@ -21,6 +22,10 @@ from lab.bench.sync import (
     version_problem,
     warnings_in,
 )
+from lab.render.kubeproxy import graceful
+from lab.render.kubeproxy.addresses import host_port
+from lab.render.kubeproxy.ipvs import render_ipvs
+from lab.render.kubeproxy.kernel_state import RealServerState
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -120,3 +125,31 @@ def test_growth_says_the_exponent_of_the_curve():
     assert growth(10.0, 1.0, 10_000, 1_000) == "10.0× (k=1.00)"
     assert growth(100.0, 1.0, 10_000, 1_000) == "100.0× (k=2.00)"
     assert growth(1.0, 0.0, 10_000, 1_000) == ""
+
+
+def test_the_sync_waits_for_answers_to_read_its_own_against():
+    client = Client("unused", services(1)[0])  # never entered: no connection is made
+    client.answers = [Answer(0.0, 0.5, True)] * 5
+    client.answered_before(5, within=0.0)
+    client.answers = [Answer(0.0, 0.5, False)] * 9
+    with pytest.raises(RuntimeError, match="before the full sync: 172.30.0.1:80 was not answered by its endpoint"):
+        client.answered_before(5, within=0.05)
+
+
+def test_the_ipvs_change_weighs_each_set_of_rules_once(monkeypatch):
+    """The graceful termination check of a one-endpoint change: the moved real server alone, and the rules weighed
+    once each, not once per real server (quadratic: a minute of the lab's own time at 2 000 Services)."""
+    svcs = services(300)
+    old = render_ipvs(svcs, CONFIG, [NODE_IP], "1.31")
+    new = render_ipvs(one_endpoint_changed(svcs), CONFIG, [NODE_IP], "1.31")
+    listed = tuple(
+        RealServerState(vs.protocol, host_port(vs.address, vs.port), rs.text, rs.weight, 0, 0)
+        for vs in old.virtual_servers
+        for rs in vs.real_servers
+    )
+    weighed = []
+    weights = graceful._weights
+    monkeypatch.setattr(graceful, "_weights", lambda rules: weighed.append(rules) or weights(rules))
+    (decision,) = graceful.graceful_terminations(listed, old, new)
+    assert decision.delete and decision.server.address == f"{svcs[150].endpoints[0].ip}:{svcs[150].endpoints[0].port}"
+    assert len(weighed) == 2
