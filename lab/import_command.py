@@ -72,6 +72,12 @@ def add_import_command(sub: argparse._SubParsersAction, func: Callable[[argparse
         help="import this Service (repeatable; default: every one), with only the nodes and pods it involves",
     )
     p.add_argument(
+        "--nodes",
+        metavar="NODE,...",
+        help=f"build these nodes (at most {MAX_NODES}) and write every other as a stand-in (standIn: true); default: "
+        f"over {MAX_NODES} nodes, those the first Service's probes cross (docs/import.md, Sliced imports)",
+    )
+    p.add_argument(
         "--kube-version",
         metavar="1.MINOR",
         help="kube-proxy's release (default: kubectl version's server, else the nodes' kubeProxyVersion)",
@@ -94,7 +100,8 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     for asked in args.service:
         if asked.count("/") != 1:
             raise ScenarioError("lab import", None, "--service", f"expected NAMESPACE/NAME, got {asked!r}")
-    options = Options(args.service, args.kube_version, args.anonymize, args.name)
+    nodes = [n for n in (args.nodes or "").split(",") if n]
+    options = Options(args.service, args.kube_version, args.anonymize, args.name, nodes)
     imported = import_cluster(read_inputs(args.files), options)
     _bounded(imported.scenario)
     text = scenario_text(imported.scenario)
@@ -111,7 +118,7 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
 def _bounded(scenario: dict[str, Any]) -> None:
     """Refuse, before it is written, a scenario larger than the lab builds (lab validate would refuse it, after
     minutes of writing and reading it back at a cluster of tens of thousands of pods)."""
-    nodes = len(scenario["nodes"])
+    nodes = sum(1 for n in scenario["nodes"] if not n.get("standIn"))  # a stand-in is not built
     pods = sum(1 for m in scenario["workload"] if m.get("kind") == "Pod")
     for count, most, what in ((nodes, MAX_NODES, "nodes"), (pods, MAX_PODS, "pods")):
         if count > most:

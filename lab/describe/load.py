@@ -51,6 +51,9 @@ def _not_a_scenario(keys: dict[str, int]) -> str:
 
 
 _SCENARIO = Expected("a scenario (a mapping with `name`, `nodes`, `workload` and `probes`)", _not_a_scenario)
+# A scenario's values: a sliced 1 000-node import holds every endpoint of the cluster, 30 000 of them at about four
+# values each (docs/scenarios.md, "Stand-in nodes"); aliases stay bounded apart (yamlsrc.MAX_REPEATED).
+MAX_SCENARIO_VALUES = 250_000
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def load_scenario(
     `service_fields` are Services' fields set in every variant after its matrix (`lab run --what-if`). What
     is wrong is raised all at once (ScenarioErrors): every field the schema refuses, or, in a file the schema
     reads, what each variant's resolve steps refuse."""
-    source = load_yaml(path, expected=_SCENARIO)
+    source = load_yaml(path, max_values=MAX_SCENARIO_VALUES, expected=_SCENARIO)
     if (extra_probes or not own_probes) and isinstance(source.data.get("probes"), list):
         source.data["probes"] = [*(source.data["probes"] if own_probes else ()), *extra_probes]
     errors = check_manifests(source)

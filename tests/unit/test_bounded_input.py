@@ -216,7 +216,7 @@ def test_an_import_larger_than_the_lab_builds_is_refused_before_it_is_written(tm
     out = tmp_path / "s.yaml"
     files = [str(NODEPORT / f) for f in ("dump.yaml", "kube-proxy.yaml", "version.yaml")]
     args = argparse.Namespace(
-        files=files, output=str(out), service=[], kube_version=None, anonymize=False, name="imported"
+        files=files, output=str(out), service=[], kube_version=None, anonymize=False, name="imported", nodes=None
     )
     with pytest.raises(ScenarioError) as info:
         import_command.run_import(args, lambda _: None)

@@ -79,7 +79,13 @@ def test_the_scenario_is_written_as_pyyaml_writes_it(fixture: Path) -> None:
 
 def command(files: list[Path]) -> argparse.Namespace:
     return argparse.Namespace(
-        files=[str(f) for f in files], output=None, service=[], kube_version="1.31", anonymize=False, name="imported"
+        files=[str(f) for f in files],
+        output=None,
+        service=[],
+        kube_version="1.31",
+        anonymize=False,
+        name="imported",
+        nodes=None,
     )
 
 

@@ -44,7 +44,7 @@ def refusal(files: list[str], **options: Any) -> str:
 def command_refusal(files: list[str], output: str | None = None) -> pytest.ExceptionInfo[ScenarioError]:
     """What `lab import FILES [-o OUTPUT]` refuses, the scenario checked as the command checks it."""
     args = argparse.Namespace(
-        files=files, output=output, service=[], kube_version=None, anonymize=False, name="imported"
+        files=files, output=output, service=[], kube_version=None, anonymize=False, name="imported", nodes=None
     )
     with pytest.raises(ScenarioError) as info:
         run_import(args, lambda _line: None)

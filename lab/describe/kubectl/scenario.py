@@ -54,6 +54,7 @@ from lab.describe.kubectl.proxyconfig import (
 from lab.describe.kubectl.servicecidrs import KIND as SERVICE_CIDR
 from lab.describe.kubectl.servicecidrs import ServiceRange, read_service_ranges, service_range
 from lab.describe.kubectl.services import SERVICE_NAME_LABEL, Service, Slice, read_service, read_slice
+from lab.describe.kubectl.slicing import built_nodes, probed_within, sliced_note, stand_in_endpoint
 from lab.describe.kubectl.unrouted import external_ip_notes
 from lab.describe.releases import check_version
 from lab.describe.resolve.workload import NODE_PORT_RANGE
@@ -79,6 +80,7 @@ class Options:
     kube_version: str | None = None
     anonymize: bool = False
     name: str = "imported"
+    nodes: list[str] = field(default_factory=list)  # the nodes built, the others stand-ins; empty: chosen by size
 
 
 @dataclass
@@ -129,6 +131,12 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     with_pod = {n for n, p in clients.items() if p is not None}
     zones = {n: nodes[n].zone for n in wanted}
     probed = {key: probed_nodes(svc, wanted, zones, with_pod) for key, svc in services.items()}
+    built = built_nodes(options.nodes, wanted, probed)
+    if built is not None:
+        probed = probed_within(probed, built)
+        notes.append(sliced_note(built, len(wanted), len(probed), len(services)))
+        backends = {k: p for k, p in backends.items() if p.node in built}  # a stand-in's pods are addresses
+    real = built if built is not None else wanted
     used = {n for chosen in probed.values() for n in chosen}
     clients = {n: p for n, p in clients.items() if n in used}  # a client no probe is sent from is not written
     written_pods = list(backends.values()) + [p for p in clients.values() if p is not None and id(p) not in backends]
@@ -155,7 +163,12 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         check_net_conf(flannel_configs, networks[families[0]].cluster, notes)
     elif flannel_configs:
         notes.append(flannel_configs[0].note((), "not read: the lab recognised no flannel pods in the cluster"))
-    lab_nodes = [_node(nodes[n], [networks[f].blocks[n] for f in families], families, names) for n in wanted]
+    stand_ins = set(wanted) - set(real)
+    lab_nodes = [
+        _node(nodes[n], [networks[f].blocks[n] for f in families], families, names)
+        | ({"standIn": True} if n in stand_ins else {})
+        for n in wanted
+    ]
     workload: list[dict[str, Any]] = [_pod(p, families, names) for p in written_pods]
     origins = {("nodes", i): Origin(nodes[n].obj, NODE_FIELDS) for i, n in enumerate(wanted)}
     if config.conf is not None:
@@ -165,7 +178,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         read_announcers(inputs, nodes, notes),
         services.values(),
         nodes,
-        wanted,
+        real,
         {f: networks[f].underlay for f in families},
         names,
         notes,
@@ -179,10 +192,11 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         manifest = _service(svc, names, notes)
         origins |= {("workload", len(workload) + i): Origin(o.obj) for i, o in enumerate([svc, *svc.slices])}
         workload.append(manifest)
-        workload += [_slice(svc, s, names) for s in svc.slices]
-        ns = names.namespace(svc.namespace)
-        through = [names.node(n) for n in probed[svc.key]]
-        probes += probes_for(manifest, ns, client_of, through, OUTSIDE, svc.source_ranges)
+        workload += [_slice(svc, s, names, stand_ins) for s in svc.slices]
+        if svc.key in probed:
+            ns = names.namespace(svc.namespace)
+            through = [names.node(n) for n in probed[svc.key]]
+            probes += probes_for(manifest, ns, client_of, through, OUTSIDE, svc.source_ranges)
     for original, label, why in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
         notes.append(nodes[original].obj.note(("metadata", "name"), f"named {label} in the scenario: {why}"))
     if not probes:
@@ -201,7 +215,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
     if cni.masquerades:
         scenario |= _masquerade_agent({f: networks[f].cluster for f in families}, notes)
     release = NodeRelease(version, _gate(config, DRAINING_GATE))
-    if (lb := _load_balancer(services, [nodes[n] for n in wanted], names, release, notes)) is not None:
+    if (lb := _load_balancer(services, [nodes[n] for n in real], names, release, notes)) is not None:
         scenario["loadBalancers"] = [lb]
     if announced.balancers:
         scenario["loadBalancers"] = scenario.get("loadBalancers", []) + announced.balancers
@@ -630,7 +644,7 @@ def _service(svc: Service, names: Names, notes: list[str]) -> dict[str, Any]:
     return manifest
 
 
-def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
+def _slice(svc: Service, s: Slice, names: Names, stand_ins: set[str]) -> dict[str, Any]:
     endpoints = []
     for ep in s.endpoints:
         out: dict[str, Any] = {"addresses": [ep.address], "conditions": ep.conditions, "nodeName": names.node(ep.node)}
@@ -643,7 +657,7 @@ def _slice(svc: Service, s: Slice, names: Names) -> dict[str, Any]:
             hints["forNodes"] = [{"name": names.node(n)} for n in ep.nodes]
         if hints:
             out["hints"] = hints
-        endpoints.append(out)
+        endpoints.append(stand_in_endpoint(out) if ep.pod.node in stand_ins else out)
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
