@@ -42,8 +42,10 @@ DESCRIPTION = (
     "everything the lab leaves out or changes (IPv6, fields it does not model, a CNI it builds otherwise, an "
     "endpoint no pod of the input answers), what it did with a node's state (NotReady, cordoned, tainted, excluded "
     "from load balancers), where the release came from and why a node was renamed are said on standard error, one "
-    "line each with file, line, object and field. The scenario is checked as lab validate checks it before it "
-    "is written. See docs/import.md."
+    "line each with file, line, object and field. Over the lab's 100 nodes the import is sliced: the nodes the "
+    "first Service's probes cross (or --nodes) are built with kube-proxy's rules for the whole cluster, every other "
+    "node is a stand-in whose pods are its endpoints' addresses, and the Services probed through built nodes alone "
+    "are probed. The scenario is checked as lab validate checks it before it is written. See docs/import.md."
 )
 
 
