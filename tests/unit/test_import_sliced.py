@@ -9,15 +9,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.host import REPO
 
 from lab import import_command
 from lab.bench.imports import import_list
 from lab.describe.errors import ScenarioError
 from lab.describe.kubectl import slicing
 from lab.describe.kubectl.slicing import built_nodes, probed_within, stand_in_endpoint
+from lab.describe.load import load_scenario
 from lab.import_command import add_import_command, run_import
 
 NODES = [f"node{i}" for i in range(6)]
+SLICED = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
 
 
 def test_under_the_limit_nothing_is_sliced() -> None:
@@ -122,3 +125,24 @@ def test_a_node_asked_that_no_input_has_is_refused_naming_the_flag(tmp_path: Pat
     with pytest.raises(ScenarioError) as info:
         _import(import_list(4, 8, 4, tmp_path), nodes="node1,nodeZ")
     assert info.value.field == "--nodes" and "no node nodeZ in the input" in info.value.message
+
+
+def test_a_scenario_with_a_large_clusters_stand_in_endpoints_is_within_its_bound(tmp_path: Path) -> None:
+    """40 000 stand-in endpoints in slices of 1 000 (EndpointSlice's own limit), written as lab import writes a
+    stand-in's: some 120 000 values (a 1 000-node, 30 000-pod import's scenario has 127 000), over the 100 000 a
+    scenario held before slicing, under its 250 000."""
+    slices = "".join(
+        "  - apiVersion: discovery.k8s.io/v1\n    kind: EndpointSlice\n"
+        f"    metadata: {{name: web-{s}, labels: {{kubernetes.io/service-name: web}}}}\n"
+        "    addressType: IPv4\n    ports: [{name: http, port: 8080, protocol: TCP}]\n    endpoints:\n"
+        + "".join(f"      - addresses: [10.245.{a // 250}.{a % 250 + 2}]\n" for a in range(s * 1000, s * 1000 + 1000))
+        for s in range(40)
+    )
+    wide = SLICED.replace("clusterCIDR: 10.244.0.0/16", "clusterCIDR: 10.244.0.0/15")
+    node4 = "\n  - {name: node4, ip: 192.168.56.14, podCIDR: 10.245.0.0/16, standIn: true}"
+    text = wide.replace("podCIDR: 10.244.3.0/24, standIn: true}", "podCIDR: 10.244.3.0/24, standIn: true}" + node4)
+    text = text.split("probes:")[0]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(text + slices + "probes:" + SLICED.split("probes:")[1])
+    (port,) = load_scenario(str(scenario)).variants[0].services[0].ports
+    assert len(port.endpoints) == 40_002
