@@ -18,7 +18,7 @@ from lab.install.tools import run_command
 from lab.probe.capture import Frame
 from lab.probe.client import ClientResult
 from lab.probe.craft import Segment
-from lab.probe.diagnosis import Bridge, diagnose
+from lab.probe.diagnosis import Bridge, PlacedReasons, diagnose
 from lab.probe.evidence.base import RuleHit
 from lab.probe.evidence.snmp import Counters
 from lab.probe.fib import input_refusal
@@ -42,20 +42,28 @@ class RuleReasons:
     def __init__(self) -> None:
         self.running: Topology | None = None
         self.by_node: dict[str, tuple[Because, ...]] = {}
+        self._placed: dict[str, PlacedReasons] = {}
 
     def rendered(self, running: Topology, planes: Mapping[str, NodeDataplane]) -> None:
         """The reasons render gave with `planes`, what kube-proxy writes for `running` on every node: the probes
         of a cluster of a hundred nodes and ten thousand endpoints asked for them again node by node, each node
         rendered alone (without the rules the nodes share) for seconds a probe."""
-        self.running = running
+        self.running, self._placed = running, {}
         self.by_node = {node: plane.reasons + _agent_reasons(running, node) for node, plane in planes.items()}
 
     def of(self, running: Topology, node: str) -> tuple[Because, ...]:
         if running is not self.running:
-            self.running, self.by_node = running, {}
+            self.running, self.by_node, self._placed = running, {}, {}
         if node not in self.by_node:
             self.by_node[node] = rule_reasons(running, node) + _agent_reasons(running, node)
         return self.by_node[node]
+
+    def placed(self, running: Topology, node: str) -> PlacedReasons:
+        """The node's reasons indexed for diagnoses, once per workload rather than once per probe's attempt."""
+        reasons = self.of(running, node)
+        if node not in self._placed:
+            self._placed[node] = PlacedReasons.of(reasons)
+        return self._placed[node]
 
 
 def _agent_reasons(running: Topology, node: str) -> tuple[Because, ...]:
@@ -83,7 +91,7 @@ class Explainer:
             if cluster.cni != "routed-tunnel"
             else None
         )
-        reasons = partial(self.reasons.of, self.running)
+        reasons = partial(self.reasons.placed, self.running)
         return replace(observed, diagnosis=diagnose(observed.rules, observed.hops, reasons, self.names, bridge))
 
     def why(self, seen: Seen, sent_icmp: list[SentIcmp], sync_failures: Mapping[str, tuple[str, str]]) -> str:

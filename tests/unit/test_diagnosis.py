@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.describe.load import load_scenario
-from lab.probe.diagnosis import DNAT, HAIRPIN, IPVS, MARKED, MASQUERADE, UNNAT, Bridge, diagnose
+from lab.probe.diagnosis import DNAT, HAIRPIN, IPVS, MARKED, MASQUERADE, UNNAT, Bridge, PlacedReasons, diagnose
 from lab.probe.evidence.base import RuleHit
 from lab.probe.observation import Hop
 from lab.render.dataplane import rule_reasons
@@ -19,7 +19,7 @@ NAMES = {"192.168.56.100": "client", "192.168.56.12": "node2", "10.244.1.2": "op
 
 def _because(path: str, **axes: str):
     (topo,) = load_scenario(REPO / "topologies" / path, {k: [v] for k, v in axes.items()}).variants
-    return lambda node: rule_reasons(topo, node)
+    return lambda node: PlacedReasons.of(rule_reasons(topo, node))
 
 
 def _hop(actor: str, ifname: str, outgoing: bool, packet: str) -> Hop:
@@ -175,7 +175,7 @@ def test_a_step_the_evidence_does_not_show_is_not_said():
 def test_a_masquerade_kube_proxy_did_not_mark_is_put_down_to_its_own_rule():
     flannel = RuleHit("nat", "FLANNEL-POSTRTG", "-s 10.244.0.0/16 ! -d 224.0.0.0/4 -j MASQUERADE --random-fully", 1)
     hops = THROUGH_NODE2[:2]
-    diagnosis = diagnose([("node2", flannel)], hops, lambda node: (), NAMES)
+    diagnosis = diagnose([("node2", flannel)], hops, lambda node: PlacedReasons.of(()), NAMES)
     (step,) = diagnosis.steps
     assert step.setting is None and step.rewrote_source
     assert diagnosis.summary() == "masqueraded on node2 by nat FLANNEL-POSTRTG"
@@ -216,7 +216,7 @@ def test_a_pod_reaching_itself_is_hairpinned_by_the_bridge_port_it_came_in_by():
 def test_a_packet_that_leaves_by_another_port_is_no_hairpin():
     bridge = Bridge("cni0", frozenset({"veth-web", "veth-other"}), kubelet_hairpin_mode("hairpin-veth"))
     hops = (HAIRPIN_HOPS[0], _hop("node1", "veth-other", True, "10.244.1.2:38296 > 10.244.1.3:8080 tcp [S]"))
-    assert diagnose([], hops, lambda node: (), {}, bridge).steps == ()
+    assert diagnose([], hops, lambda node: PlacedReasons.of(()), {}, bridge).steps == ()
 
 
 def test_ipvs_forwarding_is_said_only_where_the_destination_changed_at_a_virtual_server():
@@ -265,7 +265,7 @@ def test_ip_masq_agent_s_masquerade_names_its_non_masquerade_cidrs():
     returned = RuleHit("nat", "IP-MASQ-AGENT", "-d 10.0.0.0/8 -m addrtype ! --dst-type LOCAL -j RETURN", 1)
     traced = "fib daddr type != local counter packets 0 bytes 0 masquerade (verdict accept)"  # iptables-nft, traced
     for hit in (RuleHit("nat", "IP-MASQ-AGENT", rule, 1), RuleHit("nat", "IP-MASQ-AGENT", traced, 1, "accept")):
-        reasons = lambda node: masq_agent_reasons(agent)  # noqa: E731
+        reasons = lambda node: PlacedReasons.of(masq_agent_reasons(agent))  # noqa: E731
         diagnosis = diagnose([("node2", returned), ("node2", hit)], THROUGH_NODE2[:2], reasons, NAMES)
         assert [s.kind for s in diagnosis.steps] == [MASQUERADE]
         assert diagnosis.summary() == "masqueraded on node2: nonMasqueradeCIDRs 10.0.0.0/8, 172.16.0.0/12"

@@ -59,3 +59,18 @@ def test_a_changed_workload_is_rendered_afresh(tmp_path):
     fewer = replace(topo, services=())
     assert reasons.of(fewer, "node0") == rule_reasons(fewer, "node0")
     assert reasons.of(fewer, "node0") != reasons.of(topo, "node0")
+
+
+def test_a_node_s_reasons_are_indexed_once_per_workload(tmp_path, monkeypatch):
+    """Every attempt of every probe asks for a crossed node's reasons indexed by chain; indexing them anew each time
+    cost a sliced import's node (120 000 reasons) minutes of probing."""
+    topo = _bench_cluster(tmp_path)
+    reasons = RuleReasons()
+    reasons.rendered(topo, render(topo))
+    indexed = reasons.placed(topo, "node0")
+    monkeypatch.setattr(explain.PlacedReasons, "of", _unrendered)  # a second index would fail the test
+    assert reasons.placed(topo, "node0") is indexed
+    assert indexed.placed and all(b.chain == chain for (_, chain), bs in indexed.placed.items() for b in bs)
+    fewer = replace(topo, services=())
+    monkeypatch.undo()
+    assert reasons.placed(fewer, "node0") is not indexed
