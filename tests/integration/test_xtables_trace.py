@@ -3,10 +3,12 @@
 Every catalogue scenario whose nodes run iptables-nft is run with both readers on every node at once, over the same
 window (counters snapshot just before the trace's mark and again just after it, and read, once the probe's last
 packets have landed, just before the trace's barrier and again just after it; the barrier's marker packet the
-trace leaves out): each probe's rules, their order and their packet counts must be what the counters said between
-one of the two start instants and one of the two end instants. A late packet of a connection (a retransmitted FIN
-on a loaded machine, an earlier probe's too) can land between two readings at either end, before or after the
-trace's mark or marker: the trace then agrees with the readings on its side of it."""
+trace leaves out): each probe's rules must be in the order the counters list them, every rule counted in all four
+readings must be traced, and each rule's traced packets must lie between the fewest and the most the four readings
+counted for it. A late packet of a connection (a retransmitted FIN, the ICMP error a retransmitted oversized
+segment draws, an earlier probe's packet on a loaded machine) can land between two readings at either end, before
+or after the trace's mark or marker, while the readings after the barrier also count the marker's own rules: the
+trace then agrees with each rule's readings on its side of it, not with one reading as a whole."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from lab.describe.load import load_scenario
 from lab.pipeline import cannot_run
 from lab.probe import session
 from lab.probe.evidence.base import RuleHit
-from lab.probe.evidence.counters import CounterEvidence
+from lab.probe.evidence.counters import BothBackends, CounterEvidence
 from lab.probe.evidence.xtrace import XtablesTraceEvidence
 
 # Files with IPv6 are left out: there the two readers, read a moment apart, sometimes differ by a few packets to
@@ -75,6 +77,10 @@ def test_the_trace_of_iptables_nft_says_what_its_counters_say(name, monkeypatch,
 
     def both(self, ns, traced):  # noqa: ANN001, ANN202
         evidence = chosen(self, ns, traced)
+        if isinstance(evidence, BothBackends) and isinstance(evidence.parts[0], XtablesTraceEvidence):
+            evidence.parts[0].close()  # kube-proxy's rules in nft beside another writer's in legacy: compare nft's
+            evidence.parts = (Both(ns, pairs), evidence.parts[1])
+            return evidence
         if not isinstance(evidence, XtablesTraceEvidence):
             return evidence
         evidence.close()
@@ -100,6 +106,18 @@ def test_the_trace_of_iptables_nft_says_what_its_counters_say(name, monkeypatch,
         ]
         for span, counted in zip(spans, readings, strict=True):
             said += [f"counted {span}:", *(f"  {h.packets} {h}" for h in counted)]
-        counts = [[(str(h), h.packets) for h in counted] for counted in readings]
-        assert [(str(h), h.packets) for h in traced] in counts, "\n".join(said)
+        assert _agrees(traced, readings), "\n".join(said)
     assert any(traced for _, traced, _ in pairs), "no rule met at all: the comparison would prove nothing"
+
+
+def _agrees(traced: list[RuleHit], readings: list[list[RuleHit]]) -> bool:
+    """Whether the trace is what the counters said, rule by rule (the module's docstring says why not reading by
+    reading)."""
+    names = [str(h) for h in traced]
+    counted = [{str(h): h.packets for h in reading} for reading in readings]
+    in_order = any([str(h) for h in reading if str(h) in set(names)] == names for reading in readings)
+    always = set.intersection(*(set(c) for c in counted))
+    within = all(
+        min(c.get(str(h), 0) for c in counted) <= h.packets <= max(c.get(str(h), 0) for c in counted) for h in traced
+    )
+    return in_order and always <= set(names) and within

@@ -1,6 +1,6 @@
 """kube-proxy's AllowServiceExternalIPs gate (KEP-5707, kubernetes#137293; 1.36+, deprecated and on by default): which
 releases take it, and what each mode writes for a Service's externalIPs with it on and off. (The kernel's answer:
-tests/integration/test_external_ips_gate.py.)"""
+tests/integration/test_external_ips_gate_kernel.py.)"""
 
 from __future__ import annotations
 
