@@ -50,7 +50,6 @@ from lab.bench.sync import MODES as SYNC_MODES
 from lab.bench.sync import parse_modes, parse_sync_sizes, run_sync_bench, version_problem
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
-from lab.describe.topology import Topology
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
 from lab.helptext import DIFF, STOPPED, exit_codes
 from lab.import_command import add_import_command, run_import
@@ -73,6 +72,7 @@ from lab.report.drawing import DrawingError
 from lab.report.html import write_report
 from lab.report.literal import literal
 from lab.report.records import json_document, summary
+from lab.report.sliced import sliced_line
 from lab.report.terminal import print_scenario
 from lab.selection import add_variant_flags, counts, load_all, no_variant, require_root, scenario_paths, select
 from lab.vm.cli import add_commands
@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             for topo in variants:
                 done += 1
                 if topo.stand_ins:
-                    err.print(literal(sliced(topo)))
+                    err.print(literal(sliced_line(topo)))
                 with running(f"[{done}/{total}] {scenario.name} ({topo.variant_label or 'no matrix'})"):
                     runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
@@ -209,17 +209,6 @@ def cmd_render(args: argparse.Namespace) -> int:
         return 2
     print(node_dataplane(topo, args.node).text(), end="")
     return 0
-
-
-def sliced(topo: Topology) -> str:
-    """Which nodes of a sliced cluster are built and which stand in (docs/scenarios.md, "Stand-in nodes"): a
-    result through a stand-in's pods is the built nodes' rules at work, not the stand-in's."""
-    stand_ins = [n.name for n in topo.stand_ins]
-    shown = ", ".join(stand_ins[:5]) + (f", ... ({len(stand_ins)})" if len(stand_ins) > 5 else "")
-    return (
-        f"sliced: built {', '.join(n.name for n in topo.nodes)}; stand-ins (their pods answered as addresses, no "
-        f"node of their own): {shown}"
-    )
 
 
 def running(what: str) -> AbstractContextManager[object]:

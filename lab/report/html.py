@@ -23,6 +23,7 @@ from lab.report.chain import source_summary
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
 from lab.report.records import expected_text, observed_text
+from lab.report.sliced import sliced_line
 
 STYLE = """
 body { font: 14px/1.45 Helvetica, Arial, sans-serif; margin: 1.5em 2em; color: #222; }
@@ -41,6 +42,7 @@ section.failures { border: 2px solid #c62828; background: #fff5f5; padding: 0.3e
 section.failures h2 { color: #c62828; border: none; margin-top: 0.3em; }
 tr.dropper td { background: #ffcdd2; font-weight: bold; } tr.dropper td:last-child { color: #b71c1c; }
 tr.decider td { background: #fff3c4; font-weight: bold; }
+p.sliced { border-left: 6px solid #ef6c00; background: #fff8e1; padding: 0.3em 0.8em; }
 """
 LEGEND = (
     '<p class="legend muted"><span style="color:#2e7d32">■ source</span><span style="color:#ef6c00">■ crossed '
@@ -221,12 +223,20 @@ def _scenario(name: str, runs: Sequence[VariantRun], directory: Path) -> str:
     parts.append(f'<div class="drawing">{svg(topology_dot(topo))}</div>')
     parts.append(_comparison(runs))
     for run in runs:
-        parts.append(f"<h3>{_e(run.topology.variant_label or 'the scenario')}</h3>")
-        if run.skipped:
-            parts.append(f'<p class="muted">skipped: {_e(run.skipped)}</p>')
-        parts += [_probe(result, directory) for result in run.results]
+        parts += _variant(run, directory)
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _variant(run: VariantRun, directory: Path) -> list[str]:
+    """A variant's part of its scenario's section: its heading, why it was skipped or, sliced, which nodes were
+    built and which stood in (above its probes: none is to be read as a stand-in's own rules at work), its probes."""
+    parts = [f"<h3>{_e(run.topology.variant_label or 'the scenario')}</h3>"]
+    if run.skipped:
+        parts.append(f'<p class="muted">skipped: {_e(run.skipped)}</p>')
+    elif run.topology.stand_ins:
+        parts.append(f'<p class="sliced">{_e(sliced_line(run.topology, most=None))}</p>')
+    return parts + [_probe(result, directory) for result in run.results]
 
 
 def page(scenarios: Sequence[tuple[str, Sequence[VariantRun]]], directory: Path) -> str:

@@ -11,6 +11,7 @@ from lab.probe.evidence.snmp import counted
 from lab.probe.observation import Observation
 from lab.report.answer import answer
 from lab.report.chain import chain_records, step_lines
+from lab.report.sliced import sliced_records
 
 
 def expected_text(result: ProbeResult) -> str:
@@ -216,10 +217,14 @@ def headline(result: ProbeResult) -> str:
 def json_document(results: list[ProbeResult], runs: list[VariantRun], interrupted: bool) -> dict[str, Any]:
     """`--json`: every probe that finished (also of a variant cut short), then the variants this machine skipped.
 
-    An interrupted run says so in its summary, so a reader does not take the missing probes for passes.
+    An interrupted run says so in its summary, so a reader does not take the missing probes for passes. A sliced
+    variant's built nodes and stand-ins are under `sliced` (absent when no variant was sliced).
     """
     records = [*map(to_record, results), *(rec for run in runs for rec in skipped_records(run))]
     totals = summary(runs, results)
     if interrupted:
         totals["interrupted"] = True
-    return {"results": records, "summary": totals}
+    document: dict[str, Any] = {"results": records, "summary": totals}
+    if sliced := sliced_records(results, runs):
+        document["sliced"] = sliced
+    return document

@@ -13,7 +13,6 @@ from support.host import REPO
 
 from lab import import_command
 from lab.bench.imports import import_list
-from lab.cli import sliced
 from lab.describe.errors import ScenarioError
 from lab.describe.kubectl import slicing
 from lab.describe.kubectl.slicing import built_nodes, probed_within, stand_in_endpoint
@@ -147,12 +146,3 @@ def test_a_scenario_with_a_large_clusters_stand_in_endpoints_is_within_its_bound
     scenario.write_text(text + slices + "probes:" + SLICED.split("probes:")[1])
     (port,) = load_scenario(str(scenario)).variants[0].services[0].ports
     assert len(port.endpoints) == 40_002
-
-
-def test_lab_run_names_the_built_nodes_and_the_stand_ins(tmp_path: Path) -> None:
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(SLICED)
-    topo = load_scenario(str(scenario)).variants[0]
-    assert sliced(topo) == (
-        "sliced: built node1; stand-ins (their pods answered as addresses, no node of their own): node2, node3"
-    )
