@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+from lab.describe.resolve.workload import StandInBlocks
 from lab.describe.topology import PodSpec, ProbeSpec, ServiceSpec, Topology
 from lab.install.echo import EchoServers, Listener
 from lab.install.speaker import ETH_P_ARP
@@ -46,33 +47,34 @@ def listeners(realized: Realized) -> list[Listener]:
     """Every backend of the build: its pods' ports, and the Services' endpoints (a hand-written EndpointSlice's
     endpoint may be an external host)."""
     topo = realized.topology
-    stand_ins = frozenset(n.name for n in topo.stand_ins)
-    return backends(realized, topo.built_pods, endpoints(topo.services, stand_ins)) + stand_in_listeners(realized)
+    blocks = StandInBlocks(topo.stand_ins)
+    return backends(realized, topo.built_pods, endpoints(topo.services, blocks)) + stand_in_listeners(realized, blocks)
 
 
-def stand_in_listeners(realized: Realized) -> list[Listener]:
+def stand_in_listeners(realized: Realized, blocks: StandInBlocks) -> list[Listener]:
     """A listener per port and protocol the stand-in pods serve, in the stand-in namespace on the wildcard address:
-    it answers from whichever pod address a connection came to, named by it (the stand-in pod's name)."""
-    topo = realized.topology
-    stand_ins = {n.name for n in topo.stand_ins}
+    it answers from whichever pod address a connection came to, named by it (the stand-in pod's name) and by the
+    stand-in whose podCIDR holds it. A stand-in pod is known by its address, not by the nodeName its endpoint
+    gives: an EndpointSlice may name any node, and kube-proxy reads that name only to tell local endpoints."""
     owners: dict[tuple[int, str], dict[str, tuple[str, str]]] = {}
-    for svc in topo.services:
+    for svc in realized.topology.services:
         for port in svc.ports:
             for ep in port.endpoints:
-                if ep.node in stand_ins:
-                    owners.setdefault((ep.port, port.protocol), {})[ep.ip] = (ep.pod, ep.node)
+                if (node := blocks.node_of(ep.ip)) is not None:
+                    owners.setdefault((ep.port, port.protocol), {})[ep.ip] = (ep.pod, node)
     ns = realized.namespaces.get(STAND_INS, "")
     return [Listener("", "", ns, port, proto, owners=named) for (port, proto), named in sorted(owners.items())]
 
 
-def endpoints(services: Sequence[ServiceSpec], stand_ins: frozenset[str] = frozenset()) -> list[tuple[str, int, str]]:
-    """(actor, port, protocol) of every endpoint of the Services but those on the `stand_ins` nodes."""
+def endpoints(services: Sequence[ServiceSpec], stand_ins: StandInBlocks | None = None) -> list[tuple[str, int, str]]:
+    """(actor, port, protocol) of every endpoint of the Services but the stand-in pods, those whose address is in a
+    stand-in node's podCIDR (`stand_ins`)."""
     return [
         (ep.pod, ep.port, port.protocol)
         for svc in services
         for port in svc.ports
         for ep in port.endpoints
-        if ep.node not in stand_ins
+        if stand_ins is None or stand_ins.node_of(ep.ip) is None
     ]
 
 

@@ -10,6 +10,9 @@ from support.scenario import error_for, write
 from lab.describe.load import load_scenario
 from lab.describe.resolve.workload import StandInBlocks
 from lab.describe.topology import NodeSpec
+from lab.probe.session import listeners
+from lab.realize.build import Realized
+from lab.realize.standins import STAND_INS
 
 SLICED = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
 
@@ -105,3 +108,39 @@ def test_what_needs_a_stand_in_to_be_a_node_is_refused(tmp_path, old, new, field
     assert old in SLICED
     error = error_for(tmp_path, SLICED.replace(old, new, 1))
     assert error.field == field and message in error.message, str(error)
+
+
+STAND_IN_ENDPOINT = "      - addresses: [10.244.2.7]\n"
+
+
+def _listened(tmp_path, text):
+    """Where the probe session's backends listen for the scenario: (namespace, port, who answers) of each, with the
+    stand-in namespace's answers by address."""
+    topo = load_scenario(write(tmp_path, text)).variants[0]
+    namespaces = {"node1": "lab-node1", "client": "lab-client", STAND_INS: "lab-stand-ins"}
+    found = []
+    for listener in listeners(Realized("lab", topo, namespaces, 0.0, {})):
+        answers = dict(listener.owners) or {listener.backend: (listener.backend, listener.node)}
+        found += [(listener.netns, listener.port, address, *who) for address, who in sorted(answers.items())]
+    return found
+
+
+def test_a_stand_in_pod_naming_another_node_is_answered_from_the_stand_in_namespace(tmp_path):
+    """An EndpointSlice may give any nodeName (kube-proxy reads it only to tell local endpoints): an address in
+    node2's podCIDR named node1's is still node2's pod, answered where the stand-ins are."""
+    assert STAND_IN_ENDPOINT in SLICED
+    named = SLICED.replace(STAND_IN_ENDPOINT, STAND_IN_ENDPOINT + "        nodeName: node1\n", 1)
+    assert _listened(tmp_path, named) == [
+        ("lab-stand-ins", 8080, "10.244.2.7", "10.244.2.7", "node2"),
+        ("lab-stand-ins", 8080, "10.244.3.9", "10.244.3.9", "node3"),
+    ]
+
+
+def test_a_built_pod_whose_endpoint_names_a_stand_in_is_answered_by_the_pod(tmp_path):
+    """The client pod's address as an endpoint named node2's: the pod answers on its own node, as in the cluster."""
+    assert STAND_IN_ENDPOINT in SLICED
+    named = SLICED.replace(STAND_IN_ENDPOINT, "      - addresses: [10.244.1.5]\n        nodeName: node2\n", 1)
+    assert _listened(tmp_path, named) == [
+        ("lab-client", 8080, "client", "client", "node1"),
+        ("lab-stand-ins", 8080, "10.244.3.9", "10.244.3.9", "node3"),
+    ]
