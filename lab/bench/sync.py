@@ -72,10 +72,11 @@ WARNINGS = (
 
 
 def parse_sync_sizes(text: str) -> list[int]:
-    """`1000,5000` → [1000, 5000], smallest first, each once; ValueError naming what is wrong."""
+    """`1000,5000` → [1000, 5000], smallest first, each once; ValueError naming what is wrong. ASCII digits only:
+    str.isdigit() and int() take any script's, and isdigit() also '²', which int() refuses in its own words."""
     sizes = set()
     for item in text.split(","):
-        if not item.isdigit() or not 1 <= int(item) <= MOST:
+        if not (item.isascii() and item.isdigit()) or not 1 <= int(item) <= MOST:
             raise ValueError(
                 f"expected Service counts from 1 to {MOST}, comma-separated (e.g. 1000,5000), got {item!r}"
             )

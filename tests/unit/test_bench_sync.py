@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_sizes_are_read_smallest_first_once_and_bad_ones_refused():
     assert parse_sync_sizes("5000,1000,5000") == [1000, 5000]
-    for bad in ("0", "x", "", "1000,", "-5", "60001", "1e3"):
+    for bad in ("0", "x", "", "1000,", "-5", "60001", "1e3", "²", "١٠٠٠", "１０"):
         with pytest.raises(ValueError, match="expected Service counts from 1 to 60000, comma-separated"):
             parse_sync_sizes(bad)
 
