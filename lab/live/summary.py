@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lab.describe.topology import ProbeSpec, ServicePortSpec, ServiceSpec, Topology
 from lab.report.records import expectation_text
+from lab.report.sliced import sliced_line
 
 
 def _frontends(svc: ServiceSpec) -> list[str]:
@@ -121,6 +122,8 @@ def summary(topo: Topology, prefix: str) -> list[str]:
     ]
     for node in topo.nodes:
         lines.append(f"  node      {node.name:<12} {node.ip:<16} pods {node.pod_cidr}")
+    if topo.stand_ins:  # the nodes above are the built ones: say the others stand in
+        lines.append(f"  {sliced_line(topo)}")
     for pod in topo.built_pods:
         ports = " ".join(f"{p.port}/{p.protocol}" for p in pod.ports)
         state = "" if pod.ready else " (not ready)"

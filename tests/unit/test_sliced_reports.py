@@ -1,6 +1,6 @@
 """Every report of a sliced run says which nodes were built and which stood in, and what a stand-in is (lab/report/
-sliced.py): `lab run`'s line, `--json`'s `sliced` entries and the HTML report's paragraph above a variant's probes;
-an unsliced run's reports are as they were."""
+sliced.py): `lab run`'s line, `--json`'s `sliced` entries, the HTML report's paragraph above a variant's probes
+and `lab up`'s summary; an unsliced run's reports are as they were."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from lab.describe.load import load_scenario
 from lab.describe.topology import NodeSpec, Topology
 from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.judge.verdict import Verdict
+from lab.live.summary import summary
 from lab.probe.observation import Observation
 from lab.report.html import _variant
 from lab.report.records import json_document
@@ -107,3 +108,12 @@ def test_the_html_report_names_every_stand_in_and_says_nothing_of_an_unsliced_or
     assert not any("sliced" in part for part in _variant(VariantRun(unsliced, [], NO_TIME), tmp_path))
     skipped = _variant(_run(_sliced(tmp_path), skipped="no ip_vs module"), tmp_path)
     assert not any("sliced" in part for part in skipped)
+
+
+def test_lab_ups_summary_says_it_below_the_built_nodes(tmp_path: Path) -> None:
+    topo = _sliced(tmp_path)
+    lines = summary(topo, "lab-0abc12")
+    built = next(i for i, line in enumerate(lines) if line.startswith("  node      node1 "))
+    assert lines[built + 1] == f"  {sliced_line(topo)}"
+    (unsliced,) = load_scenario(write(tmp_path, BASE)).variants
+    assert not any("sliced" in line for line in summary(unsliced, "lab-0abc12"))
