@@ -22,7 +22,7 @@ from lab.paths import cache_root
 from lab.vm.apt import depends_names, stanza_field
 from lab.vm.errors import VmError
 from lab.vm.files import changed_entries, private_dir, sha256_file, tree_digests, write_atomically
-from lab.vm.kernels import _locked, _run, _tool, updated_apt
+from lab.vm.kernels import locked, run_checked, tool_path, updated_apt
 
 RELEASES = ("bullseye", "bookworm", "trixie")
 # A tool's package and the file it runs. iptables' and ip6tables' commands of one backend are all names of one
@@ -103,7 +103,7 @@ def escaping_links(tree: Path) -> list[str]:
 def release_tools(release: str, cache: Path | None = None) -> ReleaseTools:
     """The release's tools, fetched into the cache on first use and checked against their record at every use."""
     tdir = private_dir(cache or cache_root(), "tools", check_release(release))
-    with _locked(tdir.parent / f"{release}.lock"):
+    with locked(tdir.parent / f"{release}.lock"):
         record = _read_record(tdir)
         if record is None:
             record = _fetch(release, tdir)
@@ -138,25 +138,30 @@ def _verify(tdir: Path, files: dict[str, str]) -> None:
 
 def _fetch(release: str, tdir: Path) -> dict:
     apt = updated_apt(tdir / "apt", release)
-    apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
+    apt_get, apt_cache = tool_path("apt-get"), tool_path("apt-cache")
     stanzas: dict[str, str] = {}
 
     def show(package: str) -> str:
         if package not in stanzas:
             argv = [apt_cache, *apt.options(), "show", "--no-all-versions", package]
-            stanzas[package] = _run(argv, f"apt-cache show {package} ({release})")
+            stanzas[package] = run_checked(argv, f"apt-cache show {package} ({release})")
         return stanzas[package]
 
     packages = package_closure(show, list(dict.fromkeys(package for package, _ in TOOLS.values())))
     with tempfile.TemporaryDirectory(dir=tdir, prefix="download-") as tmp:
-        _run([apt_get, *apt.options(), "-q", "download", *packages], f"apt-get download ({release})", cwd=Path(tmp))
+        run_checked(
+            [apt_get, *apt.options(), "-q", "download", *packages], f"apt-get download ({release})", cwd=Path(tmp)
+        )
         staging = tdir / "tree.new"
-        _run(["rm", "-rf", str(staging)], f"removing {staging}")
+        run_checked(["rm", "-rf", str(staging)], f"removing {staging}")
         for package in packages:
-            _run([_tool("dpkg-deb"), "-x", str(_checked_deb(Path(tmp), package, show(package))), str(staging)], package)
+            run_checked(
+                [tool_path("dpkg-deb"), "-x", str(_checked_deb(Path(tmp), package, show(package))), str(staging)],
+                package,
+            )
     if bad := escaping_links(staging):
         raise VmError(f"{release}'s packages hold a symlink leading outside their tree: {bad[0]}")
-    _run(["rm", "-rf", str(tdir / "tree")], f"removing {tdir / 'tree'}")
+    run_checked(["rm", "-rf", str(tdir / "tree")], f"removing {tdir / 'tree'}")
     staging.rename(tdir / "tree")
     versions = {package: stanza_field(show(package), "Version") for package in packages}
     return {"release": release, "mirror": apt.mirror, "versions": versions, "files": tree_digests(tdir / "tree")}

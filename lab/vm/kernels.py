@@ -105,7 +105,7 @@ def _local_kernel(spec: KernelSpec, cache: Path) -> Kernel:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """One process at a time fetches a given kernel; the others wait and then find it cached."""
     try:  # never through a symlink (opening one with "w" truncated whatever it pointed to)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -158,7 +158,7 @@ def _kernel_from_record(name: str, kdir: Path, record: dict) -> Kernel | None:
 
 def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
     assert spec.suite is not None
-    with _locked(kdir.parent / f"{spec.name}.lock"):
+    with locked(kdir.parent / f"{spec.name}.lock"):
         record = _read_record(kdir)
         if record is not None:
             _verify(kdir, record["files"])  # cached: no network, but checked
@@ -178,14 +178,16 @@ def _debian_kernel(spec: KernelSpec, kdir: Path) -> Kernel:
     return kernel
 
 
-def _tool(name: str) -> str:
+def tool_path(name: str) -> str:
+    """A tool of this machine's that lab vm runs (apt-get, dpkg-deb, depmod), found in the sbin directories too."""
     path = shutil.which(name, path=_SEARCH_PATH)
     if path is None:
         raise missing_tool(name)
     return path
 
 
-def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
+def run_checked(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    """A command's output; a VmError saying `what` failed, with its last words, when it fails or runs 15 minutes."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=900)
     except subprocess.TimeoutExpired:
@@ -201,12 +203,12 @@ def _fetch_and_unpack(suite: str, kdir: Path, progress: Progress) -> dict:
     and the sha256 of each package file."""
     progress.stage(f"reading the package lists of {suite}")
     apt = updated_apt(kdir / "apt", suite)
-    apt_get, apt_cache = _tool("apt-get"), _tool("apt-cache")
+    apt_get, apt_cache = tool_path("apt-get"), tool_path("apt-cache")
     stanzas: dict[str, str] = {}
 
     def show(package: str) -> str:
         argv = [apt_cache, *apt.options(), "show", "--no-all-versions", package]
-        stanzas[package] = _run(argv, f"apt-cache show {package} ({suite})")
+        stanzas[package] = run_checked(argv, f"apt-cache show {package} ({suite})")
         return stanzas[package]
 
     found = kernel_packages(show, META_PACKAGE)
@@ -229,7 +231,7 @@ def updated_apt(directory: Path, suite: str) -> PrivateApt:
         raise VmError("no Debian mirror found in /etc/apt/sources.list{,.d}; name one with LAB_DEBIAN_MIRROR=URI")
     apt = PrivateApt(directory, mirror, suite)
     apt.prepare()
-    _update(_tool("apt-get"), apt, suite, mirror)
+    _update(tool_path("apt-get"), apt, suite, mirror)
     return apt
 
 
@@ -275,11 +277,11 @@ def _unpack(debs: list[Path], kdir: Path, release: str) -> None:
     staging = kdir / "tree.new"
     shutil.rmtree(staging, ignore_errors=True)
     for deb in debs:
-        _run([_tool("dpkg-deb"), "-x", str(deb), str(staging)], f"dpkg-deb -x {deb.name}")
+        run_checked([tool_path("dpkg-deb"), "-x", str(deb), str(staging)], f"dpkg-deb -x {deb.name}")
     if not (staging / "lib" / "modules" / release).is_dir() and (staging / "usr" / "lib" / "modules").is_dir():
         # Newer packages ship /usr/lib/modules; depmod -b and this cache look under lib/modules.
         (staging / "lib").mkdir(exist_ok=True)
         (staging / "lib" / "modules").symlink_to("../usr/lib/modules")
-    _run([_tool("depmod"), "-b", str(staging), release], f"depmod -b {staging} {release}")
+    run_checked([tool_path("depmod"), "-b", str(staging), release], f"depmod -b {staging} {release}")
     shutil.rmtree(kdir / "tree", ignore_errors=True)
     staging.rename(kdir / "tree")

@@ -49,7 +49,7 @@ def test_the_lock_file_is_never_opened_through_a_symlink(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep me")
     (tmp_path / "debian-12.lock").symlink_to(victim)
-    with pytest.raises(VmError, match="a symlink is never followed"), kernels._locked(tmp_path / "debian-12.lock"):
+    with pytest.raises(VmError, match="a symlink is never followed"), kernels.locked(tmp_path / "debian-12.lock"):
         pass
     assert victim.read_text() == "keep me"  # open(path, "w") used to truncate it
 

@@ -87,7 +87,7 @@ def resolve_load_balancers(
         if lb.mode == "external"
     )
     others = (cluster.gateway_ip, cluster.secondary_gateway_ip, *(b.address for b in balancers))
-    taken = _addresses_taken(nodes, externals, others)
+    taken = addresses_taken(nodes, externals, others)
     announcements = tuple(
         a
         for i, lb, chosen in served
@@ -119,7 +119,7 @@ def unannounced(
     )
 
 
-def _addresses_taken(
+def addresses_taken(
     nodes: tuple[NodeSpec, ...], externals: tuple[ExternalSpec, ...], others: tuple[str, ...]
 ) -> dict[str, str]:
     """Every address a host the lab builds holds on the underlay, with whose it is."""

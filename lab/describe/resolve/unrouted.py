@@ -9,7 +9,7 @@ is reached there, through whichever node answered: not said."""
 from __future__ import annotations
 
 from lab.describe import k8s
-from lab.describe.resolve.actors import _addresses_taken
+from lab.describe.resolve.actors import addresses_taken
 from lab.describe.resolve.checks import inside
 from lab.describe.topology import AnnouncementSpec, ClusterSpec, ExternalSpec, LoadBalancerSpec, NodeSpec, ServiceSpec
 from lab.describe.yamlsrc import FieldPath, Source
@@ -28,7 +28,7 @@ def unannounced_addresses(
     if cluster.proxy_mode == "ipvs" and not cluster.ipvs_strict_arp:
         return ()
     balancers, announcements = served
-    skip = set(_addresses_taken(nodes, externals, (cluster.gateway_ip, cluster.secondary_gateway_ip)))
+    skip = set(addresses_taken(nodes, externals, (cluster.gateway_ip, cluster.secondary_gateway_ip)))
     skip |= {f.vip for lb in balancers for f in lb.frontends}
     skip |= {a.vip for a in announcements}
     underlays = [u for u in (cluster.underlay, cluster.secondary_underlay) if u]
