@@ -117,6 +117,8 @@ def test_kube_proxys_iptables_in_nftables_mode_is_refused(tmp_path: Path) -> Non
         ("*filter\\n:DOCKER DROP\\nCOMMIT\\n", "DOCKER is no built-in chain of filter (INPUT, FORWARD, OUTPUT)"),
         ("*filter\\n:FORWARD\\nCOMMIT\\n", "a chain is declared as :NAME POLICY, optionally followed by [packets"),
         ("*filter\\niptables -P FORWARD DROP\\nCOMMIT\\n", "expected a chain (:NAME POLICY), a rule (-A CHAIN ...)"),
+        ("*filter\\n[0:0]\\nCOMMIT\\n", "its line 2 ('[0:0]'): expected a chain (:NAME POLICY), a rule (-A CHAIN"),
+        ("*filter\\n[0] -A INPUT -j DROP\\nCOMMIT\\n", "its line 2 ('[0] -A INPUT -j DROP'): expected a chain"),
         ("# only a comment\\n", "no table: expected *filter, *nat, *mangle, *raw or *security"),
     ],
 )
@@ -132,6 +134,14 @@ def test_host_rules_as_restore_takes_them_are_taken(tmp_path: Path) -> None:
     )
     cluster = load_scenario(write(tmp_path, _with_tools(BASE, f'{{host: {{iptablesRules: "{rules}"}}}}'))).variants[0]
     assert cluster.cluster.host_iptables_rules.startswith("# Docker\n*filter\n:FORWARD DROP [0:0]\n")
+
+
+def test_host_rules_with_the_counters_iptables_save_c_writes_are_taken(tmp_path: Path) -> None:
+    """`iptables-save -c`'s output, as a node's rules are often kept: iptables-restore reads each rule's
+    [packets:bytes] and, without -c, sets them aside."""
+    rules = "*filter\\n:FORWARD DROP [12:720]\\n[3:180] -A FORWARD -i docker0 -j ACCEPT\\nCOMMIT\\n"
+    topo = load_scenario(write(tmp_path, _with_tools(BASE, f'{{host: {{iptablesRules: "{rules}"}}}}'))).variants[0]
+    assert "[3:180] -A FORWARD -i docker0 -j ACCEPT\n" in topo.cluster.host_iptables_rules
 
 
 def test_each_writer_runs_its_own_iptables(tmp_path: Path) -> None:
