@@ -230,7 +230,8 @@ class Service(Loose):
 
 
 class EndpointConditions(Loose):
-    """An endpoint's conditions; unset ready and serving mean ready (the API's "interpret as ready")."""
+    """An endpoint's conditions; unset ready and serving mean true, unset terminating false (the API's "a nil value
+    should be interpreted as"), each on its own."""
 
     ready: bool | None = None
     serving: bool | None = None

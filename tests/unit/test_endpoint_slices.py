@@ -18,7 +18,7 @@ def test_slice_endpoints_are_the_services(tmp_path):
     (port,) = backends.ports
     assert [(ep.pod, ep.node, ep.ip, ep.port, ep.ready, ep.serving) for ep in port.endpoints] == [
         ("db", "", "192.168.56.50", 5432, True, True),
-        ("cache", "node2", "10.244.2.2", 5432, False, False),
+        ("cache", "node2", "10.244.2.2", 5432, False, True),  # serving unset: true, as kube-proxy reads it
     ]
     assert nothing.ports[0].endpoints == ()
 

@@ -65,3 +65,10 @@ def test_a_thousand_nodes_give_a_probe_per_kind_not_per_node():
     nodes = [f"node{i}" for i in range(1000)]
     service = _service(*(_endpoint(f"node{i}", READY) for i in range(0, 1000, 33)))
     assert probed_nodes(service, nodes, {}, set(nodes)) == ["node0", "node1"]
+
+
+def test_an_unset_serving_is_true_not_the_endpoints_ready():
+    """kube-proxy reads an unset serving as true (lab/describe/resolve/workload.py cites it): a not-ready
+    terminating endpoint without it is the terminating kind, not a third."""
+    service = _service(_endpoint("node2", TERMINATING), _endpoint("node3", {"ready": False, "terminating": True}))
+    assert probed_nodes(service, NODES, {}, set()) == ["node1", "node2"]

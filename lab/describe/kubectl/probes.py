@@ -93,9 +93,9 @@ def probed_nodes(service: Service, nodes: list[str], zones: dict[str, str], pod_
 
 
 def _state(conditions: dict[str, bool]) -> tuple[bool, bool, bool]:
-    """ready, serving, terminating; an unset one read as kube-proxy reads it (ready unless said otherwise)."""
-    ready = conditions.get("ready", True)
-    return ready, conditions.get("serving", ready), conditions.get("terminating", False)
+    """ready, serving, terminating; an unset one read as kube-proxy reads it (ready and serving true, terminating
+    false: lab/describe/resolve/workload.py)."""
+    return conditions.get("ready", True), conditions.get("serving", True), conditions.get("terminating", False)
 
 
 def _has_address(via: str | None, family: str, spec: dict[str, Any], status: list[dict[str, Any]]) -> bool:

@@ -570,8 +570,11 @@ def _slices(
                     "answers only from its own actors",
                 )
             name, node = owners[address]
+            # Unset, ready and serving are true and terminating false, as kube-proxy reads them (kubernetes/kubernetes
+            # pkg/proxy/endpointslicecache.go at 04791b4906602ffda5ccf9bc4c84d3329f1d7080, newEndpointSliceInfo):
+            # an unset serving is not the endpoint's ready.
             ready = ep.conditions.ready is not False
-            serving = ep.conditions.serving if ep.conditions.serving is not None else ready
+            serving = ep.conditions.serving is not False
             for port in m.ports:
                 if port.port is None:
                     raise src.error((*path, "ports"), "every port of a hand-written EndpointSlice needs a number")
