@@ -152,7 +152,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     cluster = resolve_cluster(src, f.cluster)
     every_node = resolve_nodes(src, f.nodes, cluster, variant.arch)
     nodes = tuple(n for n in every_node if not n.stand_in)  # the built ones: every stage below works on these
-    externals = resolve_externals(src, f.external_hosts, cluster, nodes)
+    externals = resolve_externals(src, f.external_hosts, cluster, every_node)
     demand = scale_demand(variant, f.probes, f.workload)
     pods, pending = resolve_pods(src, f.workload, cluster, every_node, demand)
     # Every Service as if every built pod ran; at the start without the replicas a later step creates.

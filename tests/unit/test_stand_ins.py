@@ -144,3 +144,26 @@ def test_a_built_pod_whose_endpoint_names_a_stand_in_is_answered_by_the_pod(tmp_
         ("lab-client", 8080, "client", "client", "node1"),
         ("lab-stand-ins", 8080, "10.244.3.9", "10.244.3.9", "node3"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("host", "message"),
+    [
+        ("{name: node2, ip: 192.168.56.100}", "name 'node2' is already used at line 17"),
+        ("{name: db, ip: 192.168.56.13}", "address '192.168.56.13' is already used at line 18"),
+    ],
+)
+def test_an_external_host_with_a_stand_ins_name_or_node_ip_is_refused(tmp_path, host, message):
+    """A stand-in's node IP is on the underlay (the stand-in namespace holds it), and its name is a node's."""
+    error = error_for(tmp_path, SLICED.replace("workload:\n", f"externalHosts:\n  - {host}\nworkload:\n", 1))
+    assert error.field.startswith("externalHosts[0]") and message in error.message, str(error)
+
+
+def test_a_name_shared_with_a_built_node_after_stand_ins_names_that_node_s_line(tmp_path):
+    """Nodes are numbered as declared, stand-ins among them: node1 moved after the two stand-ins is at line 18."""
+    first = "  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}\n"
+    host = "externalHosts:\n  - {name: node1, ip: 192.168.56.100}\n"
+    assert first in SLICED
+    text = SLICED.replace(first, "", 1).replace("workload:\n", first + host + "workload:\n", 1)
+    error = error_for(tmp_path, text)
+    assert error.field == "externalHosts[0].name" and "already used at line 18" in error.message, str(error)

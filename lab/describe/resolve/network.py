@@ -168,9 +168,11 @@ def resolve_externals(
     src: Source, declared: list[schema.ExternalHost], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...]
 ) -> tuple[ExternalSpec, ...]:
     """Each external host at its address, a router with its LAN and routes; names and addresses shared with
-    nodes are refused."""
+    nodes, stand-ins too (their node IPs are on the underlay), are refused. `nodes` are every node declared, in
+    their order; a route's next hop is a built one (a stand-in routes nothing)."""
     routers = _routers(src, declared, cluster)
-    underlay_names = {n.name: n.ip for n in nodes} | {h.name: split(h.ip)[0] for h in declared if not h.behind}
+    built = {n.name: n.ip for n in nodes if not n.stand_in}
+    underlay_names = built | {h.name: split(h.ip)[0] for h in declared if not h.behind}
     externals = []
     for i, h in enumerate(declared):
         path: FieldPath = ("externalHosts", i)
