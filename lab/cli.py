@@ -144,6 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 done += 1
                 if topo.stand_ins:
                     err.print(literal(sliced_line(topo)))
+                if topo.cluster.iptables_backend_why:  # iptablesBackend: wrapper
+                    err.print(literal(topo.cluster.iptables_backend_why))
                 with running(f"[{done}/{total}] {scenario.name} ({topo.variant_label or 'no matrix'})"):
                     runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])

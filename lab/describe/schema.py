@@ -107,7 +107,9 @@ class Tools(Strict):
 class Cluster(Strict):
     proxy_mode: Literal["iptables", "ipvs", "nftables"] = Field("iptables", alias="proxyMode")
     kube_version: str = Field("1.31", alias="kubeVersion")
-    iptables_backend: Literal["nft", "legacy"] = Field("nft", alias="iptablesBackend")
+    # The backend kube-proxy's iptables writes in; `wrapper`: the one its image's iptables-wrapper chooses from the
+    # node's rules when kube-proxy starts (lab/describe/resolve/iptables_wrapper.py).
+    iptables_backend: Literal["nft", "legacy", "wrapper"] = Field("nft", alias="iptablesBackend")
     cluster_cidr: str = Field("10.244.0.0/16", alias="clusterCIDR")
     kube_proxy_cluster_cidr: bool = Field(True, alias="kubeProxyClusterCIDR")
     service_cidr: str = Field("10.96.0.0/16", alias="serviceCIDR")

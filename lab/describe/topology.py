@@ -406,6 +406,9 @@ class ClusterSpec:
     host_nftables: str = ""
     host_iptables_backend: str = "nft"
     host_iptables_rules: str = ""
+    # iptablesBackend: wrapper: which backend kube-proxy's image's iptables-wrapper chose, and why ("" when the
+    # scenario named the backend).
+    iptables_backend_why: str = ""
 
     @property
     def families(self) -> tuple[Family, ...]:

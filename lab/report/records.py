@@ -73,6 +73,8 @@ def _probe_fields(topology: Topology, probe: ProbeSpec) -> dict[str, Any]:
         "file": topology.file,
         "variant": dict(topology.variant),
         "kernel": topology.kernel or None,
+        # iptablesBackend wrapper: the backend kube-proxy's image's iptables-wrapper chose, and why.
+        "iptables_wrapper": topology.cluster.iptables_backend_why or None,
         "probe": probe.name,
         "from": probe.source,
         "to": {"target": probe.target, "address": probe.destination, "protocol": probe.protocol},

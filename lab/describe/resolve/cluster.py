@@ -11,6 +11,8 @@ from lab.describe import schema
 from lab.describe.families import family_of, overlap, split
 from lab.describe.releases import check_node_port_addresses, check_option, check_version
 from lab.describe.resolve.checks import hosts
+from lab.describe.resolve.iptables_wrapper import WRAPPER, Choice, Unknowable, choose_backend
+from lab.describe.resolve.node_tables import BackendTables, nft_tables, restore_tables
 from lab.describe.resolve.restore_text import restore_text_problem
 from lab.describe.topology import ClusterSpec
 from lab.describe.yamlsrc import Source
@@ -70,12 +72,15 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
     addresses = c.node_port_addresses
     if problem := check_node_port_addresses(c.kube_version, addresses, schema.NODE_PORT_KEYWORDS):
         raise src.error(("cluster", "nodePortAddresses"), problem)
-    tools = _tools(src, c)
+    if problem := restore_text_problem(c.tools.host.iptables_rules):
+        raise src.error(("cluster", "tools", "host", "iptablesRules"), f"not iptables-restore's input: {problem}")
+    backend = _kube_proxy_backend(src, c)
+    tools = _tools(src, c, backend.backend)
     (cluster_cidr, *cluster2), (service_cidr, *service2), (underlay, *underlay2) = nets.values()
     return ClusterSpec(
         proxy_mode=c.proxy_mode,
         kube_version=c.kube_version,
-        iptables_backend=c.iptables_backend,
+        iptables_backend=backend.backend,
         cluster_cidr=cluster_cidr,
         kube_proxy_cluster_cidr=c.kube_proxy_cluster_cidr,
         service_cidr=service_cidr,
@@ -104,12 +109,13 @@ def resolve_cluster(src: Source, c: schema.Cluster) -> ClusterSpec:
         secondary_gateway_ip="".join(next(hosts(u)) for u in underlay2),
         tools=tools,
         host_nftables=c.tools.host.nftables,
-        host_iptables_backend=_host_backend(c),
+        host_iptables_backend=_host_backend(c, backend.backend),
         host_iptables_rules=c.tools.host.iptables_rules,
+        iptables_backend_why=backend.why,
     )
 
 
-def _tools(src: Source, c: schema.Cluster) -> tuple[tuple[str, str, str], ...]:
+def _tools(src: Source, c: schema.Cluster, kube_proxy_backend: str) -> tuple[tuple[str, str, str], ...]:
     """(role, tool, release) of each writer given a Debian release's tool, its iptables named by the backend the
     writer writes in; kube-proxy runs nft only in nftables mode, iptables only in the other two."""
     kube_proxy, host = c.tools.kube_proxy, c.tools.host
@@ -123,9 +129,7 @@ def _tools(src: Source, c: schema.Cluster) -> tuple[tuple[str, str, str], ...]:
             ("cluster", "tools", "kubeProxy", "iptables"),
             "kube-proxy runs iptables only in proxyMode iptables or ipvs, not nftables",
         )
-    if problem := restore_text_problem(host.iptables_rules):
-        raise src.error(("cluster", "tools", "host", "iptablesRules"), f"not iptables-restore's input: {problem}")
-    backends = {"kubeProxy": c.iptables_backend, "host": _host_backend(c)}
+    backends = {"kubeProxy": kube_proxy_backend, "host": _host_backend(c, kube_proxy_backend)}
     given = (("kubeProxy", kube_proxy), ("host", host))
     return tuple(
         (role, tool, release)
@@ -135,6 +139,39 @@ def _tools(src: Source, c: schema.Cluster) -> tuple[tuple[str, str, str], ...]:
     )
 
 
-def _host_backend(c: schema.Cluster) -> str:
+def _host_backend(c: schema.Cluster, kube_proxy_backend: str) -> str:
     """The iptables backend the node's other writers write in: their own where given, else kube-proxy's."""
-    return c.tools.host.iptables_backend or c.iptables_backend
+    return c.tools.host.iptables_backend or kube_proxy_backend
+
+
+def _kube_proxy_backend(src: Source, c: schema.Cluster) -> Choice:
+    """The backend kube-proxy writes in: as written, or (wrapper) as its image's iptables-wrapper chooses from the
+    host's rules, which stand before kube-proxy starts; the host's backend is then theirs, or the chosen one where
+    they write none."""
+    if c.iptables_backend != WRAPPER:
+        return Choice(c.iptables_backend, "")
+    host = c.tools.host
+    if host.iptables_rules and not host.iptables_backend:
+        raise src.error(
+            ("cluster", "tools", "host", "iptablesBackend"),
+            "with iptablesBackend wrapper, say which backend the host's iptablesRules are in (nft or legacy): the"
+            " wrapper chooses kube-proxy's from them",
+        )
+    restored = restore_tables(host.iptables_rules)
+    empty = BackendTables()
+    legacy, nft = (restored, empty) if host.iptables_backend == "legacy" else (empty, restored)
+    try:
+        return choose_backend(c.kube_version, legacy, _with_nft_script(nft, nft_tables(host.nftables)))
+    except Unknowable as exc:
+        raise src.error(exc.field, str(exc)) from None
+
+
+def _with_nft_script(restored: BackendTables, script: BackendTables) -> BackendTables:
+    """iptables-nft's tables as iptables-nft-save prints them: the host's iptables rules there and the tables of
+    its nft script."""
+    return BackendTables(
+        restored.chains | script.chains,
+        restored.rules + script.rules,
+        restored.unread or script.unread,
+        restored.uncounted or script.uncounted,
+    )

@@ -1,0 +1,205 @@
+"""What a node's iptables tables hold before kube-proxy starts, per backend, as iptables-wrapper reads them: the
+chains of each table (the `:NAME` lines of iptables-save) and how many rules (its `-A` lines), read from the
+scenario's host rules. `cluster.tools.host.iptablesRules` is in the host's backend; `cluster.tools.host.nftables`
+is nft's, and its ip and ip6 tables named as iptables' (filter, nat, mangle, raw, security) are what
+iptables-nft-save and ip6tables-nft-save print. What cannot be read so is said, never guessed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lab.describe.resolve.restore_text import BUILTIN
+
+IPTABLES_RULES = ("cluster", "tools", "host", "iptablesRules")
+NFTABLES = ("cluster", "tools", "host", "nftables")
+
+
+@dataclass(frozen=True)
+class Unread:
+    """Why a part of the host's rules cannot be read as iptables-save would print it, and the field it is in."""
+
+    field: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class BackendTables:
+    """One backend's tables as iptables-save (both families) would print them."""
+
+    chains: frozenset[tuple[str, str]] = frozenset()  # (table, chain), the built-in chains among them
+    rules: int = 0
+    # Set when the chains (and so the rules) cannot be known; `uncounted` when only the rules cannot be counted.
+    unread: Unread | None = None
+    uncounted: Unread | None = None
+
+
+def restore_tables(text: str) -> BackendTables:
+    """iptables-restore's input (checked before: lab/describe/resolve/restore_text.py) as its backend then holds it:
+    `:NAME` and `-N NAME` declare chains, `-A` and `-I` (and their long forms) add one rule each. Another command
+    (-D, -F, -X, ...) changes what stands in ways the lab does not follow."""
+    chains: set[tuple[str, str]] = set()
+    rules, table = 0, ""
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            chains.add((table, line[1:].split()[0]))
+        elif line.startswith(("-A ", "-I ", "--append ", "--insert ")):
+            rules += 1
+        elif line.startswith(("-N ", "--new-chain ")) and len(line.split()) == 2:
+            chains.add((table, line.split()[1]))
+        elif line.startswith("-"):
+            why = (
+                f"its line {number} ({line!r}) changes rules already loaded, which the lab does not follow: write the"
+                " rules as they stand (:CHAIN and -A lines)"
+            )
+            return BackendTables(unread=Unread(IPTABLES_RULES, why))
+    return BackendTables(frozenset(chains), rules)
+
+
+# nft's families: a table named without one is ip's. iptables-nft-save reads ip's, ip6tables-nft-save ip6's.
+_FAMILIES = ("ip", "ip6", "inet", "arp", "bridge", "netdev")
+_XTABLES_FAMILIES = ("ip", "ip6")
+# What a chain's body may say that is no rule: a base chain's hook and policy, a comment, a netdev chain's devices.
+_CHAIN_PROPERTIES = ("type", "policy", "comment", "devices")
+_TOKEN = re.compile(r'"[^"\n]*"|[{};\n]|[^\s{};"]+')
+
+
+@dataclass
+class _NftTables:
+    """The ip and ip6 tables an nft script leaves, by (family, table): each chain's rule count."""
+
+    tables: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    unread: str = ""
+
+    def chain(self, table: tuple[str, str], name: str) -> None:
+        self.tables.setdefault(table, {}).setdefault(name, 0)
+
+    def rule(self, table: tuple[str, str], chain: str) -> None:
+        self.chain(table, chain)
+        self.tables[table][chain] += 1
+
+
+def nft_tables(script: str) -> BackendTables:
+    """What iptables-nft-save and ip6tables-nft-save print of an nft script's tables: the chains of its ip and ip6
+    tables named as iptables' (mangle's chains are what iptables-wrapper looks for); rules written with nft in
+    them are not counted, as iptables-nft-save prints them only as far as it can translate them."""
+    read = _NftTables()
+    for statement in _statements(_tokens(script)):
+        _apply(read, statement)
+        if read.unread:
+            return BackendTables(unread=Unread(NFTABLES, read.unread))
+    chains = frozenset((table, chain) for (_, table), names in _xtables(read) for chain in names)
+    rules = sum(count for _, names in _xtables(read) for count in names.values())
+    uncounted = None
+    if rules:
+        tables = sorted({f"{family} {table}" for (family, table), names in _xtables(read) if any(names.values())})
+        why = (
+            f"it writes rules in table {', '.join(tables)}, which iptables-nft-save prints only as far as it can"
+            " translate them: the lab does not count them"
+        )
+        uncounted = Unread(NFTABLES, why)
+    return BackendTables(chains, 0, uncounted=uncounted)
+
+
+def _xtables(read: _NftTables) -> Iterator[tuple[tuple[str, str], dict[str, int]]]:
+    return ((key, names) for key, names in read.tables.items() if key[0] in _XTABLES_FAMILIES and key[1] in BUILTIN)
+
+
+def _tokens(script: str) -> list[str]:
+    """The script's words, braces, semicolons and line ends, its comments left out."""
+    lines = (re.sub(r'#[^"\n]*$', "", line) for line in script.splitlines())
+    return _TOKEN.findall("\n".join(lines) + "\n")
+
+
+def _statements(tokens: list[str]) -> Iterator[list[str]]:
+    """Top-level statements, each with its braced body (ended by a line end or `;` outside braces)."""
+    statement: list[str] = []
+    depth = 0
+    for token in tokens:
+        depth += {"{": 1, "}": -1}.get(token, 0)
+        if depth == 0 and token in ("\n", ";"):
+            if statement:
+                yield statement
+            statement = []
+        else:
+            statement.append(token)
+    if statement:
+        yield statement
+
+
+def _table_of(words: list[str]) -> tuple[tuple[str, str], list[str]]:
+    """(family, name) of the table the words start with, and the words after it."""
+    if words and words[0] in _FAMILIES:
+        return (words[0], words[1] if len(words) > 1 else ""), words[2:]
+    return ("ip", words[0] if words else ""), words[1:]
+
+
+def _apply(read: _NftTables, statement: list[str]) -> None:
+    """One top-level statement's effect on the ip and ip6 tables."""
+    words = statement[1:] if statement[0] in ("add", "create", "insert", "replace") else statement
+    verb, rest = words[0] if words else "", words[1:]
+    if any(word.startswith("$") for word in statement) or verb in ("include", "define", "redefine"):
+        read.unread = f"{' '.join(statement[:2])!r} is not read by the lab (variables and included files)"
+    elif verb == "table":
+        table, body = _table_of(rest)
+        read.tables.setdefault(table, {})
+        _table_body(read, table, body)
+    elif verb in ("chain", "rule"):
+        table, after = _table_of(rest)
+        if after and verb == "chain":
+            read.chain(table, after[0])
+            _chain_body(read, table, after[0], after[1:])
+        elif after:
+            read.rule(table, after[0])
+    elif statement[:2] == ["flush", "ruleset"]:
+        read.tables.clear()
+    elif verb in ("delete", "destroy", "flush") and rest[:1] in (["table"], ["chain"]):
+        _remove(read, verb, rest[0], *_table_of(rest[1:]))
+    elif verb in ("delete", "destroy", "flush", "reset", "rename") and _touches_xtables(rest):
+        read.unread = f"{' '.join(statement[:4])!r} changes what stands in a table iptables-nft-save reads"
+
+
+def _remove(read: _NftTables, verb: str, what: str, table: tuple[str, str], after: list[str]) -> None:
+    """`delete table`, `flush table`, `delete chain`, `flush chain`: what stands of the table or chain after it."""
+    chains = read.tables.get(table, {})
+    named = [after[0]] if what == "chain" and after else list(chains) if what == "table" else []
+    if verb == "flush":
+        chains.update(dict.fromkeys((name for name in named if name in chains), 0))
+    elif what == "table":
+        read.tables.pop(table, None)
+    else:
+        for name in named:
+            chains.pop(name, None)
+
+
+def _touches_xtables(words: list[str]) -> bool:
+    """Whether a statement's object (`table ip filter`, `chain ip6 mangle X`) is an ip or ip6 table named as
+    iptables' or cannot be told."""
+    if len(words) < 2 or words[0] not in ("table", "chain", "rule", "set", "map", "element"):
+        return True
+    (family, name), _ = _table_of(words[1:])
+    return family in _XTABLES_FAMILIES and name in BUILTIN
+
+
+def _blocks(body: list[str]) -> Iterator[list[str]]:
+    """The statements inside the outermost braces of `body` (a table's or a chain's)."""
+    if "{" not in body or body[-1] != "}":
+        return iter(())
+    return _statements(body[body.index("{") + 1 : -1])
+
+
+def _table_body(read: _NftTables, table: tuple[str, str], body: list[str]) -> None:
+    for statement in _blocks(body):
+        if statement[0] == "chain" and len(statement) > 1:
+            read.chain(table, statement[1])
+            _chain_body(read, table, statement[1], statement[2:])
+
+
+def _chain_body(read: _NftTables, table: tuple[str, str], chain: str, body: list[str]) -> None:
+    for statement in _blocks(body):
+        if statement[0] not in _CHAIN_PROPERTIES:
+            read.rule(table, chain)
