@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import statistics
 import time
 from collections.abc import Iterator
@@ -121,24 +122,34 @@ def namespaces_alone_seconds(count: int) -> float:
         return time.perf_counter() - start
 
 
-def first_sync_alone_seconds(topo: Topology) -> float:
+def _children_processor_seconds() -> float:
+    """User and system time of this process's children that have been waited for."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def first_sync_alone(topo: Topology) -> tuple[float, float]:
     """kube-proxy's first sync on every node (the real tool's restore of each node's rules, as the build runs it
-    alongside, FirstSync) with nothing else running: each node's rules into a bare namespace of its own."""
+    alongside, FirstSync) with nothing else running: each node's rules into a bare namespace of its own. Its wall
+    seconds, and the processor seconds the restores took (the tools' user and system time, the kernel's commit of
+    the rules included): spread over every core, the shortest the syncs can take on this machine."""
     topo = on_this_kernel(topo)
     planes = render(topo)
     with _namespaces(len(planes)) as names:
         create_netns_all(names, _nothing)
         first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+        before = _children_processor_seconds()
         with first.alongside() as node_built:
             for node, name in zip(planes, names, strict=True):
                 node_built(node, name)
-        return first.seconds
+        return first.seconds, _children_processor_seconds() - before
 
 
 def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Console, directory) -> int:  # noqa: ANN001
     table = Table(title=f"lab bench --cluster: a NodePort Service over every pod, {PROBES} probes, median of {repeat}")
     for column in ("nodes × pods", "namespaces", "render s", "build s", "first sync s", "raw ip s",
-                   "build / raw ip", "namespaces alone s", "first sync alone s", "build / floor", "install s",
+                   "build / raw ip", "namespaces alone s", "first sync alone s", "first sync alone CPU s",
+                   "build / floor", "install s",
                    "probe session s", "per probe s", "per probe / first", "teardown s", "kernel cleanup s",
                    "total s", "total / raw ip"):  # fmt: skip
         table.add_column(column, justify="right")
@@ -168,11 +179,13 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             raws.append(raw_ip_seconds(namespaces, links))
             busy = busy or settle() is None
         raw = statistics.median(raws)
-        alone, syncs = [], []
+        alone, syncs, processor = [], [], []
         for _ in range(repeat):
             alone.append(namespaces_alone_seconds(namespaces))
             busy = busy or settle() is None
-            syncs.append(first_sync_alone_seconds(topo))
+            seconds, used = first_sync_alone(topo)
+            syncs.append(seconds)
+            processor.append(used)
             busy = busy or settle() is None
         # What the build cannot go under: its namespaces alone, or its first syncs alone, whichever is longer
         # (the build runs the two side by side).
@@ -194,6 +207,7 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
             f"{med('build') / raw:.2f}×",
             f"{statistics.median(alone):.2f}",
             f"{statistics.median(syncs):.2f}",
+            f"{statistics.median(processor):.1f}",
             f"{med('build') / floor:.2f}×",
             f"{med('install'):.2f}",
             f"{med('session'):.2f}",
@@ -210,7 +224,8 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
         "build: namespaces, links, addresses and routes, with kube-proxy's first sync on every node alongside once "
         "the nodes are up (first sync: its own time, within the build's); install: what follows the build. "
         "namespaces alone: as many bare namespaces, made the lab's way; first sync alone: every node's first sync "
-        "with nothing else running; build / floor: the build against the longer of the two. "
+        "with nothing else running (CPU: the restores' user and system time; over the cores, the least wall time "
+        "they can take here); build / floor: the build against the longer of the two. "
         "kernel cleanup: after the run, until the machine was idle again (the kernel freeing its namespaces); not "
         "in the total. Every timed run started on an idle machine"
         + (" — except some: the machine stayed busy with other work" if busy else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.host import lab_namespaces
 
-from lab.bench.cluster import cluster_scenario, first_sync_alone_seconds, namespaces_alone_seconds
+from lab.bench.cluster import cluster_scenario, first_sync_alone, namespaces_alone_seconds
 from lab.describe.load import load_scenario
 
 
@@ -16,5 +16,7 @@ def test_the_floors_leave_no_namespace(tmp_path, host_unchanged):
     path = tmp_path / "cluster.yaml"
     path.write_text(cluster_scenario(2, 3))
     (topo,) = load_scenario(path).variants
-    assert first_sync_alone_seconds(topo) > 0
+    seconds, processor = first_sync_alone(topo)
+    assert seconds > 0
+    assert processor > 0  # the restores are the lab's children, waited for
     assert set(lab_namespaces()) == before
