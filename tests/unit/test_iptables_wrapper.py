@@ -26,7 +26,7 @@ BRANCHES = [
     ("1.31", NONE, _tables(("mangle", "KUBE-KUBELET-CANARY")), "nft", "KUBE-KUBELET-CANARY in iptables-nft's mangle"),
     ("1.31", _tables(("nat", "KUBE-IPTABLES-HINT")), _tables(rules=5), "legacy", "in iptables-legacy's nat table"),
     # v2 asks iptables-nft for its mangle table alone: kubelet's chain in nft's filter table is not seen.
-    ("1.31", _tables(rules=1), _tables(("filter", "KUBE-KUBELET-CANARY")), "legacy", "holds 1 rules, iptables-nft 0"),
+    ("1.31", _tables(rules=1), _tables(("filter", "KUBE-KUBELET-CANARY")), "legacy", "holds 1 rule, iptables-nft 0"),
     # grep -E '^:(KUBE-IPTABLES-HINT|...)' matches a prefix.
     ("1.25", _tables(("mangle", "KUBE-IPTABLES-HINT-X")), NONE, "legacy", "KUBE-IPTABLES-HINT-X in iptables-legacy"),
     ("1.38", _tables(rules=2), _tables(rules=1), "legacy", "no KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY chain"),

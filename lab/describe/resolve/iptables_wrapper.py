@@ -100,7 +100,9 @@ def _choice(wrapper: Wrapper, legacy: BackendTables, nft: BackendTables) -> Choi
             return Choice("legacy", f"{found[1]} in iptables-legacy's {found[0]} table → legacy")
     _readable(nft.uncounted, legacy.uncounted)
     none = "no KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY chain; " if wrapper.kubelet_chains_first else ""
-    counts = f"{none}iptables-legacy holds {legacy.rules} rules, iptables-nft {nft.rules}"
+    counts = (
+        f"{none}iptables-legacy holds {legacy.rules} rule{'' if legacy.rules == 1 else 's'}, iptables-nft {nft.rules}"
+    )
     if wrapper.legacy_at and legacy.rules >= wrapper.legacy_at:
         return Choice("legacy", f"{counts} → legacy (it holds {wrapper.legacy_at} or more)")
     tie = "as many rules or more" if wrapper.legacy_on_tie else "more rules"
