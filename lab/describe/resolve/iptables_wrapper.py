@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from lab.describe.releases import kube_proxy_image
 from lab.describe.resolve.node_tables import BackendTables, Unread
 
 WRAPPER = "wrapper"
@@ -51,14 +52,12 @@ EARLY_BUSTER = Wrapper("debian-iptables buster before v1.6.2", False, legacy_on_
 BUSTER_ALIKE = "debian-iptables buster, before and from v1.6.2 alike"  # the two buster wrappers, agreeing
 
 
-def wrappers_of(kube_version: str) -> tuple[Wrapper, ...]:
-    """The wrappers the images of a release carried (two where its patch releases' images changed wrapper)."""
-    minor = int(kube_version.split(".")[1])
-    if minor >= 25:
-        return (V2,)
-    if minor >= 23:
-        return (BULLSEYE,)
-    return (EARLY_BUSTER, BUSTER)
+# The wrappers each image carried (two where its patch releases' images changed wrapper), by kube_proxy_image.
+WRAPPERS = {
+    "distroless-iptables": (V2,),
+    "debian-iptables bullseye": (BULLSEYE,),
+    "debian-iptables buster": (EARLY_BUSTER, BUSTER),
+}
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class Unknowable(ValueError):
 
 def choose_backend(kube_version: str, legacy: BackendTables, nft: BackendTables) -> Choice:
     """The backend kube-proxy's image's wrapper picks on a node whose tables hold `legacy` and `nft`."""
-    choices = [(wrapper, _choice(wrapper, legacy, nft)) for wrapper in wrappers_of(kube_version)]
+    choices = [(wrapper, _choice(wrapper, legacy, nft)) for wrapper in WRAPPERS[kube_proxy_image(kube_version)]]
     if len({choice.backend for _, choice in choices}) > 1:
         said = "; ".join(f"{wrapper.image}: {choice.why}" for wrapper, choice in choices)
         raise Unknowable(
