@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import lab
 from lab.api import run_variant, to_json
 from lab.describe.load import load_scenario
+from lab.describe.resolve.iptables_wrapper import choose_backend
+from lab.describe.resolve.node_tables import restore_tables
 
 SCENARIO = Path(__file__).parents[2] / "topologies" / "iptables-legacy-nft-split.yaml"
 
@@ -35,3 +38,18 @@ def test_the_other_backends_policy_decides(backend: str, node_port: str, from_a_
     assert said["node-port"].explanation == node_port
     assert said["cluster-ip-from-a-pod"].outcome == "dropped"
     assert said["cluster-ip-from-a-pod"].explanation == f"dropped on node1 by {from_a_pod}: policy DROP"
+
+
+def test_the_wrappers_reading_is_what_the_kernels_tables_print() -> None:
+    """iptables-wrapper v2 runs `iptables-nft-save -t mangle` and `iptables-legacy-save` (and ip6tables' of each);
+    their output on the node, read as the lab reads restore input, gives the choice the lab made from the scenario
+    (kube-proxy's rules, loaded since, write no kubelet chain). This machine's iptables is bookworm's 1.8.9, as in
+    kube-proxy 1.31's image."""
+    (topo,) = [v for v in load_scenario(SCENARIO).variants if dict(v.variant)["iptablesBackend"] == "wrapper"]
+    with lab.up(SCENARIO, variant={"iptablesBackend": "wrapper"}) as cluster:
+        node = cluster["node1"]
+        nft = "".join(node.exec([f"{t}-nft-save", "-t", "mangle"]).stdout for t in ("iptables", "ip6tables"))
+        legacy = "".join(node.exec([f"{t}-legacy-save"]).stdout for t in ("iptables", "ip6tables"))
+    assert any(line.startswith(":KUBE-KUBELET-CANARY ") for line in nft.splitlines()), nft
+    seen = choose_backend(topo.cluster.kube_version, restore_tables(legacy), restore_tables(nft))
+    assert (seen.backend, seen.why) == (topo.cluster.iptables_backend, topo.cluster.iptables_backend_why)
