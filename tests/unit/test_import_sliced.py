@@ -145,4 +145,4 @@ def test_a_scenario_with_a_large_clusters_stand_in_endpoints_is_within_its_bound
     scenario = tmp_path / "s.yaml"
     scenario.write_text(text + slices + "probes:" + SLICED.split("probes:")[1])
     (port,) = load_scenario(str(scenario)).variants[0].services[0].ports
-    assert len(port.endpoints) == 40_002
+    assert len(port.endpoints) == 40_003

@@ -28,6 +28,7 @@ def test_stand_in_endpoints_are_their_addresses_on_their_nodes(tmp_path):
     assert [(ep.pod, ep.node, ep.ip, ep.port) for ep in port.endpoints] == [
         ("10.244.2.7", "node2", "10.244.2.7", 8080),
         ("10.244.3.9", "node3", "10.244.3.9", 8080),
+        ("10.244.2.8", "node1", "10.244.2.8", 8080),  # the slice's nodeName, kube-proxy's to read
     ]
 
 
@@ -132,6 +133,7 @@ def test_a_stand_in_pod_naming_another_node_is_answered_from_the_stand_in_namesp
     named = SLICED.replace(STAND_IN_ENDPOINT, STAND_IN_ENDPOINT + "        nodeName: node1\n", 1)
     assert _listened(tmp_path, named) == [
         ("lab-stand-ins", 8080, "10.244.2.7", "10.244.2.7", "node2"),
+        ("lab-stand-ins", 8080, "10.244.2.8", "10.244.2.8", "node2"),
         ("lab-stand-ins", 8080, "10.244.3.9", "10.244.3.9", "node3"),
     ]
 
@@ -142,6 +144,7 @@ def test_a_built_pod_whose_endpoint_names_a_stand_in_is_answered_by_the_pod(tmp_
     named = SLICED.replace(STAND_IN_ENDPOINT, "      - addresses: [10.244.1.5]\n        nodeName: node2\n", 1)
     assert _listened(tmp_path, named) == [
         ("lab-client", 8080, "client", "client", "node1"),
+        ("lab-stand-ins", 8080, "10.244.2.8", "10.244.2.8", "node2"),
         ("lab-stand-ins", 8080, "10.244.3.9", "10.244.3.9", "node3"),
     ]
 
