@@ -102,7 +102,11 @@ def run_import(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     for asked in args.service:
         if asked.count("/") != 1:
             raise ScenarioError("lab import", None, "--service", f"expected NAMESPACE/NAME, got {asked!r}")
-    nodes = [n for n in (args.nodes or "").split(",") if n]
+    nodes = args.nodes.split(",") if args.nodes is not None else []
+    if "" in nodes:  # unsaid, `--nodes ""` built the default choice and `--nodes a,,b` passed over the gap
+        raise ScenarioError(
+            "lab import", None, "--nodes", f"expected node names separated by commas, got {args.nodes!r}"
+        )
     options = Options(args.service, args.kube_version, args.anonymize, args.name, nodes)
     imported = import_cluster(read_inputs(args.files), options)
     _bounded(imported.scenario)

@@ -127,6 +127,13 @@ def test_a_node_asked_that_no_input_has_is_refused_naming_the_flag(tmp_path: Pat
     assert info.value.field == "--nodes" and "no node nodeZ in the input" in info.value.message
 
 
+@pytest.mark.parametrize("nodes", ["", "node1,,node2", "node1,"])
+def test_an_empty_node_name_in_the_flag_is_refused(tmp_path: Path, nodes: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        _import(import_list(4, 8, 4, tmp_path), nodes=nodes)
+    assert info.value.field == "--nodes" and "expected node names separated by commas" in info.value.message
+
+
 def test_a_scenario_with_a_large_clusters_stand_in_endpoints_is_within_its_bound(tmp_path: Path) -> None:
     """40 000 stand-in endpoints in slices of 1 000 (EndpointSlice's own limit), written as lab import writes a
     stand-in's: some 120 000 values (a 1 000-node, 30 000-pod import's scenario has 127 000), over the 100 000 a
