@@ -11,7 +11,10 @@ from ipaddress import ip_network
 from lab.describe.topology import NodeSpec, Topology
 from lab.realize.links import NetBuilder
 
-STAND_INS = "stand-ins"  # the actor (its namespace) holding every stand-in node's addresses
+# The actor (its namespace) holding every stand-in node's addresses. Its leading '_' is in no name a scenario gives
+# nor in any namespace name lab.realize.kernel_names makes of one (a pod's NAMESPACE_NAME has its namespace before
+# the '_'): a node, an external host or a pod named "stand-ins" keeps its own namespace beside it.
+STAND_INS = "_stand-ins"
 RT_TABLE_LOCAL = 255  # linux/rtnetlink.h: where `ip route add local` puts a route
 RT_SCOPE_HOST = 254  # linux/rtnetlink.h: a local route's scope, as the kernel gives its own
 

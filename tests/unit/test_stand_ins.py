@@ -8,10 +8,12 @@ from support.host import REPO
 from support.scenario import error_for, write
 
 from lab.describe.load import load_scenario
+from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
 from lab.describe.resolve.workload import StandInBlocks
 from lab.describe.topology import NodeSpec
 from lab.probe.session import listeners
 from lab.realize.build import Realized
+from lab.realize.kernel_names import netns_part
 from lab.realize.standins import STAND_INS
 
 SLICED = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
@@ -152,21 +154,29 @@ def test_a_built_pod_whose_endpoint_names_a_stand_in_is_answered_by_the_pod(tmp_
 @pytest.mark.parametrize(
     ("host", "message"),
     [
-        ("{name: node2, ip: 192.168.56.100}", "name 'node2' is already used at line 17"),
-        ("{name: db, ip: 192.168.56.13}", "address '192.168.56.13' is already used at line 18"),
+        ("{name: node2, ip: 192.168.56.101}", "name 'node2' is already used at line 21"),
+        ("{name: db, ip: 192.168.56.13}", "address '192.168.56.13' is already used at line 22"),
     ],
 )
 def test_an_external_host_with_a_stand_ins_name_or_node_ip_is_refused(tmp_path, host, message):
     """A stand-in's node IP is on the underlay (the stand-in namespace holds it), and its name is a node's."""
-    error = error_for(tmp_path, SLICED.replace("workload:\n", f"externalHosts:\n  - {host}\nworkload:\n", 1))
+    error = error_for(tmp_path, SLICED.replace("externalHosts:\n", f"externalHosts:\n  - {host}\n", 1))
     assert error.field.startswith("externalHosts[0]") and message in error.message, str(error)
 
 
 def test_a_name_shared_with_a_built_node_after_stand_ins_names_that_node_s_line(tmp_path):
-    """Nodes are numbered as declared, stand-ins among them: node1 moved after the two stand-ins is at line 18."""
+    """Nodes are numbered as declared, stand-ins among them: node1 moved after the two stand-ins is at line 22."""
     first = "  - {name: node1, ip: 192.168.56.11, podCIDR: 10.244.1.0/24}\n"
-    host = "externalHosts:\n  - {name: node1, ip: 192.168.56.100}\n"
+    host = "externalHosts:\n  - {name: node1, ip: 192.168.56.101}\n"
     assert first in SLICED
-    text = SLICED.replace(first, "", 1).replace("workload:\n", first + host + "workload:\n", 1)
-    error = error_for(tmp_path, text)
-    assert error.field == "externalHosts[0].name" and "already used at line 18" in error.message, str(error)
+    text = SLICED.replace(first, "", 1).replace("workload:\n", first + "workload:\n", 1)
+    error = error_for(tmp_path, text.replace("externalHosts:\n", host, 1))
+    assert error.field == "externalHosts[0].name" and "already used at line 22" in error.message, str(error)
+
+
+def test_the_stand_in_namespace_is_named_as_no_actor_of_a_scenario_can_be():
+    """A node, an external host (DNS-1123 labels) or a pod (a DNS-1123 subdomain, NAMESPACE_NAME outside default)
+    named as the stand-ins' namespace would share its namespace (FileExistsError when the lab built it)."""
+    assert refusal(DNS1123_LABEL, "a node's name", STAND_INS) is not None
+    assert refusal(DNS1123_SUBDOMAIN, "a pod's name", STAND_INS) is not None
+    assert not netns_part(STAND_INS).split("_")[0]  # nothing before the mark: no pod's namespace
