@@ -83,6 +83,29 @@ def test_restore_input_that_changes_loaded_rules_is_not_read() -> None:
     assert read.unread and "its line 3 ('-F FORWARD') changes rules already loaded" in read.unread.why
 
 
+# Each line is one rule iptables-save prints (one `^-` line the wrapper counts), checked with both backends' restore.
+ONE_RULE_EACH = ["[3:180] -A FOO -j ACCEPT", "-A\tFOO -j DROP", "-s 1.2.3.4 -A FOO -j ACCEPT", "--append=FOO -j DROP"]
+
+
+@pytest.mark.parametrize("rule", ONE_RULE_EACH)
+def test_every_form_iptables_restore_takes_of_a_rule_is_counted(rule: str) -> None:
+    read = restore_tables(f"*filter\n:FOO - [0:0]\n{rule}\nCOMMIT\n")
+    assert read.unread is None
+    assert read.rules == 1
+
+
+def test_a_chain_of_the_users_declared_again_is_flushed_as_restore_noflush_does() -> None:
+    kept = "*filter\n:INPUT ACCEPT [0:0]\n:FOO - [0:0]\n-A FOO -j ACCEPT\n-A INPUT -j FOO\nCOMMIT\n"
+    read = restore_tables(kept + "*filter\n:INPUT DROP [0:0]\n:FOO - [0:0]\n-A FOO -j RETURN\nCOMMIT\n")
+    # FOO's first rule is gone; INPUT, a built-in chain, keeps its rule.
+    assert read.rules == 2
+
+
+def test_a_restore_line_without_a_command_is_said_so() -> None:
+    read = restore_tables("*filter\n-s 1.2.3.4 -j ACCEPT\nCOMMIT\n")
+    assert read.unread and "its line 2 ('-s 1.2.3.4 -j ACCEPT') gives no command (-A, -I or -N" in read.unread.why
+
+
 @pytest.mark.parametrize(
     ("script", "chains"),
     [

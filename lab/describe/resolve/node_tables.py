@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lab.describe.resolve.restore_text import BUILTIN
+from lab.describe.resolve.restore_text import BUILTIN, without_counters
 
 IPTABLES_RULES = ("cluster", "tools", "host", "iptablesRules")
 NFTABLES = ("cluster", "tools", "host", "nftables")
@@ -36,28 +36,67 @@ class BackendTables:
 
 
 def restore_tables(text: str) -> BackendTables:
-    """iptables-restore's input (checked before: lab/describe/resolve/restore_text.py) as its backend then holds it:
-    `:NAME` and `-N NAME` declare chains, `-A` and `-I` (and their long forms) add one rule each. Another command
-    (-D, -F, -X, ...) changes what stands in ways the lab does not follow."""
-    chains: set[tuple[str, str]] = set()
-    rules, table = 0, ""
+    """iptables-restore --noflush's input (checked before: lab/describe/resolve/restore_text.py) as its backend then
+    holds it: `:NAME` and `-N NAME` declare chains, and `:NAME` of a chain of the user's that stands flushes it (both
+    backends' restore, checked on the kernel); `-A` and `-I` (and their long forms, anywhere among the line's options,
+    after the counters of `iptables-save -c`) add one rule each. Another command (-D, -F, -X, ...) changes what stands
+    in ways the lab does not follow."""
+    rules: dict[tuple[str, str], int] = {}  # each chain's rules, by (table, chain)
+    table = ""
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if line.startswith("*"):
             table = line[1:]
         elif line.startswith(":"):
-            chains.add((table, line[1:].split()[0]))
-        elif line.startswith(("-A ", "-I ", "--append ", "--insert ")):
-            rules += 1
-        elif line.startswith(("-N ", "--new-chain ")) and len(line.split()) == 2:
-            chains.add((table, line.split()[1]))
-        elif line.startswith("-"):
-            why = (
-                f"its line {number} ({line!r}) changes rules already loaded, which the lab does not follow: write the"
-                " rules as they stand (:CHAIN and -A lines)"
-            )
-            return BackendTables(unread=Unread(IPTABLES_RULES, why))
-    return BackendTables(frozenset(chains), rules)
+            _declare(rules, table, line[1:].split()[0])
+        elif line.startswith(("-", "[")):
+            command, chain = _command(line)
+            if command in _ADDS:
+                rules[table, chain] = rules.get((table, chain), 0) + 1
+            elif command in _NEW_CHAIN:
+                rules.setdefault((table, chain), 0)
+            else:
+                return BackendTables(unread=Unread(IPTABLES_RULES, _unfollowed(number, line, command)))
+    return BackendTables(frozenset(rules), sum(rules.values()))
+
+
+_ADDS = ("-A", "--append", "-I", "--insert")
+_NEW_CHAIN = ("-N", "--new-chain")
+# iptables' other commands (iptables(8): COMMANDS), each of which a restore line may give instead.
+_OTHER_COMMANDS = (
+    *("-D", "--delete", "-R", "--replace", "-F", "--flush", "-Z", "--zero", "-X", "--delete-chain", "-P", "--policy"),
+    *("-E", "--rename-chain", "-C", "--check", "-L", "--list", "-S", "--list-rules"),
+)
+# iptables-restore's words: split at blanks, a double-quoted one (a comment's text) whole.
+_RESTORE_WORD = re.compile(r'"[^"]*"|\S+')
+
+
+def _declare(rules: dict[tuple[str, str], int], table: str, chain: str) -> None:
+    """`:CHAIN`: a built-in chain keeps its rules (only its policy is set), a chain of the user's is empty after it."""
+    if chain in BUILTIN.get(table, ()):
+        rules.setdefault((table, chain), 0)
+    else:
+        rules[table, chain] = 0
+
+
+def _command(rule: str) -> tuple[str, str]:
+    """The command a restore line gives and its chain: iptables reads its options in any order, so the command is
+    the first word that names one (`--append=CHAIN` as well as `--append CHAIN`); ("", "") when none does."""
+    words = _RESTORE_WORD.findall(without_counters(rule))
+    for at, word in enumerate(words):
+        name, equals, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        if name in (*_ADDS, *_NEW_CHAIN, *_OTHER_COMMANDS):
+            return name, value if equals else " ".join(words[at + 1 : at + 2])
+    return "", ""
+
+
+def _unfollowed(number: int, line: str, command: str) -> str:
+    if not command:
+        return f"its line {number} ({line!r}) gives no command (-A, -I or -N, a rule added or a chain declared)"
+    return (
+        f"its line {number} ({line!r}) changes rules already loaded ({command}), which the lab does not follow: write"
+        " the rules as they stand (:CHAIN and -A lines)"
+    )
 
 
 # nft's families: a table named without one is ip's. iptables-nft-save reads ip's, ip6tables-nft-save ip6's.

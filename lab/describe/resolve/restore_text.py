@@ -45,12 +45,12 @@ def _line_problem(line: str, table: str) -> str:
         return "outside a table: expected *filter, *nat, *mangle, *raw or *security before it"
     if line.startswith(":"):
         return _chain_problem(line[1:].split(), table)
-    if line != "COMMIT" and not _without_counters(line).startswith("-"):
+    if line != "COMMIT" and not without_counters(line).startswith("-"):
         return "expected a chain (:NAME POLICY), a rule (-A CHAIN ...) or COMMIT"
     return ""
 
 
-def _without_counters(rule: str) -> str:
+def without_counters(rule: str) -> str:
     """A rule without the `[packets:bytes]` `iptables-save -c` writes before it, which iptables-restore reads and,
     without its -c, sets aside (qdeslandes/iptables, a mirror of netfilter's, iptables/iptables-restore.c at
     62272be8d8010617a692d4ca3d95c04ce50d2a97: tokenize_rule_counters before every rule); as it is otherwise."""
