@@ -25,6 +25,7 @@ from rich.table import Table
 from lab.api import run_variant
 from lab.bench.settle import settle
 from lab.bench.stages import counts, raw_ip_seconds
+from lab.describe.digits import is_ascii_number
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
 from lab.doctor import machine_arch
@@ -42,7 +43,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     sizes = []
     for item in text.split(","):
         nodes, sep, pods = item.partition("x")
-        if not sep or not nodes.isdigit() or not pods.isdigit() or int(nodes) < 1 or int(pods) < 1:
+        if not sep or not is_ascii_number(nodes) or not is_ascii_number(pods) or int(nodes) < 1 or int(pods) < 1:
             raise ValueError(f"expected NODESxPODS (pods per node), e.g. 10x100, got {item!r}")
         if int(nodes) > 250 or int(pods) > 250:
             raise ValueError(f"{item}: at most 250 nodes (the underlay /24) and 250 pods per node (a /24 podCIDR)")

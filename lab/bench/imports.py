@@ -22,6 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from lab.describe.digits import is_ascii_number
+
 _PODS = ipaddress.ip_network("100.64.0.0/10")
 _NODES = ipaddress.ip_network("172.16.0.0/16")
 _SERVICES = ipaddress.ip_network("10.96.0.0/12")
@@ -41,7 +43,7 @@ data:
 def parse_import_size(text: str) -> tuple[int, int, int]:
     """`1000,30000,1000` → (1000, 30000, 1000); ValueError naming what is wrong."""
     parts = text.split(",")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+    if len(parts) != 3 or not all(is_ascii_number(p) and int(p) >= 1 for p in parts):
         raise ValueError(f"expected NODES,PODS,SERVICES (each at least 1), e.g. 1000,30000,1000, got {text!r}")
     nodes, pods, services = (int(p) for p in parts)
     if nodes > 16_000 or pods > nodes * 250:

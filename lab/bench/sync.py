@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lab.bench.scale import CLIENT, CONFIG, NODE_IP, POD_CIDR, plane, services
+from lab.describe.digits import is_ascii_number
 from lab.doctor import kernel_has
 from lab.install.dataplane import apply, load
 from lab.install.echo import EchoServers, Listener
@@ -76,7 +77,7 @@ def parse_sync_sizes(text: str) -> list[int]:
     str.isdigit() and int() take any script's, and isdigit() also '²', which int() refuses in its own words."""
     sizes = set()
     for item in text.split(","):
-        if not (item.isascii() and item.isdigit()) or not 1 <= int(item) <= MOST:
+        if not is_ascii_number(item) or not 1 <= int(item) <= MOST:
             raise ValueError(
                 f"expected Service counts from 1 to {MOST}, comma-separated (e.g. 1000,5000), got {item!r}"
             )

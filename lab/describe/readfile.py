@@ -19,6 +19,8 @@ import pwd
 import stat
 from pathlib import Path
 
+from lab.describe.digits import is_ascii_number
+
 MAX_BYTES = 4 * 2**20  # a scenario is a few kB; a node's dump with 10 000 Services, a few MB
 
 _KINDS = {
@@ -107,13 +109,13 @@ def _sudo_caller() -> tuple[int, frozenset[int]] | None:
     """The user who ran lab through sudo (SUDO_UID, SUDO_GID) and their groups; None without sudo, or when that
     user is root."""
     uid, gid = (os.environ.get(name, "") for name in ("SUDO_UID", "SUDO_GID"))
-    if not uid.isascii() or not uid.isdigit() or int(uid) == 0:
+    if not is_ascii_number(uid) or int(uid) == 0:
         return None
     try:
         entry = pwd.getpwuid(int(uid))
     except KeyError:  # a user no longer in the passwd database: only the group sudo named
-        return int(uid), frozenset({int(gid)} if gid.isascii() and gid.isdigit() else ())
-    primary = int(gid) if gid.isascii() and gid.isdigit() else entry.pw_gid
+        return int(uid), frozenset({int(gid)} if is_ascii_number(gid) else ())
+    primary = int(gid) if is_ascii_number(gid) else entry.pw_gid
     return int(uid), frozenset(os.getgrouplist(entry.pw_name, primary))
 
 

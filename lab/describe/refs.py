@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.describe.digits import is_ascii_number
 from lab.describe.names import DNS1123_SUBDOMAIN
 
 
@@ -27,7 +28,7 @@ class ObjectRef:
         namespace, slash, name = rest.rpartition("/")
         owner, dash, index = name.rpartition("-")
         # Only the index replica_name writes (no sign, no leading zero) makes a replica's name.
-        replica = int(index) if dash and index.isascii() and index.isdigit() else None
+        replica = int(index) if dash and is_ascii_number(index) else None
         if replica is not None and replica_name(owner, replica) != name:
             replica = None
         owned_by = "" if replica is None else owner

@@ -6,6 +6,8 @@ release writes is render's knowledge (lab/render/kubeproxy/versions.py and the r
 
 from __future__ import annotations
 
+from lab.describe.digits import is_ascii_number
+
 OLDEST_MINOR = 19
 NEWEST_MINOR = 38
 
@@ -26,7 +28,7 @@ def _minor(version: str) -> int | None:
     """N of "1.N" (ASCII digits: str.isdigit() and int() take any script's; at most three, as int() refuses
     thousands), None for anything else."""
     major, _, minor = version.partition(".")
-    return int(minor) if major == "1" and minor.isascii() and minor.isdigit() and len(minor) <= 3 else None
+    return int(minor) if major == "1" and is_ascii_number(minor) and len(minor) <= 3 else None
 
 
 # kube-proxy configuration fields a scenario may set, and the first release that has each (the field's path

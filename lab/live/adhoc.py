@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.api.cluster import pod_aliases
+from lab.describe.digits import is_ascii_number
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.ip import AddressError, canonical_ip
 from lab.describe.load import load_scenario
@@ -66,7 +67,7 @@ def _name_and_port(text: str) -> tuple[str, int | str]:
     name, sep, port_text = text.rpartition(":")
     if not sep or not name or not port_text:
         raise LiveLabError(f"--to {text}: {_FORMS}")
-    if port_text.isascii() and port_text.isdigit():
+    if is_ascii_number(port_text):
         if not 1 <= int(port_text) <= 65535:
             raise LiveLabError(f"--to {text}: a port is a number from 1 to 65535 (or a Service port's name)")
         port: int | str = int(port_text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lab.describe.digits import is_ascii_number
 from lab.describe.ip import AddressError, canonical_ip, parse_ip
 from lab.install.tools import InstallError
 from lab.realize.families import endpoint
@@ -51,7 +52,7 @@ def split_target(target: str) -> tuple[str, int | None]:
         address, _, port = target.partition(":")
     else:
         address, port = target, ""
-    return address, int(port) if port.isdigit() else None
+    return address, int(port) if is_ascii_number(port) else None
 
 
 _PROTO = re.compile(r"-p (tcp|udp|sctp)\b")

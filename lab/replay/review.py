@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from lab.describe.digits import is_ascii_number
 from lab.describe.ip import AddressError, canonical_ip
 from lab.replay.dump import DumpError, without_counters
 from lab.replay.xtables_options import LONG_OPTIONS, OWN_OPTIONS, SHORT_OPTSTRING
@@ -333,4 +334,4 @@ def _ipvs_endpoint(text: str) -> bool:
         canonical_ip(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
     except AddressError:
         return False
-    return port.isascii() and port.isdigit()
+    return is_ascii_number(port)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
+from lab.describe.digits import is_ascii_number
 from lab.describe.ip import IP, AddressError, parse_ip, parse_network
 from lab.describe.readfile import ReadError, read_text
 from lab.describe.releases import check_version
@@ -458,7 +459,7 @@ def _pod_cidr(texts: list[str] | None, version: int) -> str | None:
 def _destination(dest: str) -> tuple[str, int]:
     """--to DST_IP:PORT, an IPv6 address in brackets ([fd00::1]:80), as kube-proxy and its tests write one."""
     host, _, port = dest.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not is_ascii_number(port) or not 0 < int(port) < 65536:
         raise InstallError(f"--to {dest}: expected DST_IP:PORT with a port in 1-65535 ([IPv6 address]:PORT)")
     if host.startswith("[") and host.endswith("]"):
         return host[1:-1], int(port)

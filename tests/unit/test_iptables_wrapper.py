@@ -125,6 +125,16 @@ def test_a_restore_line_without_a_command_is_said_so() -> None:
             "  type filter hook forward priority 0; policy drop;\n }\n}\n",
             {("filter", "FORWARD")},
         ),
+        # A comment's quotes and `$` are the comment's (nft -f loads this; iptables-nft-save prints no rule of it).
+        (
+            '# kubelet\'s "canary" for $reasons\ntable ip mangle {\n chain PREROUTING {\n'
+            '  type filter hook prerouting priority -150; # Docker\'s "rules" go here\n  # "$x"\n }\n}\n',
+            {("mangle", "PREROUTING")},
+        ),
+        (
+            'table ip mangle {\n chain KUBE-KUBELET-CANARY {\n  comment "#1";\n }\n}\n',
+            {("mangle", "KUBE-KUBELET-CANARY")},
+        ),
     ],
 )
 def test_the_chains_iptables_nft_save_prints_of_an_nft_script(script: str, chains: set[tuple[str, str]]) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.describe.digits import is_ascii_number
 from lab.describe.families import Family, family_of
 from lab.describe.kubectl.cluster import Node
 from lab.describe.kubectl.names import Names
@@ -142,7 +143,7 @@ def _pool_range(obj: Obj, path: FieldPath, value: Any) -> list[IPNet]:
         raise obj.error(path, f"expected a CIDR or a first-last range as text, got {value!r}")
     try:
         if "-" not in value:
-            if not value.partition("/")[2].isdigit():
+            if not is_ascii_number(value.partition("/")[2]):
                 raise ValueError("a CIDR ends in /PREFIX-LENGTH")  # net.ParseCIDR takes no bare address or mask
             return [ipaddress.ip_network(value, strict=False)]
         first, last = (ipaddress.ip_address(part.strip()) for part in value.split("-", 1))

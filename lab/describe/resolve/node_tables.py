@@ -105,6 +105,9 @@ _XTABLES_FAMILIES = ("ip", "ip6")
 # What a chain's body may say that is no rule: a base chain's hook and policy, a comment, a netdev chain's devices.
 _CHAIN_PROPERTIES = ("type", "policy", "comment", "devices")
 _TOKEN = re.compile(r'"[^"\n]*"|[{};\n]|[^\s{};"]+')
+# A comment runs from a `#` outside a quoted string to the line's end, quotes and `$` in it included (nft's scanner;
+# checked with nft -f): the part of the line before it is kept.
+_COMMENT = re.compile(r'^((?:[^"#\n]|"[^"\n]*")*)#.*$', re.MULTILINE)
 
 
 @dataclass
@@ -150,8 +153,7 @@ def _xtables(read: _NftTables) -> Iterator[tuple[tuple[str, str], dict[str, int]
 
 def _tokens(script: str) -> list[str]:
     """The script's words, braces, semicolons and line ends, its comments left out."""
-    lines = (re.sub(r'#[^"\n]*$', "", line) for line in script.splitlines())
-    return _TOKEN.findall("\n".join(lines) + "\n")
+    return _TOKEN.findall(_COMMENT.sub(r"\1", script) + "\n")
 
 
 def _statements(tokens: list[str]) -> Iterator[list[str]]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Literal
 
+from lab.describe.digits import is_ascii_number
 from lab.render.kubeproxy.service import Endpoint, ServicePort
 from lab.render.kubeproxy.versions import Release
 
@@ -60,7 +61,7 @@ def parse_ipv4_cidr(text: str) -> IPv4Network | None:
     """Like ParseCIDRSloppy after TrimSpace, IPv4 only; the result is the network ("1.2.3.4/24" -> 1.2.3.0/24)."""
     address, _, prefix = text.strip().partition("/")
     ip = parse_ipv4(address)
-    if ip is None or not prefix.isdigit():
+    if ip is None or not is_ascii_number(prefix):
         return None
     return ip_network(f"{ip}/{int(prefix)}", strict=False)  # type: ignore[return-value]
 
