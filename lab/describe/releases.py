@@ -59,15 +59,15 @@ FEATURE_GATES_ON_SINCE = {
 # The nodePortAddresses keywords and the first release that takes each: `primary` alone from 1.30 (kubernetes#123105,
 # merged in February 2024 for 1.30: the release is INFERRED from that date), `localhost` and `all`, and any mix of
 # keywords and CIDRs, from 1.37 (kubernetes#138427).
+PRIMARY_SINCE = (30, "kubernetes#123105")
+KEYWORDS_SINCE = (37, "kubernetes#138427")
+
 # The image kube-proxy's release is built on, from the first release of each (newest first): distroless-iptables from
 # 1.25 (kubernetes#111060), debian-iptables bullseye from 1.23 and buster before (kubernetes/release
 # images/build/debian-iptables/variants.yaml at c05a4f1cf1f35bdf6bc2420656e8df83371d746b: "Debian 11 - Kubernetes
 # 1.23 and newer", "Debian 10 - Kubernetes 1.22 and older"). Which iptables-wrapper each carries:
 # lab/describe/resolve/iptables_wrapper.py.
 IMAGES_SINCE = ((25, "distroless-iptables"), (23, "debian-iptables bullseye"), (OLDEST_MINOR, "debian-iptables buster"))
-
-PRIMARY_SINCE = (30, "kubernetes#123105")
-KEYWORDS_SINCE = (37, "kubernetes#138427")
 
 
 def check_feature_gate(version: str, gate: str) -> str | None:
