@@ -101,6 +101,14 @@ def test_a_chain_of_the_users_declared_again_is_flushed_as_restore_noflush_does(
     assert read.rules == 2
 
 
+def test_a_rule_for_ipv6_alone_is_left_out_as_iptables_restore_leaves_it() -> None:
+    # Both backends' iptables-restore load none of the first two (checked in a fresh namespace).
+    read = restore_tables(
+        "*filter\n:FOO - [0:0]\n-6 -A FOO -j ACCEPT\n-A FOO --ipv6 -j DROP\n-4 -A FOO -j RETURN\nCOMMIT\n"
+    )
+    assert read.rules == 1
+
+
 def test_a_restore_line_without_a_command_is_said_so() -> None:
     read = restore_tables("*filter\n-s 1.2.3.4 -j ACCEPT\nCOMMIT\n")
     assert read.unread and "its line 2 ('-s 1.2.3.4 -j ACCEPT') gives no command (-A, -I or -N" in read.unread.why

@@ -39,8 +39,9 @@ def restore_tables(text: str) -> BackendTables:
     """iptables-restore --noflush's input (checked before: lab/describe/resolve/restore_text.py) as its backend then
     holds it: `:NAME` and `-N NAME` declare chains, and `:NAME` of a chain of the user's that stands flushes it (both
     backends' restore, checked on the kernel); `-A` and `-I` (and their long forms, anywhere among the line's options,
-    after the counters of `iptables-save -c`) add one rule each. Another command (-D, -F, -X, ...) changes what stands
-    in ways the lab does not follow."""
+    after the counters of `iptables-save -c`) add one rule each; a line with -6 is ignored, as iptables-restore
+    ignores it (iptables(8): -6). Another command (-D, -F, -X, ...) changes what stands in ways the lab does not
+    follow."""
     rules: dict[tuple[str, str], int] = {}  # each chain's rules, by (table, chain)
     table = ""
     for number, raw in enumerate(text.splitlines(), 1):
@@ -49,7 +50,7 @@ def restore_tables(text: str) -> BackendTables:
             table = line[1:]
         elif line.startswith(":"):
             _declare(rules, table, line[1:].split()[0])
-        elif line.startswith(("-", "[")):
+        elif line.startswith(("-", "[")) and not _for_ipv6(line):
             command, chain = _command(line)
             if command in _ADDS:
                 rules[table, chain] = rules.get((table, chain), 0) + 1
@@ -77,6 +78,11 @@ def _declare(rules: dict[tuple[str, str], int], table: str, chain: str) -> None:
         rules.setdefault((table, chain), 0)
     else:
         rules[table, chain] = 0
+
+
+def _for_ipv6(rule: str) -> bool:
+    """Whether a restore line carries -6 (--ipv6), which iptables-restore, IPv4's, leaves out silently."""
+    return any(word in ("-6", "--ipv6") for word in _RESTORE_WORD.findall(without_counters(rule)))
 
 
 def _command(rule: str) -> tuple[str, str]:
