@@ -84,7 +84,10 @@ def test_restore_input_that_changes_loaded_rules_is_not_read() -> None:
 
 
 # Each line is one rule iptables-save prints (one `^-` line the wrapper counts), checked with both backends' restore.
-ONE_RULE_EACH = ["[3:180] -A FOO -j ACCEPT", "-A\tFOO -j DROP", "-s 1.2.3.4 -A FOO -j ACCEPT", "--append=FOO -j DROP"]
+ONE_RULE_EACH = [
+    *("[3:180] -A FOO -j ACCEPT", "-A\tFOO -j DROP", "-s 1.2.3.4 -A FOO -j ACCEPT", "--append=FOO -j DROP"),
+    *("-AFOO -j ACCEPT", "-IFOO 1 -j DROP"),
+]
 
 
 @pytest.mark.parametrize("rule", ONE_RULE_EACH)

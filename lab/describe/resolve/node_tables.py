@@ -87,13 +87,24 @@ def _for_ipv6(rule: str) -> bool:
 
 def _command(rule: str) -> tuple[str, str]:
     """The command a restore line gives and its chain: iptables reads its options in any order, so the command is
-    the first word that names one (`--append=CHAIN` as well as `--append CHAIN`); ("", "") when none does."""
+    the first word that names one, its argument after it, after `=` (`--append=CHAIN`) or joined to a short one
+    (`-ACHAIN`), as getopt reads them; ("", "") when none does."""
     words = _RESTORE_WORD.findall(without_counters(rule))
     for at, word in enumerate(words):
-        name, equals, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        name, joined, value = _option(word)
         if name in (*_ADDS, *_NEW_CHAIN, *_OTHER_COMMANDS):
-            return name, value if equals else " ".join(words[at + 1 : at + 2])
+            return name, value if joined else " ".join(words[at + 1 : at + 2])
     return "", ""
+
+
+def _option(word: str) -> tuple[str, bool, str]:
+    """An option word as getopt reads it: its name, and whether its argument is in the word, and which."""
+    if word.startswith("--"):
+        name, equals, value = word.partition("=")
+        return name, bool(equals), value
+    if word.startswith("-") and len(word) > 2:
+        return word[:2], True, word[2:]
+    return word, False, ""
 
 
 def _unfollowed(number: int, line: str, command: str) -> str:
