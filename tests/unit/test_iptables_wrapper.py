@@ -162,6 +162,26 @@ def test_rules_written_with_nft_in_iptables_tables_are_not_counted() -> None:
     assert nft_tables("table inet fw { chain input { tcp dport 22 accept } }").uncounted is None
 
 
+CANARY = "table ip mangle {\n chain KUBE-KUBELET-CANARY {\n }\n"
+HOOKED = " chain pre {\n  type filter hook prerouting priority -150;\n }\n"
+
+
+def test_kubelets_chain_beside_an_nft_written_base_chain_in_mangle_is_not_known_to_be_seen() -> None:
+    # iptables-nft-save 1.8.7 prints nothing of such a table, 1.8.9 its chains (checked in a fresh namespace).
+    with pytest.raises(Unknowable, match="whether iptables-nft-save -t mangle then prints that table's chains"):
+        choose_backend("1.31", NONE, nft_tables(CANARY + HOOKED + "}\n"))
+
+
+def test_nft_written_rules_base_chains_elsewhere_or_no_kubelet_chain_leave_the_choice_known() -> None:
+    # Rules in mangle and a base chain in filter hide kubelet's chain from neither release (checked alike).
+    ruled = CANARY + " chain X {\n  meta mark set 0x1 counter\n }\n}\n"
+    filter_hooked = CANARY + "}\ntable ip filter {\n" + HOOKED + "}\n"
+    for script in (ruled, filter_hooked):
+        assert choose_backend("1.31", NONE, nft_tables(script)).backend == "nft"
+    hooked_alone = "table ip mangle {\n" + HOOKED + "}\n"
+    assert choose_backend("1.31", _tables(rules=1), nft_tables(hooked_alone)).backend == "legacy"
+
+
 @pytest.mark.parametrize(
     ("script", "words"),
     [

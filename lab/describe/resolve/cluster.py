@@ -174,4 +174,5 @@ def _with_nft_script(restored: BackendTables, script: BackendTables) -> BackendT
         restored.rules + script.rules,
         restored.unread or script.unread,
         restored.uncounted or script.uncounted,
+        script.mangle_unsure,
     )

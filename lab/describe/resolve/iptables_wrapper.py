@@ -94,6 +94,7 @@ def _choice(wrapper: Wrapper, legacy: BackendTables, nft: BackendTables) -> Choi
     _readable(nft.unread, legacy.unread)
     if wrapper.kubelet_chains_first:
         if found := _kubelet_chain(nft, {"mangle"}):
+            _readable(nft.mangle_unsure)
             return Choice("nft", f"{found[1]} in iptables-nft's mangle table → nft")
         if found := _kubelet_chain(legacy, None):
             return Choice("legacy", f"{found[1]} in iptables-legacy's {found[0]} table → legacy")

@@ -33,6 +33,8 @@ class BackendTables:
     # Set when the chains (and so the rules) cannot be known; `uncounted` when only the rules cannot be counted.
     unread: Unread | None = None
     uncounted: Unread | None = None
+    # Set when which chains of the mangle table iptables-nft-save prints depends on its release (nft_tables).
+    mangle_unsure: Unread | None = None
 
 
 def restore_tables(text: str) -> BackendTables:
@@ -132,6 +134,7 @@ class _NftTables:
     """The ip and ip6 tables an nft script leaves, by (family, table): each chain's rule count."""
 
     tables: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    base_chains: set[tuple[tuple[str, str], str]] = field(default_factory=set)  # (table, chain) with a hook
     unread: str = ""
 
     def chain(self, table: tuple[str, str], name: str) -> None:
@@ -161,7 +164,35 @@ def nft_tables(script: str) -> BackendTables:
             " translate them: the lab does not count them"
         )
         uncounted = Unread(NFTABLES, why)
-    return BackendTables(chains, 0, uncounted=uncounted)
+    return BackendTables(chains, 0, uncounted=uncounted, mangle_unsure=_mangle_unsure(read))
+
+
+def _mangle_unsure(read: _NftTables) -> Unread | None:
+    """A mangle table nft wrote a base chain in: iptables-nft-save 1.8.7 (bullseye's, in the first
+    distroless-iptables images) prints nothing of the table where that chain is not one of iptables' own as iptables
+    hooks it ("Table `mangle' is incompatible"), 1.8.9 (bookworm's) its chains all the same (both checked in a fresh
+    namespace, with a chain of another name and with PREROUTING at another priority). Rules nft wrote there (a
+    counter, a mark set, an anonymous set's match) hid no chain from either (checked alike). The lab does not tell an iptables-like hook from another, nor which release
+    the image carries, so the chains kubelet left there are not known to be seen."""
+    hooked = sorted(
+        {
+            f"{family} mangle"
+            for (family, table), chain in read.base_chains
+            if table == "mangle" and _stands(read, (family, table), chain)
+        }
+    )
+    if not hooked:
+        return None
+    why = (
+        f"it writes a base chain in table {', '.join(hooked)}, and whether iptables-nft-save -t mangle then prints"
+        " that table's chains depends on its release (1.8.7 prints none where the chain is not iptables' own, 1.8.9"
+        " prints them): the lab does not tell which"
+    )
+    return Unread(NFTABLES, why)
+
+
+def _stands(read: _NftTables, table: tuple[str, str], chain: str) -> bool:
+    return chain in read.tables.get(table, {})
 
 
 def _xtables(read: _NftTables) -> Iterator[tuple[tuple[str, str], dict[str, int]]]:
@@ -259,5 +290,7 @@ def _table_body(read: _NftTables, table: tuple[str, str], body: list[str]) -> No
 
 def _chain_body(read: _NftTables, table: tuple[str, str], chain: str, body: list[str]) -> None:
     for statement in _blocks(body):
-        if statement[0] not in _CHAIN_PROPERTIES:
+        if statement[0] == "type":
+            read.base_chains.add((table, chain))
+        elif statement[0] not in _CHAIN_PROPERTIES:
             read.rule(table, chain)
