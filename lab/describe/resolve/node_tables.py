@@ -172,8 +172,9 @@ def _mangle_unsure(read: _NftTables) -> Unread | None:
     distroless-iptables images) prints nothing of the table where that chain is not one of iptables' own as iptables
     hooks it ("Table `mangle' is incompatible"), 1.8.9 (bookworm's) its chains all the same (both checked in a fresh
     namespace, with a chain of another name and with PREROUTING at another priority). Rules nft wrote there (a
-    counter, a mark set, an anonymous set's match) hid no chain from either (checked alike). The lab does not tell an iptables-like hook from another, nor which release
-    the image carries, so the chains kubelet left there are not known to be seen."""
+    counter, a mark set, an anonymous set's match) hid no chain from either (checked alike). The lab does not tell
+    an iptables-like hook from another, nor which release the image carries, so the chains kubelet left there are
+    not known to be seen."""
     hooked = sorted(
         {
             f"{family} mangle"
