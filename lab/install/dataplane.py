@@ -7,16 +7,17 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
+from lab.describe.resolve.restore_text import tables_named
 from lab.describe.topology import Topology
 from lab.install.conntrack import delete_entries
 from lab.install.host_rules import HostRules
 from lab.install.kernel_state import read_state
-from lab.install.sync_failure import failed_sync, sync_failed, xtables_refusal
+from lab.install.sync_failure import committed_tables, failed_sync, sync_failed, xtables_refusal
 from lab.install.tools import (
     Command,
     InstallError,
@@ -43,21 +44,27 @@ T = TypeVar("T")
 
 
 def load(
-    ns: str, plane: NodeDataplane, backend: str = "nft", nft: tuple[str, ...] = ("nft",), iptables: Command = ()
+    ns: str,
+    plane: NodeDataplane,
+    backend: str = "nft",
+    nft: tuple[str, ...] = ("nft",),
+    iptables: Command = (),
+    host: HostRules | None = None,
 ) -> tuple[str, ...]:
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them;
     a dual-stack node's proxiers one after the other, each its own family's rules (ip6tables-restore, the ip6
     table). What it says: a refused sync. `nft` and `iptables` run kube-proxy's (tool_command; iptables' () for
-    this machine's)."""
+    this machine's); `host`: the node's other writers' rules, added again to the tables kube-proxy's restore
+    replaced."""
     xt = Xtables(backend, iptables)
     if plane.mode == "ipvs":
-        return _load_ipvs(ns, plane, xt)
+        return _load_ipvs(ns, plane, xt, host)
     if plane.mode == "nftables":
         return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=False))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=False, host=host))
 
 
-def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables) -> tuple[str, ...]:
+def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables, host: HostRules | None) -> tuple[str, ...]:
     """Each ipvs proxier's first sync (a dual-stack node runs one per family): the one kube-ipvs0, made once, gets
     each proxier's addresses; each loads its own sets and rules; the second proxier's virtual servers are added
     to the one IPVS table beside the first's, not restored over them (ipvsadm-restore clears the table)."""
@@ -67,7 +74,7 @@ def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables) -> tuple[str, ...]:
         ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in proxier.dummy_addresses])
         device = []
         ipset_restore_all(ns, proxier.ipsets)
-        refused = _restore(ns, proxier, xt, resync=False)
+        refused = _restore(ns, proxier, xt, resync=False, host=host)
         if proxier.ipvs:
             ipvsadm_restore(ns, _ipvs_changes(proxier.ipvs, refused), clear=proxier is plane)
         _ipvs_sysctls(ns, proxier)
@@ -76,30 +83,35 @@ def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables) -> tuple[str, ...]:
 
 
 def apply(
-    ns: str, plan: SyncPlan, backend: str = "nft", nft: tuple[str, ...] = ("nft",), iptables: Command = ()
+    ns: str,
+    plan: SyncPlan,
+    backend: str = "nft",
+    nft: tuple[str, ...] = ("nft",),
+    iptables: Command = (),
+    host: HostRules | None = None,
 ) -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
     servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
     servers graceful termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack
     node's second). The conntrack deletions come after every node's rules (clean_conntrack). What it says: a refused
-    sync, the real servers graceful termination deletes or keeps."""
+    sync, the real servers graceful termination deletes or keeps. `host` as load's."""
     plane, xt = plan.dataplane, Xtables(backend, iptables)
     if plane.mode == "ipvs":
-        others = _apply_ipvs(ns, plan.other_family, xt) if plan.other_family else ()
-        return (*_apply_ipvs(ns, plan, xt), *others)
+        others = _apply_ipvs(ns, plan.other_family, xt, host) if plan.other_family else ()
+        return (*_apply_ipvs(ns, plan, xt, host), *others)
     if plane.mode == "nftables":
         return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=True))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=True, host=host))
 
 
-def _apply_ipvs(ns: str, plan: SyncPlan, xt: Xtables) -> tuple[str, ...]:
+def _apply_ipvs(ns: str, plan: SyncPlan, xt: Xtables, host: HostRules | None) -> tuple[str, ...]:
     """One ipvs proxier's sync plan, applied."""
     plane = plan.dataplane
     if plan.addresses_added:
         ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
     ipset_apply(ns, plan.set_changes)
-    said = _restore(ns, plane, xt, resync=True)
+    said = _restore(ns, plane, xt, resync=True, host=host)
     if plane.ipvs:
         ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
     if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
@@ -117,14 +129,20 @@ def _each_proxier(plane: NodeDataplane, sync: Callable[[NodeDataplane], tuple[st
     return tuple(line for proxier in plane.proxiers for line in sync(proxier))
 
 
-def _restore(ns: str, plane: NodeDataplane, xt: Xtables, resync: bool) -> tuple[str, ...]:
-    """kube-proxy's one iptables-restore (ip6tables-restore for the IPv6 proxier) of its tables; a refusal is its
-    failed sync, said, not an error of the lab."""
+def _restore(ns: str, plane: NodeDataplane, xt: Xtables, resync: bool, host: HostRules | None) -> tuple[str, ...]:
+    """kube-proxy's one iptables-restore (ip6tables-restore for the IPv6 proxier) of its tables, then the host's
+    rules of the tables it replaced; a refusal is its failed sync, said, not an error of the lab, and replaced only
+    the tables it committed before the refused line."""
+    said: tuple[str, ...] = ()
     try:
         iptables_restore(ns, plane.iptables, xt, plane.family)
+        replaced: Collection[str] = tables_named(plane.iptables)
     except InstallError as refused:
-        return (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
-    return ()
+        said = (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
+        replaced = committed_tables(str(refused), plane.iptables)
+    if host:
+        host.after_kube_proxy(ns, plane, replaced)
+    return said
 
 
 def _ipvs_changes(text: str, said: tuple[str, ...]) -> str:
@@ -208,8 +226,7 @@ class FirstSync:
 
         def one(node: str, ns: str) -> tuple[str, ...]:
             self.host.before_kube_proxy(ns)  # the host's writers were there before kube-proxy started
-            said = load(ns, self.planes[node], self.backend, self.nft, self.xt.command)
-            self.host.after_kube_proxy(ns, self.planes[node])
+            said = load(ns, self.planes[node], self.backend, self.nft, self.xt.command, self.host)
             ended.append(time.perf_counter())
             return said
 
@@ -249,9 +266,7 @@ def apply_rules(realized: Realized, plans: Mapping[str, SyncPlan]) -> dict[str, 
     nft, xt, host = tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy"), HostRules.of(topo)
 
     def one(node: str, ns: str) -> tuple[str, ...]:
-        said = apply(ns, plans[node], xt.backend, nft, xt.command)
-        host.after_kube_proxy(ns, plans[node].dataplane)
-        return said
+        return apply(ns, plans[node], xt.backend, nft, xt.command, host)
 
     applied = _per_node(realized, nodes, one)
     return dict(zip(nodes, applied, strict=True))

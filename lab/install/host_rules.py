@@ -3,9 +3,10 @@ and iptables, loaded on every node before kube-proxy's first sync, as they were 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
-from lab.describe.resolve.restore_text import table_sections, tables_named
+from lab.describe.resolve.restore_text import table_sections
 from lab.describe.topology import Topology
 from lab.install.tools import Command, Xtables, iptables_restore, nft_apply, tool_command, xtables
 from lab.render.dataplane import NodeDataplane
@@ -21,7 +22,8 @@ class HostRules:
     iptables: str  # iptables-restore's input, added (--noflush) with xt
     xt: Xtables
     # Whether kube-proxy's restore replaces tables in the host's backend: the lab loads kube-proxy's tables whole,
-    # where kube-proxy's own restore (--noflush) leaves the host's rules in them, so they are added again after it.
+    # where kube-proxy's own restore (--noflush) leaves the host's rules in them, so they are added again after it
+    # to the tables it replaced.
     shared: bool
 
     @classmethod
@@ -37,12 +39,11 @@ class HostRules:
         if self.iptables:
             iptables_restore(ns, self.iptables, self.xt, noflush=True, what=_IPTABLES)
 
-    def after_kube_proxy(self, ns: str, plane: NodeDataplane) -> None:
-        """The host's rules in the tables kube-proxy's IPv4 restore replaced, added after kube-proxy's (the host's
-        rules are iptables', IPv4's)."""
-        if not (self.shared and self.iptables):
+    def after_kube_proxy(self, ns: str, proxier: NodeDataplane, replaced: Collection[str]) -> None:
+        """The host's rules of the tables one kube-proxy restore `replaced` (it loaded them whole), added after
+        kube-proxy's; a table the restore did not replace (a refused sync's) still holds them. Only the IPv4
+        proxier's restore: the host's rules are iptables', IPv4's."""
+        if not (self.shared and self.iptables and proxier.family == "IPv4"):
             return
-        ipv4 = [proxier for proxier in plane.proxiers if proxier.family == "IPv4"]
-        replaced = tables_named(ipv4[0].iptables) if ipv4 else set()
-        if text := table_sections(self.iptables, replaced):
+        if text := table_sections(self.iptables, set(replaced)):
             iptables_restore(ns, text, self.xt, noflush=True, what=_IPTABLES)

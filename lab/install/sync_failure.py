@@ -41,7 +41,7 @@ def xtables_refusal(mode: str, message: str, text: str, resync: bool) -> str:
     tests/integration/test_xtables_sync_failure.py)."""
     lines = text.splitlines()
     numbered = _LINE.search(message)
-    number = int(numbered.group(1)) if numbered and 0 < int(numbered.group(1)) <= len(lines) else 0
+    number = _refused_line(message, lines)
     committed, refused_in, rest = _tables(lines, number)
     # The lab's own first line names the refused line (said below) or only the tool.
     first, *stderr = message.splitlines()
@@ -66,6 +66,23 @@ def xtables_refusal(mode: str, message: str, text: str, resync: bool) -> str:
         )
     outcome.append("it retries with a full sync every sync period")
     return f"{sync_failed(mode)}: {where}: {reason} — {'; '.join(outcome)}"
+
+
+def committed_tables(message: str, text: str) -> tuple[str, ...]:
+    """The tables of kube-proxy's restore input `text` the refused restore committed before it stopped, as the
+    tool's refused line (`message`, the lab's InstallError) places them: each table is committed at its COMMIT
+    line, so those before the refused one are in the kernel; none where the tool named no line (it stopped before
+    reading one: the xtables lock). Seen with both backends' iptables-restore 1.8.9: a table refused at one of its
+    rules or at its COMMIT keeps what it had, the tables before it are the input's
+    (tests/integration/test_xtables_sync_failure.py)."""
+    lines = text.splitlines()
+    return _tables(lines, _refused_line(message, lines))[0]
+
+
+def _refused_line(message: str, lines: list[str]) -> int:
+    """The line of the restore input the tool refused (1-based), 0 where it named none of them."""
+    numbered = _LINE.search(message)
+    return int(numbered.group(1)) if numbered and 0 < int(numbered.group(1)) <= len(lines) else 0
 
 
 def _tables(lines: list[str], number: int) -> tuple[tuple[str, ...], str, tuple[str, ...]]:

@@ -28,6 +28,7 @@ refused by IPVS.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from dataclasses import replace
@@ -35,6 +36,7 @@ from dataclasses import replace
 import pytest
 from plumbum import local
 
+import lab
 from lab import pipeline
 from lab.api import run_variant
 from lab.describe.load import load_scenario
@@ -95,8 +97,7 @@ def resyncs_refused(monkeypatch):
 
     def planted(before, after, node, state, restart=False):
         plan = planned(before, after, node, state, restart)
-        head, _, tail = plan.dataplane.iptables.rpartition("COMMIT")
-        return replace(plan, dataplane=replace(plan.dataplane, iptables=f"{head}{PLANTED}\nCOMMIT{tail}"))
+        return replace(plan, dataplane=replace(plan.dataplane, iptables=_planted(plan.dataplane.iptables)))
 
     monkeypatch.setattr(pipeline, "plan_sync", planted)
 
@@ -154,12 +155,12 @@ def lock_held_during_resyncs(monkeypatch, tmp_path):
     lock.touch()
     apply = install.apply
 
-    def held(ns, plan, backend="nft", nft=("nft",), iptables=()):
+    def held(ns, plan, *rest):
         holder = subprocess.Popen(["flock", "--exclusive", str(lock), "sleep", "60"])
         try:
             while subprocess.run(["flock", "--nonblock", str(lock), "true"], check=False).returncode == 0:
                 time.sleep(0.05)  # until the holder has it
-            return apply(ns, plan, backend, nft, iptables)
+            return apply(ns, plan, *rest)
         finally:
             holder.terminate()
             holder.wait()
@@ -183,4 +184,57 @@ def test_the_xtables_lock_held_past_kube_proxys_wait_leaves_every_table(
         assert why.startswith("kube-proxy's iptables sync failed on node1: iptables-legacy-restore refused the whole")
         assert "Another app is currently holding the xtables lock. Stopped waiting after 5s." in why, why
         assert "the filter table keeps what it had before this sync; the nat table keeps what it had" in why, why
+    assert own_namespaces() == []
+
+
+HOST_RULES = """\
+*filter
+-A FORWARD -s 203.0.113.7/32 -m comment --comment host-filter -j DROP
+COMMIT
+*nat
+-A POSTROUTING -s 203.0.113.7/32 -m comment --comment host-nat -j RETURN
+COMMIT
+"""
+
+
+@pytest.fixture
+def first_sync_refused(monkeypatch):
+    """The first sync's restore input planted as resyncs_refused plants the later ones'."""
+    rendered = pipeline.render
+
+    def planted(topo):
+        planes = rendered(topo)
+        return {node: replace(plane, iptables=_planted(plane.iptables)) for node, plane in planes.items()}
+
+    monkeypatch.setattr(pipeline, "render", planted)
+
+
+def _planted(text: str) -> str:
+    head, _, tail = text.rpartition("COMMIT")
+    return f"{head}{PLANTED}\nCOMMIT{tail}"
+
+
+@pytest.mark.parametrize("backend", ["nft", "legacy"])
+def test_the_hosts_rules_stand_once_in_the_tables_a_refused_sync_kept(
+    backend, first_sync_refused, resyncs_refused, host_unchanged, tmp_path, own_namespaces
+):
+    """The host's rules in kube-proxy's backend (cluster.tools.host.iptablesRules): the lab loads kube-proxy's
+    tables whole and adds the host's rules again to those its restore replaced. Every sync refused in the nat
+    table: the filter table is the sync's (the host's filter rule added again after it), the nat table keeps what
+    it had, the host's nat rule among it, which stands once, not once more per sync."""
+    tools = "{host: {iptablesRules: " + json.dumps(HOST_RULES) + "}}"
+    text = SCENARIO.replace('kubeVersion: "1.35"}', f'kubeVersion: "1.35",\n          tools: {tools}}}')
+    path = tmp_path / "xtables-sync-failure.yaml"
+    path.write_text(text)
+    with lab.up(path, variant={"iptablesBackend": backend}) as cluster:
+        node = cluster["node1"]
+
+        def counted() -> tuple[int, int]:
+            saved = node.exec([f"iptables-{backend}-save"]).stdout
+            return saved.count("--comment host-filter"), saved.count("--comment host-nat")
+
+        first = counted()
+        said = [line for done in cluster.step({"delete": "Service/doomed"}) for line in done.said]
+        assert any("in the nat table" in line and "the filter table is this sync's" in line for line in said), said
+        assert (first, counted()) == ((1, 1), (1, 1))
     assert own_namespaces() == []

@@ -3,7 +3,7 @@ tests/integration/test_xtables_sync_failure.py shows the kernel leaving what the
 
 from __future__ import annotations
 
-from lab.install.sync_failure import failed_sync, sync_failed, xtables_refusal
+from lab.install.sync_failure import committed_tables, failed_sync, sync_failed, xtables_refusal
 
 TEXT = "*filter\n:KUBE-FORWARD - [0:0]\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j NOPE\nCOMMIT\n"
 NFT = (
@@ -64,3 +64,12 @@ def test_a_line_number_past_the_input_names_no_line():
     message = "iptables-restore rejected line 99 of the rules: ?\niptables-restore: line 99 failed"
     said = xtables_refusal("iptables", message, TEXT, resync=True)
     assert "refused the whole restore" in said and "line 99 failed" in said
+
+
+def test_the_tables_committed_are_those_closed_before_the_refused_line():
+    """What the host's rules are added again to after a refused sync (lab/install/host_rules.py)."""
+    assert committed_tables(NFT, TEXT) == ("filter",)  # refused at the nat table's COMMIT, as iptables-nft names it
+    at_filters_commit = "iptables-nft-restore rejected line 3 of the rules: COMMIT\nError occurred at line: 3"
+    assert committed_tables(at_filters_commit, TEXT) == ()
+    lock = "iptables-legacy-restore rejected the rules: Another app is currently holding the xtables lock."
+    assert committed_tables(lock, TEXT) == ()
