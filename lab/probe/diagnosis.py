@@ -175,8 +175,11 @@ class PlacedReasons:
         return cls(placed, servers)
 
     def reason(self, hit: RuleHit) -> Because | None:
-        candidates = self.placed.get((hit.table, hit.chain), ())
-        return next((b for b in candidates if b.matches(hit.table, hit.chain, hit.rule)), None)
+        """Why the rule was written, by its table as its writer wrote in it: ip-masq-agent's, flannel's or Calico's
+        rules read from the host's backend beside kube-proxy's are named with it (`iptables-legacy nat`)."""
+        table = hit.written_table
+        candidates = self.placed.get((table, hit.chain), ())
+        return next((b for b in candidates if b.matches(table, hit.chain, hit.rule)), None)
 
 
 def rule_place(hit: RuleHit) -> str:

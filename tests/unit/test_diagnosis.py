@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.describe.load import load_scenario
 from lab.probe.diagnosis import DNAT, HAIRPIN, IPVS, MARKED, MASQUERADE, UNNAT, Bridge, PlacedReasons, diagnose
-from lab.probe.evidence.base import RuleHit
+from lab.probe.evidence.base import RuleHit, in_backend
 from lab.probe.observation import Hop
 from lab.render.dataplane import rule_reasons
 from lab.render.kubeproxy.because import kubelet_hairpin_mode
@@ -269,3 +269,22 @@ def test_ip_masq_agent_s_masquerade_names_its_non_masquerade_cidrs():
         diagnosis = diagnose([("node2", returned), ("node2", hit)], THROUGH_NODE2[:2], reasons, NAMES)
         assert [s.kind for s in diagnosis.steps] == [MASQUERADE]
         assert diagnosis.summary() == "masqueraded on node2: nonMasqueradeCIDRs 10.0.0.0/8, 172.16.0.0/12"
+
+
+def test_a_reason_is_found_through_the_backend_its_rule_is_named_with():
+    """ip-masq-agent's rules in the host's backend, read beside kube-proxy's in the other (OtherBackendEvidence):
+    the step names the backend and the reason."""
+    from lab.describe.topology import MasqAgentSpec
+    from lab.install.actors import masq_agent_reasons
+
+    agent = MasqAgentSpec(non_masquerade_cidrs=("10.0.0.0/8",), nodes=("node2",))
+    legacy = in_backend("legacy", "nat")
+    hit = RuleHit(legacy, "IP-MASQ-AGENT", "-m addrtype ! --dst-type LOCAL -j MASQUERADE", 1)
+    reasons = PlacedReasons.of(masq_agent_reasons(agent))
+    assert reasons.reason(hit) is not None
+    diagnosis = diagnose([("node2", hit)], THROUGH_NODE2[:2], lambda node: reasons, NAMES)
+    assert diagnosis.summary() == "masqueraded on node2: nonMasqueradeCIDRs 10.0.0.0/8"
+    (step,) = diagnosis.steps
+    assert step.said.startswith("masqueraded by iptables-legacy nat IP-MASQ-AGENT"), step.said
+    bridged = RuleHit("bridge nat", "IP-MASQ-AGENT", hit.rule, 1)  # ebtables' tables are no iptables backend's
+    assert reasons.reason(bridged) is None

@@ -13,9 +13,18 @@ class EvidenceError(RuntimeError):
     acted, and stops rather than report without them."""
 
 
+def in_backend(backend: str, table: str) -> str:
+    """A table of the iptables backend other than kube-proxy's, named with it for the user (`iptables-legacy nat`):
+    where both backends hold rules, the kernel runs both tables of one name (OtherBackendEvidence)."""
+    return f"iptables-{backend} {table}"
+
+
+_BACKEND = re.compile(r"^iptables-(?:nft|legacy) ")
+
+
 @dataclass(frozen=True)
 class RuleHit:
-    table: str
+    table: str  # with its backend where it is the other one's (in_backend)
     chain: str
     rule: str  # the rule as iptables-save prints it, or "policy ACCEPT" for a chain's policy
     packets: int
@@ -28,6 +37,12 @@ class RuleHit:
             return self.action
         match = re.search(r"-j (\S+)", self.rule)
         return match.group(1) if match else self.rule.split()[-1]
+
+    @property
+    def written_table(self) -> str:
+        """The table as its writer wrote in it, without the backend it is named with (`nat` of `iptables-legacy
+        nat`): a rule's reason is its writer's, whichever backend it writes in."""
+        return _BACKEND.sub("", self.table)
 
     def __str__(self) -> str:
         return f"{self.table} {self.chain}: {self.rule}"

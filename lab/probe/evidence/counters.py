@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from lab.install.tools import run_command
-from lab.probe.evidence.base import Evidence, RuleHit
+from lab.probe.evidence.base import Evidence, RuleHit, in_backend
 
 Counters = dict[tuple[str, str, int, str], int]  # (table, chain, position, rule) → packets
 
@@ -133,8 +133,7 @@ class OtherBackendEvidence(CounterEvidence):
     accept may still be dropped there. Each rule met is named with its backend (`iptables-legacy filter FORWARD`)."""
 
     def hits(self, mark: object, wanted: Callable[[str], bool]) -> list[RuleHit]:
-        named = f"iptables-{self.backend}"
-        return [replace(hit, table=f"{named} {hit.table}") for hit in super().hits(mark, wanted)]
+        return [replace(hit, table=in_backend(self.backend, hit.table)) for hit in super().hits(mark, wanted)]
 
 
 class BothBackends:
