@@ -133,8 +133,10 @@ def run_probe(
     lookup = affinity_lookup(topo.cluster.proxy_mode)
     if expected.affinity is not None:
         how = "followed the client's affinity" if expected.affinity else "was balanced anew (affinity expired)"
+        timeout = _affinity_timeout(probe, running)
         reasons += [
             f"attempt {i}: expected it {how}, but it {'did not' if expected.affinity else 'followed it'}"
+            + (_outwaited(observations[i - 2], o, timeout) if expected.affinity else "")
             for i, o in enumerate(observations[1:], 2)
             if not o.unread and followed_affinity(o, lookup) != expected.affinity
         ]
@@ -195,13 +197,32 @@ def _summary(observations: list[Observation], outcome: str, shown: Observation, 
 def _sticky(probe: ProbeSpec, topo: Topology) -> bool:
     """Does the probe go to a Service port with ClientIP affinity? Then every connection from the client goes where
     its first went: the set the draw can give this client is that one endpoint."""
+    return _affinity_timeout(probe, topo) > 0
+
+
+def _affinity_timeout(probe: ProbeSpec, topo: Topology) -> int:
+    """The ClientIP affinity timeout (seconds) of the Service port the probe goes to; 0: none."""
     for svc in topo.services:
         frontends = {*svc.cluster_ips, *svc.external_ips, *svc.ingress_ips}
         for port in svc.ports:
             at_frontend = probe.dst_ip in frontends and port.port == probe.dst_port
             if svc.affinity_timeout and (at_frontend or port.node_port == probe.dst_port):
-                return True
-    return False
+                return svc.affinity_timeout
+    return 0
+
+
+def _outwaited(before: Observation, after: Observation, timeout: int) -> str:
+    """Why a connection that did not follow the client's affinity could not have: it entered its node longer after
+    the one before than the affinity lasts (each new connection through the endpoint renews the client's entry,
+    iptables' `-m recent --set`, nftables' `update @affinity-*`), read from the captures' times; "" otherwise."""
+    if before.entered_at is None or after.entered_at is None or after.entered_at - before.entered_at <= timeout:
+        return ""
+    return (
+        f": it entered {after.entry} {after.entered_at - before.entered_at:.2f} s after the attempt before it (the "
+        f"captures' times), longer than the Service's {timeout} s affinity timeout, so the client's affinity had "
+        "expired as the kernel lets it; the probe's connections were too slow on this machine to show affinity "
+        "within that timeout (run it again on a less busy machine, or give the Service a longer timeout)"
+    )
 
 
 def _choice(o: Observation) -> str:

@@ -23,6 +23,7 @@ class Observation:
     seconds: float = 0.0
     pcaps: tuple[str, ...] = field(default=())
     entry: str | None = None  # the node the connection entered the cluster through (first node it was seen on)
+    entered_at: float | None = None  # when that node's capture first saw it (seconds, the captures' clock)
     # Several connections: the sources they saw named from each one's entry node ("entry", "entry/tunl0"),
     # which stays the same across runs where the entries a router picks do not.
     source_by_entry: str | None = None

@@ -81,7 +81,8 @@ class Seen:
             explanation=explanation,
             seconds=seconds,
             pcaps=pcaps,
-            entry=_entry(self.frames, self.sent.result.local),
+            entry=entered.actor if (entered := _entered(self.frames, self.sent.result.local)) else None,
+            entered_at=entered.at if entered else None,
             conntrack=tuple(f"{actor}: {entry.text}" for actor, entry in self.entries),
             flow=self.sent.history,
             counters=tuple((actor, tuple(delta.items())) for actor, delta in self.deltas.items() if delta),
@@ -242,12 +243,13 @@ def met(probe: ProbeSpec, running: Topology, frames: list[Frame], rule_actors: l
     return [a for a in rule_actors if a in crossed or a not in nodes]
 
 
-def _entry(frames: list[Frame], local: str) -> str | None:
-    """The node the probe's connection entered through: the first to see the client's own socket ("ip:port", as
-    it left the client); else the first frame's. A late packet of an earlier connection, NATed on its way (so no
-    longer of that connection's socket), can reach a capture before this connection's first packet does."""
-    own = next((f.actor for f in frames if local and local in (f.sockets or ())), None)
-    return own or next((f.actor for f in frames if f.summary()), None)
+def _entered(frames: list[Frame], local: str) -> Frame | None:
+    """The frame the probe's connection entered the cluster with, its actor the node: the first to carry the
+    client's own socket ("ip:port", as it left the client); else the first frame. A late packet of an earlier
+    connection, NATed on its way (so no longer of that connection's socket), can reach a capture before this
+    connection's first packet does."""
+    own = next((f for f in frames if local and local in (f.sockets or ())), None)
+    return own or next((f for f in frames if f.summary()), None)
 
 
 def _hops(frames: list[Frame]) -> tuple[Hop, ...]:

@@ -40,3 +40,6 @@ def test_a_late_packet_of_an_earlier_connection_is_not_the_next_probes(host_unch
     assert len(session.observer.client_sockets) == 2
     assert not [hop for hop in second.hops if earlier in hop.packet], second.path
     assert second.entry == first.entry
+    # When each entered its node, from the captures (what an affinity probe reads against the Service's timeout).
+    assert first.entered_at is not None and second.entered_at is not None
+    assert first.entered_at < second.entered_at

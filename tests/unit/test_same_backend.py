@@ -113,3 +113,35 @@ def test_an_attempt_that_followed_an_expired_affinity_fails(tmp_path, second, re
 def test_affinity_is_refused_where_it_cannot_be_judged(tmp_path, text, field, message):
     error = error_for(tmp_path, text)
     assert error.field == field and message in error.message, str(error)
+
+
+STICKY = (
+    SAME.replace("sameBackend: true", "affinity: true")
+    .replace("    attempts: 3\n", "    attempts: 2\n")
+    .replace(
+        "      selector: {app: web}\n",
+        "      selector: {app: web}\n      sessionAffinity: ClientIP\n"
+        "      sessionAffinityConfig: {clientIP: {timeoutSeconds: 1}}\n",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("apart", "said"),
+    [
+        (0.4, "attempt 2: expected it followed the client's affinity, but it did not"),
+        (
+            1.5,
+            "attempt 2: expected it followed the client's affinity, but it did not: it entered node2 1.50 s after the "
+            "attempt before it (the captures' times), longer than the Service's 1 s affinity timeout",
+        ),
+    ],
+)
+def test_an_attempt_that_came_after_the_affinity_timeout_says_so(tmp_path, apart, said):
+    (topo,) = load_scenario(write(tmp_path, STICKY)).variants
+    assert topo.services[0].affinity_timeout == 1
+    first, second = replace(met(RECORD), entered_at=100.0), replace(met(RECORD), entered_at=100.0 + apart)
+    _, verdict = run_probe(ScriptedSession([first, second]), topo.probes[0], topo)  # type: ignore[arg-type]
+    (reason,) = verdict.reasons
+    assert reason.startswith(said), reason
+    assert ("affinity timeout" in reason) is (apart > 1)
