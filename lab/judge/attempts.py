@@ -117,7 +117,7 @@ def run_probe(
     expected = probe.expected
     if probe.attempts == 1 and not expected.entries:
         first = _one(session, probe, topo, running)
-        if probe.every_choice and first[0].spread > 1 and not _sticky(probe, running):
+        if probe.every_choice and first[0].spread > 1 and not _affinity_timeout(probe, running):
             if first[0].spread > MAX_SPREAD:
                 return _one_of_many(first)
             return _every_choice(session, probe, topo, running, first)
@@ -194,14 +194,10 @@ def _summary(observations: list[Observation], outcome: str, shown: Observation, 
     )
 
 
-def _sticky(probe: ProbeSpec, topo: Topology) -> bool:
-    """Does the probe go to a Service port with ClientIP affinity? Then every connection from the client goes where
-    its first went: the set the draw can give this client is that one endpoint."""
-    return _affinity_timeout(probe, topo) > 0
-
-
 def _affinity_timeout(probe: ProbeSpec, topo: Topology) -> int:
-    """The ClientIP affinity timeout (seconds) of the Service port the probe goes to; 0: none."""
+    """The ClientIP affinity timeout (seconds) of the Service port the probe goes to; 0: none. With one, every
+    connection from the client goes where its first went: the set the draw can give this client is that one
+    endpoint."""
     for svc in topo.services:
         frontends = {*svc.cluster_ips, *svc.external_ips, *svc.ingress_ips}
         for port in svc.ports:
