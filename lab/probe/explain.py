@@ -228,9 +228,7 @@ class Explainer:
             taker := silent_taker(self.running, actor, self.realized.ns_of(actor), *aimed)
         ):
             return f"{seen}; {taker}"
-        nat = [h for n, h in hits if n == actor and h.table == "nat"]
-        after = f" after nat {nat[-1].chain}" if nat else ""
-        return f"{seen}; lost on {actor}{after} without a rule dropping it"
+        return f"{seen}; lost on {actor}{after_nat(hits, actor)} without a rule dropping it"
 
     def _flooded(self, frame: Frame, pod: str) -> str | None:
         """A frame leaving a node by a pod's veth that is addressed to another MAC: the bridge flooded it (it
@@ -256,6 +254,13 @@ class Explainer:
             return (pods[frame.ifname], "eth0") if frame.ifname in pods else None
         bridged = frame.ifname in pods and self.running.cluster.cni != "routed-tunnel"  # cni0: bridge, flannel
         return frame.actor, "cni0" if bridged else frame.ifname
+
+
+def after_nat(hits: list[tuple[str, RuleHit]], actor: str) -> str:
+    """The actor's last nat chain the packet met, in whichever backend its writer wrote (kube-proxy's
+    iptables-nft beside a CNI's iptables-legacy): ` after nat CHAIN`, or nothing."""
+    nat = [hit for node, hit in hits if node == actor and hit.written_table == "nat"]
+    return f" after nat {nat[-1].chain}" if nat else ""
 
 
 def held_back(explanation: str, retransmitting: bool, client: Counters) -> str:
