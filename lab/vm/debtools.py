@@ -5,8 +5,10 @@ kube-proxy runs the nft and iptables of its image (the distroless-iptables image
 the host's; outages come from the meeting of two versions (kubernetes/kubernetes#136786: an older nft crashing on
 a set a newer nft wrote). The packages come through the private apt of lab.vm.apt: apt checks them against the
 release's signed Release and Packages indexes and each file is checked again against its stanza's SHA256. The
-unpacked tree is recorded file by file and checked at every use; a symlink in it that leads outside the tree is
-refused, so nothing of the cache is followed out of it.
+unpacked tree is recorded file by file and checked at every use. A package's absolute symlink (libc6's
+lib64/ld-linux-x86-64.so.2 -> /lib/...) means a path of the release's root, but this machine's kernel would follow
+it to the host's own file: on unpacking, each is made relative within the tree, and any symlink that then leads
+outside the tree (absolute, or climbing out) is refused, so nothing of the cache is followed out of it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ TOOLS = {
 _XTABLES_LIBDIR = "usr/lib/x86_64-linux-gnu/xtables"
 _LIBDIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")
 _LOADER = "ld-linux-x86-64.so.2"
+# The record's format: 2 since absolute symlinks are made relative on unpacking; a tree recorded before (its
+# absolute links kept) is fetched again rather than refused.
+_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -84,20 +89,33 @@ def package_closure(show: Callable[[str], str], roots: list[str]) -> list[str]:
     return found
 
 
+def _links(tree: Path) -> list[Path]:
+    return [
+        Path(top, name) for top, dirs, files in os.walk(tree) for name in dirs + files if Path(top, name).is_symlink()
+    ]
+
+
 def escaping_links(tree: Path) -> list[str]:
-    """Symlinks under tree whose target lies outside it (an absolute target is read as inside the tree, as the
-    release's root would read it)."""
+    """Symlinks under tree that lead outside it: an absolute one (this machine's kernel follows it from the
+    host's root), or a relative one climbing out."""
     bad = []
-    for top, dirs, files in os.walk(tree):
-        for name in dirs + files:
-            path = Path(top, name)
-            if path.is_symlink():
-                target = os.readlink(path)
-                base = tree if target.startswith("/") else path.parent
-                resolved = os.path.normpath(base / target.lstrip("/"))
-                if not (resolved + "/").startswith(str(tree) + "/"):
-                    bad.append(str(path.relative_to(tree)))
+    for path in _links(tree):
+        target = os.readlink(path)
+        resolved = os.path.normpath(path.parent / target)
+        if target.startswith("/") or not (resolved + "/").startswith(str(tree) + "/"):
+            bad.append(str(path.relative_to(tree)))
     return sorted(bad)
+
+
+def relative_links(tree: Path) -> None:
+    """Make each absolute symlink under tree (a path of the release's root) relative, to the same path inside
+    the tree: the link the lab leaves is its own, and leads where the release meant."""
+    for path in _links(tree):
+        target = os.readlink(path)
+        if target.startswith("/"):
+            inside = os.path.normpath(tree / target.lstrip("/"))
+            path.unlink()
+            path.symlink_to(os.path.relpath(inside, path.parent))
 
 
 def release_tools(release: str, cache: Path | None = None) -> ReleaseTools:
@@ -123,7 +141,7 @@ def _read_record(tdir: Path) -> dict | None:
         except ValueError:
             return None
     ok = isinstance(record, dict) and isinstance(record.get("files"), dict) and isinstance(record.get("versions"), dict)
-    return record if ok else None
+    return record if ok and record.get("format") == _FORMAT else None
 
 
 def _verify(tdir: Path, files: dict[str, str]) -> None:
@@ -159,12 +177,19 @@ def _fetch(release: str, tdir: Path) -> dict:
                 [tool_path("dpkg-deb"), "-x", str(_checked_deb(Path(tmp), package, show(package))), str(staging)],
                 package,
             )
+    relative_links(staging)
     if bad := escaping_links(staging):
         raise VmError(f"{release}'s packages hold a symlink leading outside their tree: {bad[0]}")
     run_checked(["rm", "-rf", str(tdir / "tree")], f"removing {tdir / 'tree'}")
     staging.rename(tdir / "tree")
     versions = {package: stanza_field(show(package), "Version") for package in packages}
-    return {"release": release, "mirror": apt.mirror, "versions": versions, "files": tree_digests(tdir / "tree")}
+    return {
+        "format": _FORMAT,
+        "release": release,
+        "mirror": apt.mirror,
+        "versions": versions,
+        "files": tree_digests(tdir / "tree"),
+    }
 
 
 def _checked_deb(tmp: Path, package: str, stanza: str) -> Path:

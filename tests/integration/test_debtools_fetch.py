@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,17 @@ def test_a_release_iptables_loads_its_own_extensions() -> None:
     assert loaded and all(path.startswith(str(tools.tree)) for path in loaded), loaded
     assert '-A INPUT -m conntrack --ctstate NEW -m comment --comment "a b" -m mark --mark 0x4000/0x4000' in saved
     assert "v1.8.7" in saved, saved
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_no_link_of_a_fetched_tree_leads_to_the_host(release: str) -> None:
+    """Each link the packages hold leads inside the tree: libc6's absolute lib64/ld-linux-x86-64.so.2 (bullseye's
+    and bookworm's) was made relative on unpacking, and reaches the release's own loader, not this machine's."""
+    tools = _tools(release)
+    links = [Path(top, name) for top, dirs, files in os.walk(tools.tree) for name in dirs + files]
+    targets = {str(p.relative_to(tools.tree)): os.readlink(p) for p in links if p.is_symlink()}
+    assert targets and not [path for path, target in targets.items() if target.startswith("/")], targets
+    assert all(os.path.realpath(tools.tree / path).startswith(f"{tools.tree}/") for path in targets)
+    loader = tools.tree / "lib64/ld-linux-x86-64.so.2"
+    if loader.is_symlink():
+        assert os.path.realpath(loader).startswith(f"{tools.tree}/lib/x86_64-linux-gnu/"), os.readlink(loader)

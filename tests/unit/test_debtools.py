@@ -4,11 +4,19 @@ runs a release's nft with its own loader, and the symlinks a cached tree may not
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from lab.vm.debtools import ReleaseTools, check_release, escaping_links, package_closure, release_tools
+from lab.vm.debtools import (
+    ReleaseTools,
+    check_release,
+    escaping_links,
+    package_closure,
+    relative_links,
+    release_tools,
+)
 from lab.vm.errors import VmError
 from lab.vm.files import tree_digests
 
@@ -69,11 +77,26 @@ def test_a_tree_without_its_loader_is_refused(tmp_path: Path) -> None:
 
 def test_links_leading_out_of_the_tree_are_found(tmp_path: Path) -> None:
     (tmp_path / "lib64").mkdir()
+    # This machine's kernel follows an absolute link from the host's root, whatever the release meant by it.
     (tmp_path / "lib64/ld-linux-x86-64.so.2").symlink_to("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
     (tmp_path / "lib64/inside").symlink_to("../lib64/ld-linux-x86-64.so.2")
     (tmp_path / "lib64/outside").symlink_to("../../etc/shadow")
     (tmp_path / "lib64/sibling").symlink_to(f"../../{tmp_path.name}x/lib")
-    assert escaping_links(tmp_path) == ["lib64/outside", "lib64/sibling"]
+    assert escaping_links(tmp_path) == ["lib64/ld-linux-x86-64.so.2", "lib64/outside", "lib64/sibling"]
+
+
+def test_absolute_links_are_made_relative_within_the_tree(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "lib/x86_64-linux-gnu").mkdir(parents=True)
+    (tree / "lib/x86_64-linux-gnu/ld-2.31.so").write_bytes(b"loader")
+    (tree / "lib64").mkdir()
+    (tree / "lib64/ld-linux-x86-64.so.2").symlink_to("/lib/x86_64-linux-gnu/ld-2.31.so")
+    (tree / "lib64/up").symlink_to("/../../etc/shadow")
+    relative_links(tree)
+    assert os.readlink(tree / "lib64/ld-linux-x86-64.so.2") == "../lib/x86_64-linux-gnu/ld-2.31.so"
+    assert (tree / "lib64/ld-linux-x86-64.so.2").read_bytes() == b"loader"
+    # Climbing above the release's root stays a way out of the tree, and is refused as one.
+    assert escaping_links(tree) == ["lib64/up"]
 
 
 def _cached(cache: Path) -> Path:
@@ -84,7 +107,7 @@ def _cached(cache: Path) -> Path:
     (tdir / "tree/usr/sbin/nft-link").symlink_to("nft")
     for path in (cache, cache / "tools", tdir):
         path.chmod(0o700)
-    record = {"versions": {"nftables": "1.1.3-1"}, "files": tree_digests(tdir / "tree")}
+    record = {"format": 2, "versions": {"nftables": "1.1.3-1"}, "files": tree_digests(tdir / "tree")}
     (tdir / "tools.json").write_text(json.dumps(record))
     return tdir
 
@@ -93,6 +116,17 @@ def test_a_cached_tree_is_used_as_recorded(tmp_path: Path) -> None:
     _cached(tmp_path / "cache")
     tools = release_tools("trixie", tmp_path / "cache")
     assert tools.versions == {"nftables": "1.1.3-1"}
+
+
+def test_a_tree_recorded_before_links_were_made_relative_is_fetched_again(tmp_path: Path, monkeypatch) -> None:
+    tdir = _cached(tmp_path / "cache")
+    record = json.loads((tdir / "tools.json").read_text())
+    (tdir / "tools.json").write_text(json.dumps({k: v for k, v in record.items() if k != "format"}))
+    fetched = []
+    monkeypatch.setattr("lab.vm.debtools._fetch", lambda release, into: fetched.append(release) or record)
+    release_tools("trixie", tmp_path / "cache")
+    assert fetched == ["trixie"]
+    assert json.loads((tdir / "tools.json").read_text())["format"] == 2
 
 
 def test_a_changed_file_in_the_cache_is_refused(tmp_path: Path) -> None:
