@@ -50,10 +50,12 @@ from lab.bench.sync import MODES as SYNC_MODES
 from lab.bench.sync import parse_modes, parse_sync_sizes, run_sync_bench, version_problem
 from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
+from lab.describe.topology import Topology
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
 from lab.helptext import DIFF, STOPPED, exit_codes
 from lab.import_command import add_import_command, run_import
 from lab.install.tools import InstallError
+from lab.judge.results import VariantRun
 from lab.live.cli import add_commands as add_live_commands
 from lab.probe.capture import pcap_dir
 from lab.probe.evidence.base import EvidenceError
@@ -89,6 +91,23 @@ def _collect(results: list) -> Callable[[object], None]:
         stop_if_terminated()
 
     return add
+
+
+def ran_notes(run: VariantRun) -> list[str]:
+    """What `lab run` says of a variant once it has run, named by scenario and variant: the nodes it built and the
+    stand-ins, and the backend iptables-wrapper chose. Nothing for a variant this machine skipped (its table row
+    says why): it built no node and started no kube-proxy, so no wrapper chose anything."""
+    if run.skipped:
+        return []
+    topo = run.topology
+    notes = [sliced_line(topo)] if topo.stand_ins else []
+    if topo.cluster.iptables_backend_why:  # iptablesBackend: wrapper
+        notes.append(topo.cluster.iptables_backend_why)
+    return [f"{_titled(topo)}: {note}" for note in notes]
+
+
+def _titled(topo: Topology) -> str:
+    return f"{topo.scenario} ({topo.variant_label or 'no matrix'})"
 
 
 def _check_compare(scenarios: list[Scenario], axis: str) -> str:
@@ -142,13 +161,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             reported.append((scenario.name, runs))
             for topo in variants:
                 done += 1
-                if topo.stand_ins:
-                    err.print(literal(sliced_line(topo)))
-                if topo.cluster.iptables_backend_why:  # iptablesBackend: wrapper
-                    err.print(literal(topo.cluster.iptables_backend_why))
-                with running(f"[{done}/{total}] {scenario.name} ({topo.variant_label or 'no matrix'})"):
+                with running(f"[{done}/{total}] {_titled(topo)}"):
                     runs.append(run_variant(topo, args.timeout, args.pcap, on_result=_collect(finished), only=only))
                 all_runs.append(runs[-1])
+                for line in ran_notes(runs[-1]):
+                    err.print(literal(line))
                 stop_if_terminated()
             if args.compare and args.markdown:
                 print(compare_markdown(scenario.name, runs, args.compare))

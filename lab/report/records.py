@@ -170,6 +170,7 @@ def skipped_records(run: VariantRun) -> list[dict[str, Any]]:
     return [
         _probe_fields(run.topology, probe)
         | {
+            "iptables_wrapper": None,  # no kube-proxy started, so no wrapper chose
             "kube_proxy": [],
             "ok": None,
             "skipped": run.skipped,

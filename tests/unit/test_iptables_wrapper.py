@@ -11,8 +11,10 @@ from support.scenario import BASE, error_for, write
 from lab.describe.load import load_scenario
 from lab.describe.resolve.iptables_wrapper import Unknowable, choose_backend
 from lab.describe.resolve.node_tables import BackendTables, Unread, nft_tables, restore_tables
-from lab.judge.results import Timing, VariantRun
-from lab.report.records import skipped_records
+from lab.judge.results import ProbeResult, Timing, VariantRun
+from lab.judge.verdict import Verdict
+from lab.probe.observation import Observation
+from lab.report.records import skipped_records, to_record
 
 NONE = BackendTables()
 
@@ -210,8 +212,11 @@ def test_the_scenario_resolves_the_wrappers_choice_and_its_reason(tmp_path: Path
     assert topo.cluster.iptables_backend == "legacy" and topo.cluster.host_iptables_backend == "legacy"
     why = "iptables-wrapper of kube-proxy 1.31's image (distroless-iptables, iptables-wrappers v2): KUBE-KUBELET-CANARY"
     assert topo.cluster.iptables_backend_why == f"{why} in iptables-legacy's mangle table → legacy"
+    ran = ProbeResult(topo, topo.probes[0], Observation("delivered"), Verdict(True))
+    assert to_record(ran)["iptables_wrapper"] == topo.cluster.iptables_backend_why
+    # A variant this machine skipped started no kube-proxy: no wrapper chose.
     (record, *_) = skipped_records(VariantRun(topo, [], Timing(0, 0, 0, 0), skipped="x"))
-    assert record["iptables_wrapper"] == topo.cluster.iptables_backend_why
+    assert record["iptables_wrapper"] is None
 
 
 def test_a_named_backend_has_no_wrapper_reason(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from support.host import REPO
 from support.scenario import BASE, write
 
+from lab.cli import ran_notes
 from lab.describe.load import load_scenario
 from lab.describe.topology import NodeSpec, Topology
 from lab.judge.results import ProbeResult, Timing, VariantRun
@@ -46,6 +47,14 @@ def test_lab_runs_line_names_the_built_nodes_the_stand_ins_and_what_they_are(tmp
     topo = _sliced(tmp_path)
     assert sliced_line(topo) == f"sliced: built node1; stand-ins ({STAND_INS}): node2, node3"
     assert "no namespace and no kube-proxy of their own" in STAND_INS
+
+
+def test_lab_run_says_it_and_the_wrappers_choice_of_a_variant_that_ran_never_of_a_skipped_one(tmp_path: Path) -> None:
+    topo = _sliced(tmp_path)
+    assert ran_notes(_run(topo)) == [f"stand-ins (default): {sliced_line(topo)}"]
+    chosen = replace(topo, cluster=replace(topo.cluster, iptables_backend_why="iptables-wrapper of ... → nft"))
+    assert ran_notes(_run(chosen))[1:] == ["stand-ins (default): iptables-wrapper of ... → nft"]
+    assert ran_notes(_run(chosen, skipped="no ip_vs module")) == []
 
 
 def test_the_line_names_five_stand_ins_and_counts_them_all_unless_told_to_name_every_one(tmp_path: Path) -> None:
