@@ -101,7 +101,7 @@ def standing(topo: Topology) -> Iterator[Standing]:
     topo = on_this_kernel(topo)
     planes = render(topo)
     rendered = time.perf_counter()
-    first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+    first = FirstSync(planes, topo)
     with ExitStack() as stack:
         realized = stack.enter_context(realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside))
         ensure_flannel_rules(realized)  # after kube-proxy's first sync, as flanneld's resync finds it

@@ -138,7 +138,7 @@ def first_sync_alone(topo: Topology) -> tuple[float, float]:
     planes = render(topo)
     with _namespaces(len(planes)) as names:
         create_netns_all(names, _nothing)
-        first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+        first = FirstSync(planes, topo)
         before = _children_processor_seconds()
         with first.alongside() as node_built:
             for node, name in zip(planes, names, strict=True):

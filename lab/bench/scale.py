@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from lab.install.dataplane import load
+from lab.install.dataplane import Writers, load
 from lab.install.echo import EchoServers, Listener
+from lab.install.tools import Xtables
 from lab.probe.capture import Captures, Frame
 from lab.probe.client import send
 from lab.render.dataplane import NodeDataplane, ipvs_plane
@@ -75,11 +76,16 @@ def plane(mode: str, svcs: list[ServicePort], version: str = DEFAULT_VERSION) ->
     return ipvs_plane(render_ipvs(svcs, CONFIG, [NODE_IP], version))
 
 
+def writers(mode: str) -> Writers:
+    """This machine's tools, the iptables ones of the mode's backend (iptables-legacy: the legacy tools)."""
+    return Writers(xt=Xtables("legacy" if mode == "iptables-legacy" else "nft"))
+
+
 def _install(mode: str, ns: str, svcs: list[ServicePort]) -> float:
     """Render (untimed), then load with the real tools (timed)."""
     rules = plane(mode, svcs)
     start = time.perf_counter()
-    load(ns, rules, "legacy" if mode == "iptables-legacy" else "nft")
+    load(ns, rules, writers(mode))
     return time.perf_counter() - start
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from rich.console import Console
 from rich.table import Table
 
-from lab.bench.scale import CLIENT, CONFIG, NODE_IP, POD_CIDR, plane, services
+from lab.bench.scale import CLIENT, CONFIG, NODE_IP, POD_CIDR, plane, services, writers
 from lab.describe.digits import is_ascii_number
 from lab.doctor import kernel_has
 from lab.install.dataplane import apply, load
@@ -129,11 +129,6 @@ def render(mode: str, svcs: list[ServicePort], version: str) -> Rendered:
     return Rendered(ipvs_plane(rules), rules)
 
 
-def backend(mode: str) -> str:
-    """The iptables tools' backend the mode's rules are loaded with."""
-    return "legacy" if mode == "iptables-legacy" else "nft"
-
-
 def resync(mode: str, ns: str, old: Rendered, new: Rendered) -> None:
     """kube-proxy's sync from `old` to `new` as the lab plans and applies it (ipvs: from what the node's kernel holds,
     read first, as kube-proxy reads it)."""
@@ -142,7 +137,7 @@ def resync(mode: str, ns: str, old: Rendered, new: Rendered) -> None:
     else:
         state = read_state(ns, Reads(ipvs=True))
         plan = ipvs_proxier_sync(ipvs_plane(new.ipvs, previous=old.ipvs), old.ipvs, new.ipvs, state)
-    _refused(mode, apply(ns, plan, backend(mode)))
+    _refused(mode, apply(ns, plan, writers(mode)))
 
 
 def _refused(mode: str, said: tuple[str, ...]) -> None:
@@ -153,7 +148,7 @@ def _refused(mode: str, said: tuple[str, ...]) -> None:
 
 
 def first_sync(mode: str, ns: str, rendered: Rendered) -> None:
-    _refused(mode, load(ns, rendered.plane, backend(mode)))
+    _refused(mode, load(ns, rendered.plane, writers(mode)))
 
 
 def full_sync(mode: str, ns: str, one: Rendered, every: Rendered) -> None:

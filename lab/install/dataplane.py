@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 from lab.describe.resolve.restore_text import tables_named
@@ -43,28 +44,37 @@ from lab.render.kubeproxy.sync import SyncPlan
 T = TypeVar("T")
 
 
-def load(
-    ns: str,
-    plane: NodeDataplane,
-    backend: str = "nft",
-    nft: tuple[str, ...] = ("nft",),
-    iptables: Command = (),
-    host: HostRules | None = None,
-) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Writers:
+    """Who writes a node's rules, and with what: kube-proxy's nft and iptables (a Debian release's where
+    cluster.tools names one, else this machine's), and the node's other writers' rules, added again to the tables
+    kube-proxy's restore replaced (None: no other writer)."""
+
+    nft: Command = ("nft",)
+    xt: Xtables = Xtables()
+    host: HostRules | None = None
+
+    @classmethod
+    def of(cls, topo: Topology) -> Writers:
+        """A cluster's: its kube-proxy's tools and its host's rules, as cluster.tools and cluster.host name them."""
+        return cls(tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy"), HostRules.of(topo))
+
+
+THIS_MACHINE = Writers()  # kube-proxy with this machine's nft and iptables-nft, alone on its node
+
+
+def load(ns: str, plane: NodeDataplane, writers: Writers = THIS_MACHINE) -> tuple[str, ...]:
     """Load a node's dataplane, kube-proxy's first sync, with the real tools in the order kube-proxy needs them;
     a dual-stack node's proxiers one after the other, each its own family's rules (ip6tables-restore, the ip6
-    table). What it says: a refused sync. `nft` and `iptables` run kube-proxy's (tool_command; iptables' () for
-    this machine's); `host`: the node's other writers' rules, added again to the tables kube-proxy's restore
-    replaced."""
-    xt = Xtables(backend, iptables)
+    table). What it says: a refused sync."""
     if plane.mode == "ipvs":
-        return _load_ipvs(ns, plane, xt, host)
+        return _load_ipvs(ns, plane, writers)
     if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=False, host=host))
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=writers.nft))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, writers, resync=False))
 
 
-def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables, host: HostRules | None) -> tuple[str, ...]:
+def _load_ipvs(ns: str, plane: NodeDataplane, writers: Writers) -> tuple[str, ...]:
     """Each ipvs proxier's first sync (a dual-stack node runs one per family): the one kube-ipvs0, made once, gets
     each proxier's addresses; each loads its own sets and rules; the second proxier's virtual servers are added
     to the one IPVS table beside the first's, not restored over them (ipvsadm-restore clears the table)."""
@@ -74,7 +84,7 @@ def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables, host: HostRules | Non
         ip_batch(ns, device + [f"addr add {a} dev {IPVS_DEVICE}" for a in proxier.dummy_addresses])
         device = []
         ipset_restore_all(ns, proxier.ipsets)
-        refused = _restore(ns, proxier, xt, resync=False, host=host)
+        refused = _restore(ns, proxier, writers, resync=False)
         if proxier.ipvs:
             ipvsadm_restore(ns, _ipvs_changes(proxier.ipvs, refused), clear=proxier is plane)
         _ipvs_sysctls(ns, proxier)
@@ -82,36 +92,29 @@ def _load_ipvs(ns: str, plane: NodeDataplane, xt: Xtables, host: HostRules | Non
     return said
 
 
-def apply(
-    ns: str,
-    plan: SyncPlan,
-    backend: str = "nft",
-    nft: tuple[str, ...] = ("nft",),
-    iptables: Command = (),
-    host: HostRules | None = None,
-) -> tuple[str, ...]:
+def apply(ns: str, plan: SyncPlan, writers: Writers = THIS_MACHINE) -> tuple[str, ...]:
     """Apply a later sync's plan (lab/render/kubeproxy/sync.py) as it is: kube-ipvs0's new addresses and the sets'
     member changes, the rules as a whole (one transaction per proxier, as kube-proxy's restore), the virtual
     servers' changes (connections to unchanged real servers live on), the addresses of deleted Services, the real
     servers graceful termination deletes; in ipvs mode, each proxier's in turn (plan.other_family: a dual-stack
     node's second). The conntrack deletions come after every node's rules (clean_conntrack). What it says: a refused
-    sync, the real servers graceful termination deletes or keeps. `host` as load's."""
-    plane, xt = plan.dataplane, Xtables(backend, iptables)
+    sync, the real servers graceful termination deletes or keeps."""
+    plane = plan.dataplane
     if plane.mode == "ipvs":
-        others = _apply_ipvs(ns, plan.other_family, xt, host) if plan.other_family else ()
-        return (*_apply_ipvs(ns, plan, xt, host), *others)
+        others = _apply_ipvs(ns, plan.other_family, writers) if plan.other_family else ()
+        return (*_apply_ipvs(ns, plan, writers), *others)
     if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, xt, resync=True, host=host))
+        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=writers.nft))
+    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, writers, resync=True))
 
 
-def _apply_ipvs(ns: str, plan: SyncPlan, xt: Xtables, host: HostRules | None) -> tuple[str, ...]:
+def _apply_ipvs(ns: str, plan: SyncPlan, writers: Writers) -> tuple[str, ...]:
     """One ipvs proxier's sync plan, applied."""
     plane = plan.dataplane
     if plan.addresses_added:
         ip_batch(ns, [f"addr add {a} dev {IPVS_DEVICE}" for a in plan.addresses_added])
     ipset_apply(ns, plan.set_changes)
-    said = _restore(ns, plane, xt, resync=True, host=host)
+    said = _restore(ns, plane, writers, resync=True)
     if plane.ipvs:
         ipvsadm_restore(ns, _ipvs_changes(plane.ipvs, said), clear=False)
     if plan.addresses_deleted and not said:  # unbound only after a restore that succeeded (cleanLegacyService)
@@ -129,19 +132,19 @@ def _each_proxier(plane: NodeDataplane, sync: Callable[[NodeDataplane], tuple[st
     return tuple(line for proxier in plane.proxiers for line in sync(proxier))
 
 
-def _restore(ns: str, plane: NodeDataplane, xt: Xtables, resync: bool, host: HostRules | None) -> tuple[str, ...]:
+def _restore(ns: str, plane: NodeDataplane, writers: Writers, resync: bool) -> tuple[str, ...]:
     """kube-proxy's one iptables-restore (ip6tables-restore for the IPv6 proxier) of its tables, then the host's
     rules of the tables it replaced; a refusal is its failed sync, said, not an error of the lab, and replaced only
     the tables it committed before the refused line."""
     said: tuple[str, ...] = ()
     try:
-        iptables_restore(ns, plane.iptables, xt, plane.family)
+        iptables_restore(ns, plane.iptables, writers.xt, plane.family)
         replaced: Collection[str] = tables_named(plane.iptables)
     except InstallError as refused:
         said = (xtables_refusal(plane.mode, str(refused), plane.iptables, resync),)
         replaced = committed_tables(str(refused), plane.iptables)
-    if host:
-        host.after_kube_proxy(ns, plane, replaced)
+    if writers.host:
+        writers.host.after_kube_proxy(ns, plane, replaced)
     return said
 
 
@@ -207,11 +210,8 @@ class FirstSync:
     a time per core. What the loads said (`said`, "node: line") and how long they took from the start of the first
     to the end of the last (`seconds`) are there once the block is left."""
 
-    def __init__(self, planes: Mapping[str, NodeDataplane], backend: str, topo: Topology) -> None:
-        self.planes, self.backend = planes, backend
-        # kube-proxy's nft and iptables, and the node's other writers' rules with their own (cluster.tools).
-        self.nft, self.xt = tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy")
-        self.host = HostRules.of(topo)
+    def __init__(self, planes: Mapping[str, NodeDataplane], topo: Topology) -> None:
+        self.planes, self.writers = planes, Writers.of(topo)
         self.said: tuple[str, ...] = ()
         self.seconds = 0.0
 
@@ -225,8 +225,9 @@ class FirstSync:
         ended: list[float] = []  # list.append is atomic: the loads' threads note their end here
 
         def one(node: str, ns: str) -> tuple[str, ...]:
-            self.host.before_kube_proxy(ns)  # the host's writers were there before kube-proxy started
-            said = load(ns, self.planes[node], self.backend, self.nft, self.xt.command, self.host)
+            if self.writers.host:  # the host's writers were there before kube-proxy started
+                self.writers.host.before_kube_proxy(ns)
+            said = load(ns, self.planes[node], self.writers)
             ended.append(time.perf_counter())
             return said
 
@@ -261,12 +262,10 @@ def read_states(realized: Realized, wanted: Reads) -> dict[str, KernelState]:
 def apply_rules(realized: Realized, plans: Mapping[str, SyncPlan]) -> dict[str, tuple[str, ...]]:
     """Every node's sync plan applied but its conntrack cleanup (the rules, addresses, members, real servers), the
     nodes side by side; what each node's apply said, by node."""
-    topo = realized.topology
-    nodes = list(plans)
-    nft, xt, host = tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy"), HostRules.of(topo)
+    nodes, writers = list(plans), Writers.of(realized.topology)
 
     def one(node: str, ns: str) -> tuple[str, ...]:
-        return apply(ns, plans[node], xt.backend, nft, xt.command, host)
+        return apply(ns, plans[node], writers)
 
     applied = _per_node(realized, nodes, one)
     return dict(zip(nodes, applied, strict=True))

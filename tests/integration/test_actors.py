@@ -37,7 +37,7 @@ def _with_actors(topo: Topology, stack: ExitStack) -> tuple[Realized, list[Decis
     from lab.render.dataplane import render, setups
 
     planes = render(topo)
-    first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+    first = FirstSync(planes, topo)
     realized = stack.enter_context(realize(topo, setups(planes), tunnel="", alongside=first.alongside))
     return realized, install_actors(realized, stack)
 

@@ -28,7 +28,7 @@ def _node1(mode: str, version: str, liberal: bool) -> tuple[str, str]:
     ).variants
     topo = replace(topo, cluster=replace(topo.cluster, tcp_be_liberal=liberal))
     planes = render(topo)
-    first = FirstSync(planes, topo.cluster.iptables_backend, topo)
+    first = FirstSync(planes, topo)
     with realize(topo, setups(planes), tunnel_kind(topo), alongside=first.alongside) as realized:
         ns = realized.namespaces["node1"]
         value = in_netns(ns, lambda: Path("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal").read_text().strip())
