@@ -136,6 +136,8 @@ class ProbeItem(pytest.Item):
         if runs[key].skipped:
             pytest.skip(runs[key].skipped)
         result = next(r for r in runs[key].results if r.probe.name == self.probe.name)
+        if result.verdict.skipped:
+            pytest.skip(result.verdict.skipped)
         if not result.verdict.ok:
             raise ProbeFailed(result)
 

@@ -12,6 +12,14 @@ from lab.probe.observation import Observation
 class Verdict:
     ok: bool
     reasons: tuple[str, ...] = ()
+    # Why the lab cannot know the answer on this machine, though the probe ran (an affinity probe whose connections
+    # were too slow to show it, lab/judge/attempts.py): neither passed nor failed, skipped as a variant this machine
+    # cannot run is; "" for a probe judged.
+    skipped: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.skipped
 
 
 def judge(expected: Expected, observed: Observation) -> Verdict:

@@ -32,7 +32,7 @@ def _cell(result: ProbeResult | None, skipped: str) -> Cell:
     # Where several nodes answered the client's ARP, the node entered is this run's: the cell says so.
     warning = entry_warning(o.arp, o.entry)
     seen += f" ({warning})" if warning else ""
-    mark = "PASS" if result.verdict.ok else "FAIL"
+    mark = "PASS" if result.verdict.ok else "SKIP" if result.verdict.skipped else "FAIL"
     return Cell(f"{o.outcome}{by}{seen} {mark}", f"{o.outcome}{by}{seen}", result)
 
 

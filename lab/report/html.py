@@ -23,6 +23,7 @@ from lab.report.chain import source_summary
 from lab.report.compare import Cell, compare_grid
 from lab.report.drawing import svg, topology_dot
 from lab.report.records import expected_text, observed_text
+from lab.report.records import summary as counted_probes
 from lab.report.sliced import sliced_line
 
 STYLE = """
@@ -33,9 +34,9 @@ table { border-collapse: collapse; margin: 0.6em 0; } th, td { border: 1px solid
 th { background: #f4f4f4; text-align: left; } td.differs { background: #fff3cd; font-weight: bold; }
 td.nat { background: #e3f2fd; } code, td.mono { font-family: Menlo, Consolas, monospace; font-size: 12px; }
 article.probe { border: 1px solid #ddd; border-left: 6px solid #2e7d32; padding: 0.4em 1em; margin: 1em 0; }
-article.probe.fail { border-left-color: #c62828; }
+article.probe.fail { border-left-color: #c62828; } article.probe.skip { border-left-color: #f9a825; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 3px; color: #fff; font-size: 12px; }
-.pass .badge { background: #2e7d32; } .fail .badge { background: #c62828; }
+.pass .badge { background: #2e7d32; } .fail .badge { background: #c62828; } .skip .badge { background: #f9a825; }
 .drawing svg { max-width: 100%; height: auto; } .legend span { margin-right: 1em; }
 td.fail, td.fail a { background: #ffebee; color: #b71c1c; font-weight: bold; } td a { color: inherit; }
 section.failures { border: 2px solid #c62828; background: #fff5f5; padding: 0.3em 1em; margin: 1em 0; }
@@ -124,7 +125,7 @@ def rule_rows(result: ProbeResult) -> list[str]:
 
 def _probe(result: ProbeResult, directory: Path) -> str:
     o, p = result.observed, result.probe
-    state = "pass" if result.verdict.ok else "fail"
+    state = "pass" if result.verdict.ok else "skip" if result.verdict.skipped else "fail"
     died = ""
     if o.outcome != "delivered" and o.hops:
         died = o.hops[-1].actor
@@ -139,6 +140,8 @@ def _probe(result: ProbeResult, directory: Path) -> str:
         f"<p>expected <b>{_e(expected_text(result))}</b>, observed <b>{_e(observed_text(result))}</b></p>",
     ]
     parts += [f'<p class="reason">✗ {_e(reason)}</p>' for reason in result.verdict.reasons]
+    if result.verdict.skipped:
+        parts.append(f'<p class="muted">skipped: {_e(result.verdict.skipped)}</p>')
     if o.explanation:
         parts.append(f"<p>why: {_e(o.explanation)}</p>")
     if summary := answer(result) or source_summary(result):
@@ -179,7 +182,7 @@ def _probe(result: ProbeResult, directory: Path) -> str:
 
 def _compare_cell(cell: Cell, differs: bool) -> str:
     """A comparison cell: a failure in red, and every probe that ran linked to its account below."""
-    failed = cell.result is not None and not cell.result.verdict.ok
+    failed = cell.result is not None and cell.result.verdict.failed
     classes = " ".join(c for c, on in (("differs", differs), ("fail", failed)) if on)
     text = _e(cell.text)
     if cell.result is not None:
@@ -204,7 +207,7 @@ def _comparison(runs: Sequence[VariantRun]) -> str:
 
 def _failures(results: Sequence[ProbeResult]) -> str:
     """The failed probes first, each linked to its account: what was expected, what came."""
-    failed = [r for r in results if not r.verdict.ok]
+    failed = [r for r in results if r.verdict.failed]
     if not failed:
         return ""
     items = "".join(
@@ -242,8 +245,7 @@ def _variant(run: VariantRun, directory: Path) -> list[str]:
 def page(scenarios: Sequence[tuple[str, Sequence[VariantRun]]], directory: Path) -> str:
     """The whole report, as one HTML document."""
     results = [r for _, runs in scenarios for run in runs for r in run.results]
-    passed = sum(r.verdict.ok for r in results)
-    skipped = sum(run.skipped_probes for _, runs in scenarios for run in runs)
+    totals = counted_probes([run for _, runs in scenarios for run in runs])
     nav = "".join(f'<a href="#{_anchor(name)}">{_e(name)}</a>' for name, _ in scenarios)
     body = "\n".join(_scenario(name, runs, directory) for name, runs in scenarios if runs)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -252,8 +254,8 @@ def page(scenarios: Sequence[tuple[str, Sequence[VariantRun]]], directory: Path)
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>lab report</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>lab report</h1>\n"
-        f'<p class="muted">{stamp}, kernel {_e(kernel)}: {passed} passed, {len(results) - passed} failed, '
-        f"{skipped} skipped</p>\n{_failures(results)}\n<nav>{nav}</nav>\n{LEGEND}\n{body}\n</body></html>\n"
+        f'<p class="muted">{stamp}, kernel {_e(kernel)}: {totals["passed"]} passed, {totals["failed"]} failed, '
+        f"{totals['skipped']} skipped</p>\n{_failures(results)}\n<nav>{nav}</nav>\n{LEGEND}\n{body}\n</body></html>\n"
     )
 
 

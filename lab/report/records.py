@@ -99,8 +99,9 @@ def to_record(result: ProbeResult) -> dict[str, Any]:
     o = result.observed
     return _probe_fields(result.topology, result.probe) | {
         "kube_proxy": [line for done in result.steps for line in done.said],
-        "ok": result.verdict.ok,
-        "skipped": None,
+        # A probe that ran but whose answer the lab cannot know here is skipped as a variant is: `ok` null.
+        "ok": None if result.verdict.skipped else result.verdict.ok,
+        "skipped": result.verdict.skipped or None,
         "reasons": list(result.verdict.reasons),
         "observed": {
             "outcome": o.outcome,
@@ -182,16 +183,21 @@ def skipped_records(run: VariantRun) -> list[dict[str, Any]]:
 
 
 def summary(runs: list[VariantRun], results: list[ProbeResult] | None = None) -> dict[str, Any]:
-    """Counts of passed, failed and skipped probes; `results` when they are more than the runs hold (cut short)."""
+    """Counts of passed, failed and skipped probes (of variants this machine could not run, and probes whose answer
+    it could not know); `results` when they are more than the runs hold (cut short)."""
     results = [r for run in runs for r in run.results] if results is None else results
     passed = sum(r.verdict.ok for r in results)
-    return {"passed": passed, "failed": len(results) - passed, "skipped": sum(run.skipped_probes for run in runs)}
+    failed = sum(r.verdict.failed for r in results)
+    skipped = len(results) - passed - failed + sum(run.skipped_probes for run in runs)
+    return {"passed": passed, "failed": failed, "skipped": skipped}
 
 
 def evidence_lines(result: ProbeResult) -> list[str]:
     """What a failing (or verbose) probe prints: the reasons, then why, the path and the rules hit."""
     r, o = result, result.observed
     lines = [f"✗ {reason}" for reason in r.verdict.reasons]
+    if r.verdict.skipped:
+        lines.append(f"skipped: {r.verdict.skipped}")
     if o.explanation:
         lines.append(f"why: {o.explanation}")
     lines += step_lines(o.diagnosis)
