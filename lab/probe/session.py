@@ -35,7 +35,7 @@ from lab.probe.flows import KeptFlow
 from lab.probe.observation import Observation
 from lab.probe.observe import Observer
 from lab.probe.send import Sender
-from lab.realize.build import Realized
+from lab.realize.build import FABRIC, Realized
 from lab.realize.standins import STAND_INS
 from lab.realize.terminate import close_all, deferred
 
@@ -298,7 +298,7 @@ def _asking_arp(topo: Topology) -> list[str]:
 
 
 def _actors_with_rules(topo: Topology) -> list[str]:
-    fabric = ["fabric"] if topo.load_balancers or topo.egress else []
+    fabric = [FABRIC] if topo.load_balancers or topo.egress else []
     return fabric + [e.name for e in topo.externals if e.masquerade]
 
 

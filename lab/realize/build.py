@@ -1,7 +1,7 @@
 """realize: turn a Topology into namespaces, veths, bridges, addresses, routes and sysctls.
 
 Layout (all inside namespaces named <prefix>-<actor>; nothing in the host's namespace):
-  fabric   bridge br0 = the shared L2 underlay; its address is the underlay gateway, which also
+  _fabric  bridge br0 = the shared L2 underlay; its address is the underlay gateway, which also
            routes external/LB VIPs to a node (a pass-through load balancer), each router's LAN to
            that router and, with cni bridge, each node's pod CIDR to that node. With load balancers
            or an egress gateway (lab/install/actors.py) it sends no ICMP redirects and tracks bridged traffic
@@ -55,14 +55,16 @@ from lab.realize.families import (
     network,
     versions,
 )
-from lab.realize.kernel_names import ifname
+from lab.realize.kernel_names import bridge_port, ifname
 from lab.realize.links import NetBuilder
 from lab.realize.rtnl import Batch
 from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.realize.standins import STAND_INS, fill_stand_ins, routed_blocks
 from lab.render.dataplane import NodeSetup
 
-FABRIC = "fabric"
+# The actor (its namespace) holding the underlay's bridge: named with a leading '_', as lab.realize.standins's
+# STAND_INS is, so that no pod, node or external host (none of whose names holds one) is ever it.
+FABRIC = "_fabric"
 LAN_BRIDGE = "lan0"
 POD_GATEWAY = "169.254.1.1"  # Calico's pods route everything to this link-local address, answered by proxy ARP
 VXLAN_DEVICE = "vxlan.calico"
@@ -233,7 +235,7 @@ class _Builder(NetBuilder):
         """The actor's eth0 on the underlay's bridge, both ends of the link at `mtu`: a frame bigger than a
         node's link is dropped by the bridge on its way there, without a word, as a switch port does. With a
         `secondary_ip` (dual-stack) eth0 holds it too, with a default route of its family."""
-        port = ifname(actor)
+        port = bridge_port(actor)
         self.veth(actor, "eth0", FABRIC, port)
         self.up(FABRIC, port, master=self.index(FABRIC, "br0"), mtu=mtu)
         if (self.topo.load_balancers or self.topo.egress) and actor in {n.name for n in self.topo.nodes}:
@@ -443,7 +445,7 @@ class _Builder(NetBuilder):
         self.open(ext.name)
         if ext.behind:
             router = next(e for e in self.topo.externals if e.name == ext.behind)
-            port = ifname(ext.name)
+            port = bridge_port(ext.name)
             self.veth(ext.name, "eth0", router.name, port)
             self.up(router.name, port, master=self.index(router.name, LAN_BRIDGE))
             self.up(ext.name, "eth0", ext.ip, _prefixlen(router.network))

@@ -17,6 +17,10 @@ _PLAIN = re.compile(r"[a-z0-9-]+")
 # '_' is in no name the scenario may give (Kubernetes names and the lab's own have none): a shortened name, or a
 # pod's NAMESPACE/NAME, can never equal a name a user wrote.
 _MARK = "_"
+# The stem of an actor's port on a bridge of the lab's (the underlay's br0 in the fabric, a router's lan0): a '-'
+# is in no device name the kernel or the lab gives there beside the ports (lo, br0, lan0, eth0, a fallback
+# tunnel device such as tunl0, sit0 or gre0), so a node named br0 or a host named lan0 meets none of them.
+PORT_STEM = "to-"
 
 
 def _digest(name: str, length: int) -> str:
@@ -40,3 +44,8 @@ def ifname(name: str, stem: str = "") -> str:
         return whole
     keep = IFNAME_MAX - 6
     return f"{whole[:keep].replace('/', _MARK).replace('.', _MARK)}{_MARK}{_digest(name, 5)}"
+
+
+def bridge_port(actor: str) -> str:
+    """The actor's port on the bridge it hangs off (its veth's other end): to-NAME, or the digest form."""
+    return ifname(actor, PORT_STEM)

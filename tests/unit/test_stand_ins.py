@@ -8,12 +8,10 @@ from support.host import REPO
 from support.scenario import error_for, write
 
 from lab.describe.load import load_scenario
-from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
 from lab.describe.resolve.workload import StandInBlocks
 from lab.describe.topology import NodeSpec
 from lab.probe.session import listeners
 from lab.realize.build import Realized
-from lab.realize.kernel_names import netns_part
 from lab.realize.standins import STAND_INS
 
 SLICED = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
@@ -172,11 +170,3 @@ def test_a_name_shared_with_a_built_node_after_stand_ins_names_that_node_s_line(
     text = SLICED.replace(first, "", 1).replace("workload:\n", first + "workload:\n", 1)
     error = error_for(tmp_path, text.replace("externalHosts:\n", host, 1))
     assert error.field == "externalHosts[0].name" and "already used at line 22" in error.message, str(error)
-
-
-def test_the_stand_in_namespace_is_named_as_no_actor_of_a_scenario_can_be():
-    """A node, an external host (DNS-1123 labels) or a pod (a DNS-1123 subdomain, NAMESPACE_NAME outside default)
-    named as the stand-ins' namespace would share its namespace (FileExistsError when the lab built it)."""
-    assert refusal(DNS1123_LABEL, "a node's name", STAND_INS) is not None
-    assert refusal(DNS1123_SUBDOMAIN, "a pod's name", STAND_INS) is not None
-    assert not netns_part(STAND_INS).split("_")[0]  # nothing before the mark: no pod's namespace
