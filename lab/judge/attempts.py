@@ -327,8 +327,10 @@ def _gap(before: Observation, after: Observation) -> float | None:
 
 def _outwaited(after: Observation, gap: float, timeout: int) -> str:
     """Why a connection that did not follow the client's affinity could not have: it entered its node longer after
-    the one before than the affinity lasts (each new connection through the endpoint renews the client's entry,
-    iptables' `-m recent --set`, nftables' `update @affinity-*`)."""
+    the one before than the affinity lasts (each new connection through the endpoint renews the client's entry:
+    kube-proxy writes `-m recent --name KUBE-SEP-* --set` in the endpoint's chain, kubernetes/kubernetes
+    pkg/proxy/iptables/proxier.go at 092dddd12ca4cc5e66597de66a81fc77fdd3f29b and since, and `update @affinity-*
+    { ip saddr }` in nftables mode, pkg/proxy/nftables/proxier.go at 01d7de5464ba38091b53e0a4d5077ddde9553c08)."""
     return (
         f": it entered {after.entry} {gap:.2f} s after the attempt before it (the captures' times), longer than the "
         f"Service's {timeout} s affinity timeout, so the client's affinity had expired, as the kernel lets it"
