@@ -359,8 +359,9 @@ def parser() -> argparse.ArgumentParser:
         help="run scenarios (all of topologies/ when no file is given)",
         description="Build each variant of each scenario in network namespaces, install the rules kube-proxy of "
         "its version writes, run the steps and send the probes, then print per scenario what the kernel did with "
-        "each probe against what the file expects (PASS or FAIL), with the evidence of every failure (-v: of "
-        "every probe). The namespaces are removed after each variant, whatever happens. Needs root.",
+        "each probe against what the file expects (PASS or FAIL; SKIP: an affinity probe this machine was too "
+        "slow to show), with the evidence of every failure (-v: of every probe). The namespaces are removed after "
+        "each variant, whatever happens. Needs root.",
         epilog=exit_codes(
             (0, "every probe passed (some may have been skipped), or every probe was skipped with --allow-skips"),
             (1, "a probe failed"),
@@ -369,7 +370,11 @@ def parser() -> argparse.ArgumentParser:
                 "nothing or not all was run: a scenario error (file:line: field), a bad flag, not root, a missing "
                 "tool, a step that failed or ran out of time",
             ),
-            (NOTHING_TESTED, "every probe was skipped: this machine can run none of the variants asked for"),
+            (
+                NOTHING_TESTED,
+                "every probe was skipped: this machine can run none of the variants asked for (or was too slow to "
+                "show the affinity an affinity probe asks)",
+            ),
             *STOPPED,
         ),
     )
