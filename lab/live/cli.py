@@ -111,6 +111,23 @@ def _actors(**_: object) -> list[str]:
 
 
 ACTOR_HELP = "a node, pod (NAME or NAMESPACE/NAME), external host, router or load balancer, as the scenario names it"
+RUN_HELP = "which live lab (its lab-xxxxxx name; needed when several are up)"
+
+
+def _in_actor(
+    sub: argparse._SubParsersAction, name: str, summary: str, description: str, status: str
+) -> argparse.ArgumentParser:
+    """A command run in ACTOR's network namespace of a live lab (exec, shell): its --run and ACTOR; `status`: its
+    exit status when the lab and actor were found."""
+    parser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=exit_codes((2, "no such live lab or actor, not root"), (0, f"otherwise {status}")),
+    )
+    parser.add_argument("--run", help=RUN_HELP)
+    parser.add_argument("actor", help=ACTOR_HELP).completer = _actors  # type: ignore[attr-defined]
+    return parser
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -143,26 +160,23 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     ls.set_defaults(func=run_live(cmd_ls))
 
-    run_help = "which live lab (its lab-xxxxxx name; needed when several are up)"
-    ex = sub.add_parser(
+    ex = _in_actor(
+        sub,
         "exec",
-        help="run a command in an actor's network namespace in a live lab",
-        description="Run COMMAND as root in the network namespace of ACTOR of a live lab, with the host's tools.",
-        epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise COMMAND's own status")),
+        "run a command in an actor's network namespace in a live lab",
+        "Run COMMAND as root in the network namespace of ACTOR of a live lab, with the host's tools.",
+        "COMMAND's own status",
     )
-    ex.add_argument("--run", help=run_help)
-    ex.add_argument("actor", help=ACTOR_HELP).completer = _actors  # type: ignore[attr-defined]
     ex.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     ex.set_defaults(func=run_live(cmd_exec))
 
-    shell = sub.add_parser(
+    shell = _in_actor(
+        sub,
         "shell",
-        help="an interactive shell in an actor's network namespace in a live lab",
-        description="Start bash in the network namespace of ACTOR of a live lab, its prompt naming actor and run.",
-        epilog=exit_codes((2, "no such live lab or actor, not root"), (0, "otherwise the shell's own status")),
+        "an interactive shell in an actor's network namespace in a live lab",
+        "Start bash in the network namespace of ACTOR of a live lab, its prompt naming actor and run.",
+        "the shell's own status",
     )
-    shell.add_argument("--run", help=run_help)
-    shell.add_argument("actor", help=ACTOR_HELP).completer = _actors  # type: ignore[attr-defined]
     shell.set_defaults(func=run_live(cmd_shell))
 
     probe = sub.add_parser(
@@ -180,7 +194,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         ),
     )
     probe.add_argument("name", nargs="?", help="a probe of the scenario")
-    probe.add_argument("--run", help=run_help)
+    probe.add_argument("--run", help=RUN_HELP)
     probe.add_argument("--from", dest="source", metavar="ACTOR", help="ad hoc: the actor it is sent from")
     probe.add_argument("--to", metavar="TARGET:PORT", help="ad hoc: where it goes (see above)")
     probe.add_argument(
