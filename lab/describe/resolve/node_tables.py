@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from lab.describe.resolve.iptables_options import Option, rule_options
 from lab.describe.resolve.restore_text import BUILTIN, without_counters
 
 IPTABLES_RULES = ("cluster", "tools", "host", "iptablesRules")
@@ -40,10 +41,10 @@ class BackendTables:
 def restore_tables(text: str) -> BackendTables:
     """iptables-restore --noflush's input (checked before: lab/describe/resolve/restore_text.py) as its backend then
     holds it: `:NAME` and `-N NAME` declare chains, and `:NAME` of a chain of the user's that stands flushes it (both
-    backends' restore, checked on the kernel); `-A` and `-I` (and their long forms, anywhere among the line's options,
-    after the counters of `iptables-save -c`) add one rule each; a line with -6 is ignored, as iptables-restore
-    ignores it (iptables(8): -6). Another command (-D, -F, -X, ...) changes what stands in ways the lab does not
-    follow."""
+    backends' restore, checked on the kernel); `-A` and `-I` (and their long forms or any prefix of them iptables
+    takes, anywhere among the line's options, after the counters of `iptables-save -c`: iptables_options.py) add one
+    rule each; a line with -6 is ignored, as iptables-restore ignores it (iptables(8): -6). Another command (-D, -F,
+    -X, ...) changes what stands in ways the lab does not follow."""
     rules: dict[tuple[str, str], int] = {}  # each chain's rules, by (table, chain)
     table = ""
     for number, raw in enumerate(text.splitlines(), 1):
@@ -52,26 +53,30 @@ def restore_tables(text: str) -> BackendTables:
             table = line[1:]
         elif line.startswith(":"):
             _declare(rules, table, line[1:].split()[0])
-        elif line.startswith(("-", "[")) and not _for_ipv6(line):
-            command, chain = _command(line)
-            if command in _ADDS:
-                rules[table, chain] = rules.get((table, chain), 0) + 1
-            elif command in _NEW_CHAIN:
-                rules.setdefault((table, chain), 0)
-            else:
-                return BackendTables(unread=Unread(IPTABLES_RULES, _unfollowed(number, line, command)))
+        elif line.startswith(("-", "[")) and (problem := _add_line(rules, table, number, line)):
+            return BackendTables(unread=Unread(IPTABLES_RULES, problem))
     return BackendTables(frozenset(rules), sum(rules.values()))
 
 
-_ADDS = ("-A", "--append", "-I", "--insert")
-_NEW_CHAIN = ("-N", "--new-chain")
-# iptables' other commands (iptables(8): COMMANDS), each of which a restore line may give instead.
-_OTHER_COMMANDS = (
-    *("-D", "--delete", "-R", "--replace", "-F", "--flush", "-Z", "--zero", "-X", "--delete-chain", "-P", "--policy"),
-    *("-E", "--rename-chain", "-C", "--check", "-L", "--list", "-S", "--list-rules"),
-)
-# iptables-restore's words: split at blanks, a double-quoted one (a comment's text) whole.
-_RESTORE_WORD = re.compile(r'"[^"]*"|\S+')
+def _add_line(rules: dict[tuple[str, str], int], table: str, number: int, line: str) -> str:
+    """A restore line's rule or chain added to `rules`; "", or why the lab does not follow the line."""
+    options = list(rule_options(without_counters(line)))
+    if any(option.name == "-6" for option in options):  # IPv4's restore leaves the line out
+        return ""
+    command = next((option for option in options if option.name in _COMMANDS), None)
+    if command is None or command.unsure or command.name not in (*_ADDS, _NEW_CHAIN):
+        return _unfollowed(number, line, command)
+    if command.name == _NEW_CHAIN:
+        rules.setdefault((table, command.argument), 0)
+    else:
+        rules[table, command.argument] = rules.get((table, command.argument), 0) + 1
+    return ""
+
+
+_ADDS = ("-A", "-I")
+_NEW_CHAIN = "-N"
+# iptables' commands (iptables(8): COMMANDS), any of which a restore line may give.
+_COMMANDS = ("-A", "-I", "-N", "-D", "-R", "-F", "-Z", "-X", "-P", "-E", "-C", "-L", "-S")
 
 
 def _declare(rules: dict[tuple[str, str], int], table: str, chain: str) -> None:
@@ -82,39 +87,17 @@ def _declare(rules: dict[tuple[str, str], int], table: str, chain: str) -> None:
         rules[table, chain] = 0
 
 
-def _for_ipv6(rule: str) -> bool:
-    """Whether a restore line carries -6 (--ipv6), which iptables-restore, IPv4's, leaves out silently."""
-    return any(word in ("-6", "--ipv6") for word in _RESTORE_WORD.findall(without_counters(rule)))
-
-
-def _command(rule: str) -> tuple[str, str]:
-    """The command a restore line gives and its chain: iptables reads its options in any order, so the command is
-    the first word that names one, its argument after it, after `=` (`--append=CHAIN`) or joined to a short one
-    (`-ACHAIN`), as getopt reads them; ("", "") when none does."""
-    words = _RESTORE_WORD.findall(without_counters(rule))
-    for at, word in enumerate(words):
-        name, joined, value = _option(word)
-        if name in (*_ADDS, *_NEW_CHAIN, *_OTHER_COMMANDS):
-            return name, value if joined else " ".join(words[at + 1 : at + 2])
-    return "", ""
-
-
-def _option(word: str) -> tuple[str, bool, str]:
-    """An option word as getopt reads it: its name, and whether its argument is in the word, and which."""
-    if word.startswith("--"):
-        name, equals, value = word.partition("=")
-        return name, bool(equals), value
-    if word.startswith("-") and len(word) > 2:
-        return word[:2], True, word[2:]
-    return word, False, ""
-
-
-def _unfollowed(number: int, line: str, command: str) -> str:
-    if not command:
+def _unfollowed(number: int, line: str, command: Option | None) -> str:
+    if command is None:
         return f"its line {number} ({line!r}) gives no command (-A, -I or -N, a rule added or a chain declared)"
+    if command.unsure:
+        return (
+            f"its line {number} ({line!r}) gives {command.word} after -m, -j or -p, where iptables reads it among that"
+            " extension's options too, which the lab does not know: write the command in full"
+        )
     return (
-        f"its line {number} ({line!r}) changes rules already loaded ({command}), which the lab does not follow: write"
-        " the rules as they stand (:CHAIN and -A lines)"
+        f"its line {number} ({line!r}) changes rules already loaded ({command.word}), which the lab does not follow:"
+        " write the rules as they stand (:CHAIN and -A lines)"
     )
 
 

@@ -1,8 +1,11 @@
 """The host's iptables rules (cluster.tools.host.iptablesRules) checked as iptables-restore reads its input: tables
-opened by `*name` and closed by COMMIT, chains declared with a policy, rules inside a table. What a rule matches is
-left to the restore itself, which names the line it refuses (lab/install/tools.py)."""
+opened by `*name` and closed by COMMIT, chains declared with a policy, rules inside a table whose long options iptables
+takes (lab/describe/resolve/iptables_options.py). What a rule matches is left to the restore itself, which names the
+line it refuses (lab/install/tools.py)."""
 
 from __future__ import annotations
+
+from lab.describe.resolve.iptables_options import Refused, rule_options
 
 # The tables iptables knows (iptables(8): TABLES) and the built-in chains of each, which alone take a policy.
 BUILTIN = {
@@ -47,6 +50,15 @@ def _line_problem(line: str, table: str) -> str:
         return _chain_problem(line[1:].split(), table)
     if line != "COMMIT" and not without_counters(line).startswith("-"):
         return "expected a chain (:NAME POLICY), a rule (-A CHAIN ...) or COMMIT"
+    return _options_problem(line)
+
+
+def _options_problem(rule: str) -> str:
+    """Why iptables refuses a rule's long option (ambiguous, unknown, given a value it takes none of); "" if none."""
+    try:
+        list(rule_options(without_counters(rule)))  # read to its end: it raises at the word iptables refuses
+    except Refused as exc:
+        return str(exc)
     return ""
 
 
