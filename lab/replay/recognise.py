@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from lab.replay.dump import DumpError
+from lab.replay.dump import DumpError, content_lines
 
 _XTABLES = (re.compile(r"\*\S+"), "an iptables-save dump", "a `*TABLE` line (*filter, *nat ...)")
 # `nft list ruleset` starts with a table block; kube-proxy's transaction (nft -f) with a command on an object.
@@ -35,11 +35,8 @@ _FIRST_LINES = {
 def check_first_line(dump: str, text: str) -> None:
     """Refuse `text`, given as `dump` (rules, rules6, nft, ipsets, ipvs), unless its first line is that dump's."""
     pattern, kind, expected = _FIRST_LINES[dump]
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not pattern.fullmatch(stripped):
+    for number, line in content_lines(text):
+        if not pattern.fullmatch(line):
             raise DumpError(
                 dump,
                 f"not {kind}: its first line is expected to be {expected}; "

@@ -14,7 +14,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from lab.replay.dump import DumpError
+from lab.replay.dump import DumpError, content_lines
 from lab.replay.review import split_words
 
 # Options of iptables itself, each with one value; everything else belongs to the -m module or -j target before it.
@@ -52,10 +52,7 @@ def parse(text: str, dump: str = "rules") -> Tables:
     chains: dict[str, list[str]] = {}
     rules: list[Rule] = []
     table = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in content_lines(text):
         if line.startswith("*"):
             table = line[1:]
             chains.setdefault(table, [])

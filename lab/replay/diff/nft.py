@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from ipaddress import collapse_addresses, ip_network
 
-from lab.replay.dump import DumpError
+from lab.replay.dump import DumpError, content_lines
 
 # kube-proxy's tables: one per proxier, never `inet` (KEP-3866).
 KUBE_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
@@ -100,10 +100,7 @@ def _braces(text: str) -> tuple[str, str]:
 def play(script: str, dump: str = "nft") -> dict[str, Table]:
     """The tables an `nft -f` transaction of add/flush/delete commands leaves (kube-proxy's way of writing)."""
     tables: dict[str, Table] = {}
-    for number, raw in enumerate(script.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in content_lines(script):
         words = line.split(None, 4)
         if len(words) < 4 or words[1] not in _OBJECTS:
             raise DumpError(dump, "expected a command such as `add rule ip kube-proxy CHAIN ...`", number)
@@ -185,10 +182,7 @@ def listing(text: str, dump: str = "nft") -> dict[str, Table]:
     table: Table | None = None
     block: tuple[str, str] | None = None  # (kind, name) of the chain, set or map being read
     elements: list[str] | None = None  # a set's `elements = { ...` being read across lines
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in content_lines(text):
         if elements is not None:
             elements.append(line)
             if "}" in line:
