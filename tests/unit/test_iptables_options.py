@@ -12,6 +12,7 @@ from support.scenario import BASE, error_for, write
 
 from lab.describe.load import load_scenario
 from lab.describe.resolve.node_tables import restore_tables
+from lab.describe.resolve.restore_text import restore_text_problem
 
 WRAPPED = BASE.replace("cluster: {", "cluster: {iptablesBackend: wrapper, kubeVersion: '1.31', ")
 
@@ -66,3 +67,10 @@ def test_a_name_iptables_has_no_option_of_is_refused_before_an_extension_is_load
 def test_a_value_given_to_an_option_that_takes_none_is_refused(tmp_path: Path) -> None:
     error = str(error_for(tmp_path, _host("-A FOO --numeric=1")))
     assert "its line 2 ('-A FOO --numeric=1'): --numeric=1: --numeric takes no value: iptables refuses it" in error
+
+
+def test_a_second_command_on_a_line_is_refused_unless_iptables_takes_the_two_together(tmp_path: Path) -> None:
+    error = str(error_for(tmp_path, _host("-A FORWARD -j ACCEPT --new-chain X")))
+    assert "its line 2 ('-A FORWARD -j ACCEPT --new-chain X'): --new-chain is a second command, after -A" in error
+    assert "iptables takes one a line (-L or -S with -Z alone)" in error
+    assert restore_text_problem("*filter\n-L FORWARD -Z\n-Z -S\nCOMMIT\n") == ""

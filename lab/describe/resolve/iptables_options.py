@@ -34,6 +34,10 @@ NO_ARGUMENT = frozenset(("-n", "-v", "-x", "-f", "-V", "-0", "-4", "-6"))
 # After these a word may be an extension's option: -m loads a match, -j a target, -p its protocol's match (when
 # a word follows that iptables' own options do not name).
 LOADS_EXTENSION = ("-m", "-j", "-p")
+# iptables' commands (iptables(8): COMMANDS). A line gives one, or -L or -S with -Z (add_command's `othercmds` in
+# iptables/xshared.c do_parse at v1.8.9): "Cannot use -N with -A".
+COMMANDS = ("-A", "-I", "-N", "-D", "-R", "-F", "-Z", "-X", "-P", "-E", "-C", "-L", "-S")
+_ALONGSIDE = {"-L": ("-Z",), "-S": ("-Z",), "-Z": ("-L", "-S")}
 # iptables-restore's words: split at blanks, a double-quoted one (a comment's text) whole.
 _RESTORE_WORD = re.compile(r'"[^"]*"|\S+')
 
@@ -59,6 +63,7 @@ def rule_options(rule: str) -> Iterator[Option]:
     out."""
     words = _RESTORE_WORD.findall(rule)
     extension = False
+    commands: list[Option] = []
     at = 0
     while at < len(words):
         word = words[at]
@@ -70,7 +75,19 @@ def rule_options(rule: str) -> Iterator[Option]:
             option = Option(option.name, words[at], word)
             at += 1
         extension = extension or option.name in LOADS_EXTENSION
+        if option.name in COMMANDS and not option.unsure:
+            _one_command(commands, option)
+            commands.append(option)
         yield option
+
+
+def _one_command(given: list[Option], command: Option) -> None:
+    """Refuses a command where the line gave one it does not go with."""
+    if earlier := next((c for c in given if c.name not in _ALONGSIDE.get(command.name, ())), None):
+        raise Refused(
+            f"{command.word} is a second command, after {earlier.word}: iptables takes one a line (-L or -S with -Z"
+            " alone)"
+        )
 
 
 def _option(word: str, extension: bool) -> Option | None:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lab.describe.resolve.iptables_options import Option, rule_options
+from lab.describe.resolve.iptables_options import COMMANDS, Option, rule_options
 from lab.describe.resolve.restore_text import BUILTIN, without_counters
 
 IPTABLES_RULES = ("cluster", "tools", "host", "iptablesRules")
@@ -63,7 +63,7 @@ def _add_line(rules: dict[tuple[str, str], int], table: str, number: int, line: 
     options = list(rule_options(without_counters(line)))
     if any(option.name == "-6" for option in options):  # IPv4's restore leaves the line out
         return ""
-    command = next((option for option in options if option.name in _COMMANDS), None)
+    command = next((option for option in options if option.name in COMMANDS), None)
     if command is None or command.unsure or command.name not in (*_ADDS, _NEW_CHAIN):
         return _unfollowed(number, line, command)
     if command.name == _NEW_CHAIN:
@@ -75,8 +75,6 @@ def _add_line(rules: dict[tuple[str, str], int], table: str, number: int, line: 
 
 _ADDS = ("-A", "-I")
 _NEW_CHAIN = "-N"
-# iptables' commands (iptables(8): COMMANDS), any of which a restore line may give.
-_COMMANDS = ("-A", "-I", "-N", "-D", "-R", "-F", "-Z", "-X", "-P", "-E", "-C", "-L", "-S")
 
 
 def _declare(rules: dict[tuple[str, str], int], table: str, chain: str) -> None:
