@@ -69,9 +69,7 @@ def load(ns: str, plane: NodeDataplane, writers: Writers = THIS_MACHINE) -> tupl
     table). What it says: a refused sync."""
     if plane.mode == "ipvs":
         return _load_ipvs(ns, plane, writers)
-    if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=False, nft=writers.nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, writers, resync=False))
+    return _sync_each_proxier(ns, plane, writers, resync=False)
 
 
 def _load_ipvs(ns: str, plane: NodeDataplane, writers: Writers) -> tuple[str, ...]:
@@ -103,9 +101,7 @@ def apply(ns: str, plan: SyncPlan, writers: Writers = THIS_MACHINE) -> tuple[str
     if plane.mode == "ipvs":
         others = _apply_ipvs(ns, plan.other_family, writers) if plan.other_family else ()
         return (*_apply_ipvs(ns, plan, writers), *others)
-    if plane.mode == "nftables":
-        return _each_proxier(plane, lambda proxier: _nft_sync(ns, proxier, resync=True, nft=writers.nft))
-    return _each_proxier(plane, lambda proxier: _restore(ns, proxier, writers, resync=True))
+    return _sync_each_proxier(ns, plane, writers, resync=True)
 
 
 def _apply_ipvs(ns: str, plan: SyncPlan, writers: Writers) -> tuple[str, ...]:
@@ -126,10 +122,12 @@ def _apply_ipvs(ns: str, plan: SyncPlan, writers: Writers) -> tuple[str, ...]:
     return (*said, *(decision.reason for decision in plan.real_servers))
 
 
-def _each_proxier(plane: NodeDataplane, sync: Callable[[NodeDataplane], tuple[str, ...]]) -> tuple[str, ...]:
-    """Each family's proxier synced on its own (kube-proxy runs one per family; one refused leaves the other's
-    sync standing): what they said, the primary's first."""
-    return tuple(line for proxier in plane.proxiers for line in sync(proxier))
+def _sync_each_proxier(ns: str, plane: NodeDataplane, writers: Writers, resync: bool) -> tuple[str, ...]:
+    """An iptables or nftables node's rules, each family's proxier synced on its own (kube-proxy runs one per
+    family; one refused leaves the other's sync standing): what they said, the primary's first."""
+    if plane.mode == "nftables":
+        return tuple(line for proxier in plane.proxiers for line in _nft_sync(ns, proxier, resync, writers.nft))
+    return tuple(line for proxier in plane.proxiers for line in _restore(ns, proxier, writers, resync))
 
 
 def _restore(ns: str, plane: NodeDataplane, writers: Writers, resync: bool) -> tuple[str, ...]:
