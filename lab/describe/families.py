@@ -57,17 +57,19 @@ def one_address(value: str) -> str:
 def host_address(value: str) -> str:
     """The address of a host the lab builds or sends to from outside the cluster (a node, an external host, a
     load balancer and its ingress IP, an egress gateway): one a host can have."""
-    address = iptext.parse_ip(value)
-    if problem := iptext.host_problem(address, kubernetes_checks=False):
-        raise ValueError(problem)
-    return str(address)
+    return _host_address(value, kubernetes_checks=False)
 
 
 def external_address(value: str) -> str:
     """A Service's external IP or an EndpointSlice's address: ValidateNonSpecialIP's refusals in the API server's
     words, and what no host of the lab can be."""
+    return _host_address(value, kubernetes_checks=True)
+
+
+def _host_address(value: str, kubernetes_checks: bool) -> str:
+    """value, canonical, or what iptext.host_problem finds in it as the error (pydantic's AfterValidator)."""
     address = iptext.parse_ip(value)
-    if problem := iptext.host_problem(address, kubernetes_checks=True):
+    if problem := iptext.host_problem(address, kubernetes_checks):
         raise ValueError(problem)
     return str(address)
 
