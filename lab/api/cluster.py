@@ -79,12 +79,12 @@ class Actor:
 
 
 def addresses(topo: Topology) -> dict[str, str]:
-    """Every actor's address: a node's, a pod's, an external host's or router's, a load balancer's own."""
+    """Every actor's address: a node's, a pod's, an external host's or router's. A load balancer is no actor (its
+    rules and address are the fabric's), and its name may be a node's: it names no address here."""
     return (
         {n.name: n.ip for n in topo.nodes}
         | {p.name: p.ip for p in topo.built_pods}
         | {e.name: e.ip for e in topo.externals}
-        | {lb.name: lb.address for lb in topo.load_balancers}
     )
 
 

@@ -154,7 +154,7 @@ def _resolve(variant: Variant, f: schema.ScenarioFile) -> Topology:
     nodes = tuple(n for n in every_node if not n.stand_in)  # the built ones: every stage below works on these
     externals = resolve_externals(src, f.external_hosts, cluster, every_node)
     demand = scale_demand(variant, f.probes, f.workload)
-    pods, pending = resolve_pods(src, f.workload, cluster, every_node, demand)
+    pods, pending = resolve_pods(src, f.workload, cluster, every_node, demand, externals)
     # Every Service as if every built pod ran; at the start without the replicas a later step creates.
     potential = resolve_services(src, f.workload, cluster, every_node, (*pods, *pending), externals)
     services = tuple(without_endpoints(s, {p.name for p in pending}) for s in potential)

@@ -1,6 +1,6 @@
 """Actors named as the lab's own parts (tests/integration/topologies/lab-own-names.yaml): a pod `fabric`, a node
 `lo`, an external host `br0` and a host `lan0` behind it are each built in namespaces and on ports of their own,
-beside the fabric and the devices of those names, and probed."""
+beside the fabric and the devices of those names, and probed; so is a pod named as its node (default/lo)."""
 
 from __future__ import annotations
 
@@ -21,5 +21,6 @@ def test_a_pod_named_fabric_is_built_beside_the_fabric_and_answers(host_unchange
     assert through_lb.observed.backend == "fabric"
     # The load balancer's DNAT is the fabric's rule, told apart from the pod's name.
     assert FABRIC in {actor for actor, _ in through_lb.observed.rules}, through_lb.observed.rules
-    from_pod = results["from-the-pod-named-fabric"]
-    assert from_pod.verdict.ok, from_pod.verdict.reasons
+    for name in ("from-the-pod-named-fabric", "from-the-pod-named-as-its-node"):
+        assert results[name].verdict.ok, (name, results[name].verdict.reasons)
+    assert results["from-the-pod-named-as-its-node"].observed.backend == "fabric"

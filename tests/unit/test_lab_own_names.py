@@ -5,12 +5,20 @@ device). Each collision built half a lab before (FileExistsError, NetlinkError: 
 from __future__ import annotations
 
 import pytest
+from support.host import REPO
+from support.scenario import NODES, write
 
+from lab.api.cluster import addresses
+from lab.describe.kubectl.objects import read_inputs
+from lab.describe.kubectl.scenario import Options, import_cluster
+from lab.describe.kubectl.write import scenario_text
+from lab.describe.load import load_scenario
 from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
 from lab.realize.build import FABRIC, LAN_BRIDGE
 from lab.realize.kernel_names import bridge_port, netns_part
 from lab.realize.standins import STAND_INS
 
+NODEPORT = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
 # Devices a namespace holding a bridge of the lab's has beside its ports: its own, and the fallback tunnel devices
 # the kernel makes in every new namespace when their module is loaded (torvalds/linux net/ipv4/ipip.c "tunl0",
 # net/ipv6/sit.c "sit0", net/ipv4/ip_gre.c "gre0", "gretap0", "erspan0", net/ipv6/ip6_tunnel.c "ip6tnl0",
@@ -32,3 +40,74 @@ def test_an_actor_named_as_a_device_gets_a_port_of_its_own(device):
     """A node named br0 (or lo) on the underlay, a host named lan0 (or eth0) behind a router."""
     assert bridge_port(device) not in DEVICES
     assert bridge_port(device) == f"to-{device}"
+
+
+# The nodes node1 and node2 and the external host client, a pod named as each of node1 and client.
+HOSTS_AND_PODS_OF_ONE_NAME = (
+    "name: t\n"
+    + NODES
+    + """\
+workload:
+  - {kind: Pod, metadata: {name: client}, spec: {nodeName: node2, containers: [{name: c}]}}
+  - kind: Pod
+    metadata: {name: node1, labels: {app: web}}
+    spec: {nodeName: node1, containers: [{name: c, ports: [{containerPort: 80}]}]}
+  - {kind: Service, metadata: {name: web}, spec: {selector: {app: web}, ports: [{port: 80}]}}
+probes:
+  - {name: from-the-node, from: node1, to: {service: web, port: 80}, expect: {outcome: delivered}}
+  - name: from-the-pod
+    from: default/client
+    to: {service: web, port: 80}
+    expect: {outcome: delivered, backend: default/node1}
+  - {name: from-the-host, from: client, to: {service: web, port: 80}, expect: {outcome: delivered}}
+"""
+)
+
+
+def test_a_pod_named_as_a_node_or_an_external_host_is_its_namespace_and_name(tmp_path):
+    """Kubernetes keeps a Pod's name and a Node's apart: the lab calls such a pod NAMESPACE/NAME (its namespace,
+    its actor, its reports), and a bare name stays the host's. Before, both shared one namespace."""
+    topo = load_scenario(write(tmp_path, HOSTS_AND_PODS_OF_ONE_NAME)).variants[0]
+    assert [p.name for p in topo.pods] == ["default/client", "default/node1"]
+    assert [p.source for p in topo.probes] == ["node1", "default/client", "client"]
+    assert topo.probes[1].expected.backends == ("default/node1",)
+    actors = [*(n.name for n in topo.nodes), *(e.name for e in topo.externals), *(p.name for p in topo.pods)]
+    assert len({netns_part(a) for a in actors}) == len(actors) == 5
+
+
+def test_an_imported_node_named_as_the_imports_client_leaves_the_client_another_name(tmp_path):
+    """lab import's external host is `client`; a cluster's node of that name made a scenario lab validate refused
+    ("name 'client' is already used")."""
+    dump = (NODEPORT / "dump.yaml").read_text().replace("node3", "client")
+    (tmp_path / "dump.yaml").write_text(dump)
+    files = [str(tmp_path / "dump.yaml"), *(str(NODEPORT / f) for f in ("kube-proxy.yaml", "version.yaml"))]
+    scenario = import_cluster(read_inputs(files), Options()).scenario
+    assert [h["name"] for h in scenario["externalHosts"]] == ["client-2"]
+    topo = load_scenario(write(tmp_path, scenario_text(scenario))).variants[0]
+    assert "client" in {n.name for n in topo.nodes} and "client-2" in {p.source for p in topo.probes}
+
+
+def test_a_load_balancer_named_as_a_node_leaves_the_node_its_address(tmp_path):
+    """A load balancer's name is the lab's own and may be a node's; lab.api's actor of that name is the node, at
+    the node's address (it was the load balancer's)."""
+    text = HOSTS_AND_PODS_OF_ONE_NAME.replace(
+        "workload:", "loadBalancers: [{name: node1, address: 192.168.56.2}]\nworkload:"
+    )
+    text = text.replace(
+        "ports: [{port: 80}]}}",
+        "ports: [{port: 80}], type: LoadBalancer}, status: {loadBalancer: {ingress: [{ip: 203.0.113.7}]}}}",
+    )
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    assert [lb.name for lb in topo.load_balancers] == ["node1"]
+    assert addresses(topo)["node1"] == "192.168.56.11"
+
+
+def test_a_pod_named_as_a_stand_in_node_is_its_namespace_and_name(tmp_path):
+    """A stand-in node has no namespace, yet its name is a host's: a pod of that name is probed from as
+    NAMESPACE/NAME (it was taken for the stand-in, where no probe starts)."""
+    sliced = (REPO / "tests" / "integration" / "topologies" / "stand-ins.yaml").read_text()
+    text = sliced.replace("{name: client}", "{name: node2}")
+    text = text.replace("from: client", "from: default/node2").replace("source: client", "source: default/node2")
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    assert [p.name for p in topo.pods] == ["default/node2"]
+    assert {p.source for p in topo.probes} == {"default/node2"}

@@ -183,6 +183,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         names,
         notes,
     )
+    outside_host = _outside_name({n["name"] for n in lab_nodes})
     probes = []
     client_of = {
         names.node(n): f"{names.namespace(p.namespace)}/{names.pod(p.namespace, p.name)}" if p else names.node(n)
@@ -196,7 +197,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         if svc.key in probed:
             ns = names.namespace(svc.namespace)
             through = [names.node(n) for n in probed[svc.key]]
-            probes += probes_for(manifest, ns, client_of, through, OUTSIDE, svc.source_ranges)
+            probes += probes_for(manifest, ns, client_of, through, outside_host, svc.source_ranges)
     for original, label, why in names.renamed_nodes():  # every node named is one of the input's (read_slice checks)
         notes.append(nodes[original].obj.note(("metadata", "name"), f"named {label} in the scenario: {why}"))
     if not probes:
@@ -208,7 +209,7 @@ def import_cluster(inputs: Inputs, options: Options) -> Imported:
         "kube-proxy read. Every probe only observes: write what each should do.",
         "cluster": cluster,
         "nodes": lab_nodes,
-        "externalHosts": [{"name": OUTSIDE, "ip": outside}],
+        "externalHosts": [{"name": outside_host, "ip": outside}],
         "workload": workload,
         "probes": probes,
     }
@@ -560,6 +561,16 @@ def _pod_cidrs(family: Family, nodes: list[Node], cluster_cidr: str, notes: list
         else:
             cidrs[node.name] = cidr
     return cidrs
+
+
+def _outside_name(nodes: set[str]) -> str:
+    """The client's name: OUTSIDE, or OUTSIDE-N when a node of the cluster is named so (a host's name is one of
+    its own, nodes and external hosts alike; a pod of that name is told apart by its namespace)."""
+    name, n = OUTSIDE, 1
+    while name in nodes:
+        n += 1
+        name = f"{OUTSIDE}-{n}"
+    return name
 
 
 def _outside_address(underlay: str, taken: set[str]) -> str:

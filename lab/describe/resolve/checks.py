@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from lab.describe.families import overlap
 from lab.describe.refs import ObjectRef
-from lab.describe.topology import ClusterSpec, NodeSpec, PodSpec
+from lab.describe.topology import ClusterSpec, ExternalSpec, NodeSpec, PodSpec, Topology
 from lab.describe.yamlsrc import FieldPath, Source
 
 
@@ -69,11 +69,20 @@ def disjoint(src: Source, path: FieldPath, cidr: str, cluster: ClusterSpec, what
                 raise src.error(path, f"{what} {cidr} overlaps {name} {net}")
 
 
-def pod_named(src: Source, path: FieldPath, text: str, pods: tuple[PodSpec, ...]) -> PodSpec | None:
-    """The pod `text` names, NAMESPACE/NAME or a NAME only one namespace's pod has; None when no pod has it. A
-    bare name that pods of two namespaces have is refused, naming both."""
+def host_names(nodes: Iterable[NodeSpec], externals: Iterable[ExternalSpec]) -> frozenset[str]:
+    """The names of the hosts a scenario declares: nodes (stand-ins too) and external hosts. A bare name is the
+    host's: a pod of the same name is its NAMESPACE/NAME (Kubernetes keeps a Pod's and a Node's names apart)."""
+    return frozenset(n.name for n in nodes) | {e.name for e in externals}
+
+
+def pod_named(src: Source, path: FieldPath, text: str, topo: Topology) -> PodSpec | None:
+    """The built pod `text` names, NAMESPACE/NAME or a NAME only one namespace's pod has and no host; None when no
+    pod has it. A bare name that pods of two namespaces have is refused, naming both."""
     ref = ObjectRef.parse(text, default_namespace="")
     name = ref.name
+    if not ref.namespaced and name in host_names((*topo.nodes, *topo.stand_ins), topo.externals):
+        return None
+    pods = topo.built_pods
     found = [p for p in pods if p.kube_name == name and (not ref.namespaced or p.namespace == ref.namespace)]
     if len(found) > 1:
         each = " and ".join(f"{p.namespace}/{name}" for p in found)

@@ -89,7 +89,7 @@ def _resolve_probe(
         probes.append(_flow_check(variant, path, p, topo, kept, before, now))
         return
     assert p.source is not None and p.to is not None  # the schema's check: from and to, or flow
-    named = pod_named(src, (*path, "from"), p.source, topo.built_pods)
+    named = pod_named(src, (*path, "from"), p.source, topo)
     p = p.model_copy(update={"source": named.name}) if named else p
     if gone := dict(now.deleted).get(p.source):
         raise src.error((*path, "from"), f"pod {p.source} is deleted at line {src.line_of(gone)}, before this probe")
@@ -340,7 +340,7 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
 
 def _backend(src: Source, path: FieldPath, name: str, topo: Topology, known: set[str]) -> str:
     """The lab's name of a backend: a pod (NAMESPACE/NAME or NAME), or an external host a slice names."""
-    pod = pod_named(src, path, name, topo.built_pods)
+    pod = pod_named(src, path, name, topo)
     if pod is not None:
         return pod.name
     if name not in known:
@@ -385,7 +385,7 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
         return None
-    if (pod := pod_named(src, path, name, topo.built_pods)) is not None and not pod.host_network:
+    if (pod := pod_named(src, path, name, topo)) is not None and not pod.host_network:
         return of_family(family, *pod.ips) or pod.ip
     if (address := topo.address_of(name, family)) is not None:
         return address

@@ -13,7 +13,7 @@ from typing import NamedTuple, TypeVar
 from lab.describe import k8s
 from lab.describe.families import Family, Problem, ServiceFamilies, family_of, service_families, slice_address_problem
 from lab.describe.refs import replica_name
-from lab.describe.resolve.checks import cluster_ip_problem, hosts, inside, unique
+from lab.describe.resolve.checks import cluster_ip_problem, host_names, hosts, inside, unique
 from lab.describe.topology import (
     TOPOLOGY_AWARE_HINTS,
     TOPOLOGY_MODE,
@@ -60,7 +60,12 @@ Demand = Mapping[tuple[str, str, str], tuple[int, FieldPath]]
 
 
 def resolve_pods(
-    src: Source, workload: list[k8s.Manifest], cluster: ClusterSpec, nodes: tuple[NodeSpec, ...], demand: Demand
+    src: Source,
+    workload: list[k8s.Manifest],
+    cluster: ClusterSpec,
+    nodes: tuple[NodeSpec, ...],
+    demand: Demand,
+    externals: tuple[ExternalSpec, ...],
 ) -> tuple[tuple[PodSpec, ...], tuple[PodSpec, ...]]:
     """Every pod the workload asks for, on its node, with its address, ports and labels: those running at the
     start, and the replicas later scale steps create (`demand`), placed and addressed after them."""
@@ -68,8 +73,10 @@ def resolve_pods(
     addresses = _pod_addresses(src, wanted, nodes, cluster)
     secondary = _secondary_addresses(src, wanted, nodes, cluster)
     unique(src, "pod name", [(w.path, f"{w.namespace}/{w.name}") for w in wanted])
-    # A name two namespaces use is the pods' NAMESPACE/NAME, in the lab and its reports: each is told apart.
+    # A name two namespaces use, or a node's or an external host's too, is the pods' NAMESPACE/NAME in the lab
+    # and its reports (its namespace, its actor): each is told apart, and a bare name stays the host's.
     shared = {name for name, n in Counter(w.name for w in wanted).items() if n > 1}
+    shared |= host_names(nodes, externals) & {w.name for w in wanted}
     pods, pending = [], []
     for w, address, second in zip(wanted, addresses, secondary, strict=True):
         ports = tuple(PortSpec(p.container_port, p.protocol, p.name) for c in w.spec.containers for p in c.ports)
