@@ -12,7 +12,8 @@ after the first was sent along the client's affinity state, which the rule that 
 matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nftables: `ip saddr @affinity-*`,
 `ip6 saddr @affinity-*` in the IPv6 proxier's table),
 as the renderer that writes it says (lab/render/kubeproxy/affinity.py);
-`pause` spaces the connections to outwait the affinity timeout.
+`pause` spaces the connections to outwait the affinity timeout. Connections that came too far apart to show the
+affinity (a machine too slow: the kernel let it expire) are sent again once, then skipped, not failed.
 """
 
 from __future__ import annotations
