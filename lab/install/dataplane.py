@@ -56,7 +56,7 @@ class Writers:
 
     @classmethod
     def of(cls, topo: Topology) -> Writers:
-        """A cluster's: its kube-proxy's tools and its host's rules, as cluster.tools and cluster.host name them."""
+        """A cluster's: its kube-proxy's tools and its host's rules, as cluster.tools names them."""
         return cls(tool_command(topo, "kubeProxy", "nft"), xtables(topo, "kubeProxy"), HostRules.of(topo))
 
 
