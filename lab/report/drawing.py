@@ -36,6 +36,11 @@ def _id(name: str) -> str:
     return _quote(f"a:{name}")
 
 
+# The underlay's id has a prefix of its own ('a:' is the actors'): a node, host or pod named underlay is drawn
+# apart from it.
+_UNDERLAY_ID = _quote(f"net:{UNDERLAY}")
+
+
 def _both(primary: str, secondary: str = "") -> str:
     """An address (or network) of each family a dual-stack actor has, the primary first."""
     return f"{primary}, {secondary}" if secondary else primary
@@ -85,7 +90,7 @@ def topology_dot(
     cluster = topo.cluster
     gateway = f"{UNDERLAY}\n{_both(cluster.underlay, cluster.secondary_underlay)}\n"
     gateway += f"gateway {_both(cluster.gateway_ip, cluster.secondary_gateway_ip)}"
-    lines.append(f"  {_id(UNDERLAY)} [label={_quote(gateway)}, shape=ellipse];")
+    lines.append(f"  {_UNDERLAY_ID} [label={_quote(gateway)}, shape=ellipse];")
     for node in topo.nodes:
         extra, mark = style(node.name)
         addresses = [f"eth0 {_both(node.ip, node.secondary_ip)}"]
@@ -104,18 +109,18 @@ def topology_dot(
             lines.append(f"    {_id(pod.name)} [label={_quote(label)}{pextra}];")
             lines.append(f"    {_id(node.name)} -- {_id(pod.name)};")
         lines.append("  }")
-        lines.append(f"  {_id(UNDERLAY)} -- {_id(node.name)};")
+        lines.append(f"  {_UNDERLAY_ID} -- {_id(node.name)};")
     for ext in topo.externals:
         extra, mark = style(ext.name)
         kind = "router" if ext.is_router else "host"
         label = f"{ext.name}{mark} ({kind})\n{_both(ext.ip, ext.secondary_ip)}"
         lines.append(f"  {_id(ext.name)} [label={_quote(label)}{extra}];")
-        lines.append(f"  {_id(ext.behind or UNDERLAY)} -- {_id(ext.name)};")
+        lines.append(f"  {_id(ext.behind) if ext.behind else _UNDERLAY_ID} -- {_id(ext.name)};")
     for lb in topo.load_balancers:
         vips = ", ".join(dict.fromkeys(f.vip for f in lb.frontends))
         label = f"load balancer {lb.name}\n{lb.address}\nVIP {vips}"
         lines.append(f"  {_id('lb:' + lb.name)} [label={_quote(label)}, shape=hexagon];")
-        lines.append(f"  {_id(UNDERLAY)} -- {_id('lb:' + lb.name)} [style=dotted];")
+        lines.append(f"  {_UNDERLAY_ID} -- {_id('lb:' + lb.name)} [style=dotted];")
     # Connections that took the same route share its edges: one colour per route, labelled with their numbers.
     # A connection from an external host starts there and crosses the routers it sits behind, where no capture is.
     behind = {e.name: e.behind for e in topo.externals if e.behind}

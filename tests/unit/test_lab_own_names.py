@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support.host import REPO
-from support.scenario import NODES, write
+from support.scenario import BASE, NODES, error_for, write
 
 from lab.api.cluster import addresses
 from lab.describe.kubectl.objects import read_inputs
@@ -17,6 +17,7 @@ from lab.describe.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, refusal
 from lab.realize.build import FABRIC, LAN_BRIDGE
 from lab.realize.kernel_names import bridge_port, netns_part
 from lab.realize.standins import STAND_INS
+from lab.report.drawing import topology_dot
 
 NODEPORT = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
 # Devices a namespace holding a bridge of the lab's has beside its ports: its own, and the fallback tunnel devices
@@ -111,3 +112,59 @@ def test_a_pod_named_as_a_stand_in_node_is_its_namespace_and_name(tmp_path):
     (topo,) = load_scenario(write(tmp_path, text)).variants
     assert [p.name for p in topo.pods] == ["default/node2"]
     assert {p.source for p in topo.probes} == {"default/node2"}
+
+
+def pod_on_node2(name: str) -> tuple[str, str]:
+    """A pod of that name on node2, added to BASE's workload (its Service selects none of it)."""
+    return "workload:\n", f"workload:\n  - {{kind: Pod, metadata: {{name: {name}}}, spec: {{nodeName: node2}}}}\n"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "said"),
+    [
+        (  # the underlay's gateway, and a pod named so
+            [pod_on_node2("gateway"), ("source: node2}", "source: gateway}")],
+            "probes[0].expect.source",
+            "'gateway' names more than one address (192.168.56.1, 10.244.2.2): write the one meant",
+        ),
+        (  # the node the connection entered through, and a pod named so
+            [pod_on_node2("entry"), ("source: node2}", "source: entry}")],
+            "probes[0].expect.source",
+            "'entry' is the node the connection entered through, and also a pod: write default/entry for the pod",
+        ),
+        (
+            [
+                ("{name: client,", "{name: entry,"),
+                ("from: client", "from: entry"),
+                ("source: node2}", "source: entry}"),
+            ],
+            "probes[0].expect.source",
+            "'entry' is the node the connection entered through, and also the external host entry: write the"
+            " external host's address",
+        ),
+        (
+            [("{name: node2,", "{name: entry,"), ("node: node2}", "node: entry}"), ("source: node2}", "node: entry}")],
+            "probes[0].expect.node",
+            "'entry' is the node the connection entered through, and also the node entry: the lab cannot tell",
+        ),
+    ],
+)
+def test_a_word_of_the_labs_a_scenario_also_names_something_is_refused_where_used(tmp_path, changes, field, said):
+    """The lab's words in an expectation are names a user may give too: `source: gateway` took the pod's
+    address, `entry` the entry node whatever actor had that name."""
+    text = BASE
+    for old, new in changes:
+        assert old in text
+        text = text.replace(old, new)
+    error = error_for(tmp_path, text)
+    assert error.field == field and error.message.startswith(said), str(error)
+
+
+def test_a_host_named_underlay_is_drawn_apart_from_the_underlay(tmp_path):
+    """The HTML report's picture: the underlay and a host named underlay were one node of the graph."""
+    text = BASE.replace("{name: client,", "{name: underlay,").replace("from: client", "from: underlay")
+    (topo,) = load_scenario(write(tmp_path, text)).variants
+    dot = topology_dot(topo)
+    declared = [line.split(" [label=")[0].strip() for line in dot.splitlines() if " [label=" in line]
+    assert len(declared) == len(set(declared)) == 6  # the underlay, two nodes, two pods, the host
+    assert '"a:underlay" [label="underlay (host)' in dot

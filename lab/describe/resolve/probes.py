@@ -311,6 +311,12 @@ def _expectation(src: Source, path: FieldPath, e: schema.Expectation, topo: Topo
     nodes = [n.name for n in topo.nodes]
     if e.node and e.node not in nodes and e.node != ENTRY:
         raise src.error((*path, "node"), f"unknown node {e.node!r}")
+    if e.node == ENTRY and ENTRY in nodes:
+        raise src.error(
+            (*path, "node"),
+            f"{ENTRY!r} is the node the connection entered through, and also the node {ENTRY}: the lab "
+            "cannot tell which is meant",
+        )
     entries = node_names(src, (*path, "entries"), e.entries, topo.nodes)
     source = source_ip = local = remote = None
     if isinstance(e.source, schema.SourceByPlacement):
@@ -377,6 +383,35 @@ def _device_suffixes(cni: str) -> tuple[str, ...]:
     return bridge + tunnel
 
 
+def _named_once(src: Source, path: FieldPath, name: str, topo: Topology) -> None:
+    """Refuse a source name that two addresses of one family bear: the lab's own words are names a user may give
+    too (the underlay's `gateway` and a pod named gateway, a load balancer named as a node)."""
+    by_family: dict[Family, list[str]] = {}
+    for ip, named in topo.address_names().items():
+        if named == name:
+            by_family.setdefault(family_of(ip) or "IPv4", []).append(ip)
+    if clash := next((ips for ips in by_family.values() if len(ips) > 1), None):
+        raise src.error(path, f"{name!r} names more than one address ({', '.join(clash)}): write the one meant")
+
+
+def _entry_named_once(src: Source, path: FieldPath, topo: Topology) -> None:
+    """Refuse a source named after `entry` (the node the connection entered through) where an actor of the
+    scenario is named so."""
+    hosts = {n.name: "node" for n in (*topo.nodes, *topo.stand_ins)} | {e.name: "external host" for e in topo.externals}
+    if (kind := hosts.get(ENTRY)) is not None:
+        raise src.error(
+            path,
+            f"{ENTRY!r} is the node the connection entered through, and also the {kind} {ENTRY}: write the "
+            f"{kind}'s address",
+        )
+    if (pod := next((p for p in topo.built_pods if p.name == ENTRY), None)) is not None:
+        raise src.error(
+            path,
+            f"{ENTRY!r} is the node the connection entered through, and also a pod: write {pod.namespace}/{ENTRY} "
+            "for the pod",
+        )
+
+
 def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family: Family) -> str | None:
     """The address of a source name, of the probe's family where the name has one; None for a name relative to
     the entry node (checked here)."""
@@ -384,7 +419,9 @@ def _source_name(src: Source, path: FieldPath, name: str, topo: Topology, family
         allowed = {"", "/eth0", *_device_suffixes(topo.cluster.cni)}
         if suffix not in allowed:
             raise src.error(path, f"{name!r}: expected one of {', '.join(sorted(ENTRY + a for a in allowed))}")
+        _entry_named_once(src, path, topo)
         return None
+    _named_once(src, path, name, topo)
     if (pod := pod_named(src, path, name, topo)) is not None and not pod.host_network:
         return of_family(family, *pod.ips) or pod.ip
     if (address := topo.address_of(name, family)) is not None:
