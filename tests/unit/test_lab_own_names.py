@@ -1,6 +1,8 @@
-"""The lab's own parts are named as no actor of a scenario can be (docs/scenarios.md, "Names"): its namespaces
-(the fabric, the stand-ins) and the ports it hangs actors on (to-NAME beside br0, lan0, lo, a fallback tunnel
-device). Each collision built half a lab before (FileExistsError, NetlinkError: File exists)."""
+"""Names a user gives never meet the lab's own (docs/scenarios.md, "Names"): its namespaces (the fabric, the
+stand-ins) and the ports it hangs actors on (to-NAME beside br0, lan0, lo, a fallback tunnel device) are named
+as no actor can be (each collision built half a lab: FileExistsError, NetlinkError File exists); a pod named as
+a host is its NAMESPACE/NAME; lab import's client, a load balancer's name, the report's underlay keep apart from
+a node's; a word of the lab's an expectation uses (gateway, entry) is refused where an actor bears it too."""
 
 from __future__ import annotations
 
@@ -21,9 +23,7 @@ from lab.report.drawing import topology_dot
 
 NODEPORT = REPO / "tests" / "fixtures" / "kubectl" / "nodeport-source-ip"
 # Devices a namespace holding a bridge of the lab's has beside its ports: its own, and the fallback tunnel devices
-# the kernel makes in every new namespace when their module is loaded (torvalds/linux net/ipv4/ipip.c "tunl0",
-# net/ipv6/sit.c "sit0", net/ipv4/ip_gre.c "gre0", "gretap0", "erspan0", net/ipv6/ip6_tunnel.c "ip6tnl0",
-# net/ipv6/ip6_gre.c "ip6gre0").
+# the kernel makes in every new namespace while their module is loaded (ipip, sit, ip_gre, ip6_tunnel, ip6_gre).
 DEVICES = ("lo", "br0", LAN_BRIDGE, "eth0", "tunl0", "sit0", "gre0", "gretap0", "erspan0", "ip6tnl0", "ip6gre0")
 
 
