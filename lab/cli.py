@@ -52,7 +52,7 @@ from lab.describe.errors import ScenarioError, ScenarioErrors
 from lab.describe.load import Scenario, load_scenario
 from lab.describe.topology import Topology
 from lab.doctor import format_checks, kernel_has, machine_arch, run_checks
-from lab.helptext import DIFF, STOPPED, exit_codes
+from lab.helptext import DIFF, NOTHING_TESTED, STOPPED, exit_codes
 from lab.import_command import add_import_command, run_import
 from lab.install.tools import InstallError
 from lab.judge.results import VariantRun
@@ -204,7 +204,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 # lab run's flags that --what-if does not take: it runs every probe, and prints neither tables nor a report.
 WHAT_IF_ALONE = {"--probe": "probe", "--compare": "compare", "--markdown": "markdown", "--html": "html"}
-NOTHING_TESTED = 3  # lab run's exit status when every probe was skipped (and no --allow-skips)
 
 
 def _print_json(results: list, runs: list, interrupted: bool) -> None:

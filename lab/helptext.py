@@ -10,6 +10,9 @@ VARIANT = (
 MATRIX = "add an axis to the matrix or replace one: KEY=V1,V2, e.g. proxyMode=iptables,nftables; each key once"
 # What every command that builds namespaces does when it is stopped: they are removed first.
 STOPPED = ((130, "interrupted (Ctrl-C)"), (143, "terminated (SIGTERM)"))
+# The exit status of a run that tested nothing: every probe skipped (lab run; --allow-skips accepts it), or a live
+# lab's probe the machine could not judge (an affinity probe too slow to show it, lab/judge/attempts.py).
+NOTHING_TESTED = 3
 
 
 def exit_codes(*codes: tuple[int, str]) -> str:

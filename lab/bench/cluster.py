@@ -24,7 +24,7 @@ from rich.table import Table
 
 from lab.api import run_variant
 from lab.bench.settle import settle
-from lab.bench.stages import counts, raw_ip_seconds
+from lab.bench.stages import counts, raw_ip_seconds, untimed
 from lab.describe.digits import is_ascii_number
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
@@ -34,6 +34,7 @@ from lab.pipeline import on_this_kernel
 from lab.realize.enter import create_netns_all
 from lab.realize.runs import new_prefix, record, release, remove_namespaces
 from lab.render.dataplane import render
+from lab.report.literal import literal
 
 PROBES = 10
 
@@ -168,9 +169,8 @@ def run_cluster_bench(sizes: list[tuple[int, int]], repeat: int, console: Consol
         for _ in range(repeat):
             run = run_variant(topo)
             cleanups.append(settle())
-            if not all(r.verdict.ok for r in run.results):
-                bad = next(r for r in run.results if not r.verdict.ok)
-                console.print(f"[red]{bad.probe.name} failed: {bad.verdict.reasons}: timings would not count[/red]")
+            if said := untimed(run):
+                console.print(literal(said, "red"))
                 return 1
             runs.append(run.timing)
         busy = busy or None in cleanups

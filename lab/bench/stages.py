@@ -18,12 +18,13 @@ from lab.api import run_variant
 from lab.describe.load import load_scenario
 from lab.describe.topology import Topology
 from lab.doctor import machine_arch
-from lab.judge.results import Timing
+from lab.judge.results import Timing, VariantRun
 from lab.pipeline import cannot_run
 from lab.realize.runs import new_prefix, release, remove_namespaces
 from lab.render.dataplane import node_dataplane
 from lab.replay.env import Setup
 from lab.replay.run import replay
+from lab.report.literal import literal
 
 # The catalogue at the repository root (lab/bench/stages.py -> lab/bench -> lab -> root).
 CATALOGUE = Path(__file__).resolve().parents[2] / "topologies"
@@ -70,13 +71,24 @@ def raw_ip_seconds(namespaces: int, links: int) -> float:
         release(prefix)
 
 
+def untimed(run: VariantRun) -> str:
+    """Why the run's timings do not count, or "": a probe that failed, or that this machine could not judge (an
+    affinity probe too slow to show it: the same slowness would be in the timings)."""
+    bad = next((r for r in run.results if not r.verdict.ok), None)
+    if bad is None:
+        return ""
+    why = bad.verdict.skipped or "; ".join(bad.verdict.reasons)
+    judged = "could not be judged" if bad.verdict.skipped else "failed"
+    return f"{bad.probe.name} {judged} ({why}): timings would not be representative"
+
+
 def run_bench(file: Path | None, repeat: int, console: Console) -> int:
     topo = next(t for t in load_scenario(file or DEFAULT, arch=machine_arch()).variants if not cannot_run(t))
     timings: list[Timing] = []
     for _ in range(repeat):
         run = run_variant(topo)
-        if not all(r.verdict.ok for r in run.results):
-            console.print("[red]a probe failed during the benchmark; timings would not be representative[/red]")
+        if said := untimed(run):
+            console.print(literal(said, "red"))
             return 1
         timings.append(run.timing)
     namespaces, links = counts(topo)

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from lab.helptext import STOPPED, exit_codes
+from lab.helptext import NOTHING_TESTED, STOPPED, exit_codes
 from lab.live import commands
 from lab.live.record import LiveLabError, NotRunnable, pick
 from lab.pipeline import cannot_run
@@ -79,7 +79,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
         print(json.dumps(answer["record"], indent=2))
     else:
         sys.stdout.write(answer["text"])
-    return 0 if answer["ok"] else 1
+    return probe_status(answer["ok"])
+
+
+def probe_status(ok: bool | None) -> int:
+    """lab probe's exit status for the keeper's ok: None when the probe ran unjudged (skipped)."""
+    return NOTHING_TESTED if ok is None else 0 if ok else 1
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -191,6 +196,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             (0, "the probe passed (an ad hoc one: delivered)"),
             (1, "it failed"),
             (2, "no such live lab or probe, a refused ad hoc probe, not root"),
+            (NOTHING_TESTED, "it ran, but this machine could not judge it (SKIP: the reason is printed)"),
         ),
     )
     probe.add_argument("name", nargs="?", help="a probe of the scenario")

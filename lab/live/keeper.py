@@ -35,7 +35,7 @@ from rich.console import Console
 from lab.api.cluster import PROBE_TIMEOUT, Cluster, LabError, ScenarioSource, hold, pod_aliases
 from lab.describe.readfile import ReadError, read_bytes
 from lab.describe.topology import Axis, ProbeSpec, Topology, axis_text
-from lab.judge.results import Timing, VariantRun
+from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.live.adhoc import adhoc_probe
 from lab.live.record import LIVE, LOG, LiveLab, LiveLabError
 from lab.live.request import REQUEST_BYTES, ProbeRequest, RequestError, parse_request
@@ -186,7 +186,7 @@ class _Requests:
                 console.print(literal(f"(not run here: the steps before {probe.name}: {steps})"))
             run = VariantRun(self.topo, [result], Timing(0, 0, 0, 0))
             print_scenario(self.topo.scenario, [run], console, verbose=request.verbose)
-        return {"ok": result.verdict.ok, "text": out.getvalue(), "record": to_record(result)}
+        return probe_answer(result, out.getvalue())
 
     def _probe(self, request: ProbeRequest) -> tuple[ProbeSpec, bool]:
         if name := request.name:
@@ -297,3 +297,10 @@ def _reply(conn: socket.socket, answer: Mapping[str, Any]) -> None:
         conn.settimeout(ANSWER_SECONDS)
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps(answer).encode() + b"\n")
+
+
+def probe_answer(result: ProbeResult, text: str) -> dict:
+    """The keeper's answer to a probe: ok None when it ran but this machine could not judge it (Verdict.skipped),
+    as --json's record says."""
+    ok = None if result.verdict.skipped else result.verdict.ok
+    return {"ok": ok, "text": text, "record": to_record(result)}

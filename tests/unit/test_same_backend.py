@@ -10,11 +10,15 @@ import pytest
 from rich.console import Console
 from support.scenario import BASE, ScriptedSession, error_for, write
 
+from lab.bench.stages import untimed
 from lab.describe.load import load_scenario
+from lab.helptext import NOTHING_TESTED
 from lab.judge import attempts
 from lab.judge.attempts import followed_affinity, run_probe
 from lab.judge.results import ProbeResult, Timing, VariantRun
 from lab.judge.verdict import Verdict
+from lab.live.cli import probe_status
+from lab.live.keeper import probe_answer
 from lab.probe.evidence.base import RuleHit
 from lab.probe.observation import Observation
 from lab.render.dataplane import affinity_lookup
@@ -264,3 +268,10 @@ def test_a_probe_that_could_not_show_the_affinity_is_reported_skipped_not_failed
     ]
     html = page([("t", [run])], tmp_path)
     assert "1 passed, 0 failed, 1 skipped" in html and 'class="probe skip"' in html and " failed</h2>" not in html
+    # A live lab's `lab probe` answers the same: neither passed (0) nor failed (1), but nothing tested (3).
+    assert [probe_status(probe_answer(r, "")["ok"]) for r in (result, passed)] == [NOTHING_TESTED, 0]
+    assert probe_status(probe_answer(replace(passed, verdict=Verdict(False, ("x",))), "")["ok"]) == 1
+    # A benchmark's timings do not count with it, and it says which probe and why (it said "failed: ()").
+    assert untimed(VariantRun(topo, [passed], Timing(0, 0, 0, 0))) == ""
+    said = untimed(run)
+    assert said.startswith(f"{result.probe.name} could not be judged ({verdict.skipped}): timings"), said
