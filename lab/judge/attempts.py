@@ -13,7 +13,8 @@ matching (iptables: kube-proxy's `-m recent --rcheck` in the service chain; nfta
 `ip6 saddr @affinity-*` in the IPv6 proxier's table),
 as the renderer that writes it says (lab/render/kubeproxy/affinity.py);
 `pause` spaces the connections to outwait the affinity timeout. Connections that came too far apart to show the
-affinity (a machine too slow: the kernel let it expire) are sent again once, then skipped, not failed.
+affinity (a machine too slow: the kernel let it expire), or whose rules went unread, are sent again once, then
+skipped, not failed: the lab cannot know then.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def run_probe(
     timeout = _affinity_timeout(probe, running)
     earlier: list[tuple[Observation, Verdict]] = []
     first_round: list[str] = []
-    if _only_too_slow(reasons) and not _pause_outwaits(probe, timeout):
+    if _sent_again(reasons, probe, timeout):
         # Once more, at once, in the same lab: the client's affinity entry need not expire first, as a connection
         # that meets it follows the affinity the rules keep, which is what the probe asks.
         earlier, first_round = results, [text for text, _ in reasons]
@@ -166,9 +167,11 @@ def _attempts_summary(results: list[tuple[Observation, Verdict]], topo: Topology
     return _summary(observations, outcomes.most_common(1)[0][0], first_bad, (*before, *lines, *shown))
 
 
-# A reason the connections fail the probe, and whether it is only that they came too far apart to show the
-# client's affinity (an attempt after the affinity had expired, as the kernel lets it): not the rules' failure.
-Reason = tuple[str, bool]
+# A reason the connections fail the probe, and what keeps the lab from knowing instead ("" when nothing does: the
+# rules' failure): LATE, an attempt came after the client's affinity had expired, as the kernel lets it; UNREAD,
+# the rules that acted on an attempt could not be read (a node's trace did not answer in time).
+Reason = tuple[str, str]
+LATE, UNREAD = "late", "unread"
 
 
 def _send(
@@ -192,16 +195,19 @@ def _reasons(
     the affinity each did or did not follow, the entries never met, the backends reached."""
     expected = probe.expected
     observations = [o for o, _ in results]
-    reasons: list[Reason] = [(f"attempt {i}: {r}", False) for i, (_, v) in enumerate(results, 1) for r in v.reasons]
+    reasons: list[Reason] = [(f"attempt {i}: {r}", "") for i, (_, v) in enumerate(results, 1) for r in v.reasons]
     affinity, late = _affinity_reasons(observations, probe, topo, running)
     reasons += affinity
     if missing := sorted(set(expected.entries) - {o.entry for o in observations}):
-        reasons.append((f"no connection entered through {', '.join(missing)} in {len(results)} attempts", False))
+        reasons.append((f"no connection entered through {', '.join(missing)} in {len(results)} attempts", ""))
     reached = Counter(o.backend or "-" for o in observations)
     if expected.same_backend and len(reached) > 1:
         said = ", ".join(f"{backend} ×{n}" for backend, n in sorted(reached.items()))
         reasons.append(
-            (f"expected the same backend on every attempt, got {said}", _changed_only_at(observations, late))
+            (
+                f"expected the same backend on every attempt, got {said}",
+                LATE if _changed_only_at(observations, late) else "",
+            )
         )
     return reasons
 
@@ -228,12 +234,12 @@ def _affinity_reasons(
         if expected.affinity and timeout and gap is not None and gap > timeout:
             late.add(i)
             said += _outwaited(o, gap, timeout)
-        reasons.append((said, i in late))
-    # Without the rules it met, whether a connection followed the affinity is not known: it cannot pass.
+        reasons.append((said, LATE if i in late else ""))
+    # Without the rules it met, whether a connection followed the affinity is not known: it cannot pass, nor fail.
     reasons += [
         (
             f"attempt {i}: whether it {how} is not known: the rules that acted cannot be read on {'; '.join(o.unread)}",
-            False,
+            UNREAD,
         )
         for i, o in enumerate(observations[1:], 2)
         if o.unread
@@ -248,9 +254,17 @@ def _changed_only_at(observations: list[Observation], late: set[int]) -> bool:
     return changed <= late
 
 
-def _only_too_slow(reasons: list[Reason]) -> bool:
-    """Do the connections fail the probe only because they came too far apart to show the client's affinity?"""
-    return bool(reasons) and all(slow for _, slow in reasons)
+def _only_unknown(reasons: list[Reason]) -> bool:
+    """Do the connections fail the probe only where the lab cannot know (too far apart to show the client's
+    affinity, or the rules that acted unread)?"""
+    return bool(reasons) and all(kind for _, kind in reasons)
+
+
+def _sent_again(reasons: list[Reason], probe: ProbeSpec, timeout: int) -> bool:
+    """Can sending the connections once more show what this round could not? Not when the probe's own pause
+    outwaits the affinity: it would again."""
+    late = any(kind == LATE for _, kind in reasons)
+    return _only_unknown(reasons) and not (late and _pause_outwaits(probe, timeout))
 
 
 def _pause_outwaits(probe: ProbeSpec, timeout: int) -> bool:
@@ -259,22 +273,28 @@ def _pause_outwaits(probe: ProbeSpec, timeout: int) -> bool:
 
 
 def _verdict(reasons: list[Reason], probe: ProbeSpec, timeout: int, first_round: list[str]) -> Verdict:
-    """Pass, fail, or skipped when the only failures are connections too far apart to show the client's affinity
-    (in this round and, sent again, the first: `first_round`): the lab cannot know then whether the rules keep it."""
-    if not _only_too_slow(reasons):
+    """Pass, fail, or skipped when the only failures are where the lab cannot know (in this round and, sent again,
+    the first: `first_round`): connections too far apart to show the client's affinity, or whose rules went unread;
+    whether the rules keep the affinity is not known then."""
+    if not _only_unknown(reasons):
         return Verdict(not reasons, tuple(text for text, _ in reasons))
     said = "; ".join(text for text, _ in reasons)
     said = f"{'; '.join(first_round)}; sent again: {said}" if first_round else said
-    if _pause_outwaits(probe, timeout):
-        why = (
+    kinds = {kind for _, kind in reasons}
+    whys = []
+    if LATE in kinds and _pause_outwaits(probe, timeout):
+        whys.append(
             f"the probe's pause ({probe.pause_ms} ms) is not shorter than the Service's {timeout} s affinity timeout "
             "(give it a shorter pause)"
         )
-    else:
-        why = (
+    elif LATE in kinds:
+        whys.append(
             f"this machine was too slow to send the connections within the Service's {timeout} s affinity timeout "
             "(run it again on a less busy machine, or give the Service a longer timeout)"
         )
+    if UNREAD in kinds:
+        whys.append("the rules that acted could not be read (run it again on a less busy machine)")
+    why = "; ".join(whys)
     return Verdict(
         False, skipped=f"whether the connections follow the client's affinity cannot be known: {said}: {why}"
     )
