@@ -4,7 +4,6 @@ endpoints its rules can DNAT to, which recent lists and nfacct objects they name
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lab.describe.digits import is_ascii_number
@@ -30,15 +29,6 @@ def without_counters(text: str) -> str:
     """An iptables-save dump (or one line of it) as `iptables-save` without -c writes it: the counters before each
     rule dropped (a chain's, `:CHAIN POLICY [0:0]`, are part of the line either way). Lines keep their numbers."""
     return _RULE_COUNTERS.sub("", text)
-
-
-def content_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Each line that says something, stripped, with its 1-based number (the one an error names): blank lines and
-    comments (`#`, as iptables-save and nft write them) are left out."""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if line and not line.startswith("#"):
-            yield number, line
 
 
 def _address(dump: str, address: str, line: int, what: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from lab.replay.dump import DumpError, content_lines
+from lab.describe.text_lines import content_lines
+from lab.replay.dump import DumpError
 
 _XTABLES = (re.compile(r"\*\S+"), "an iptables-save dump", "a `*TABLE` line (*filter, *nat ...)")
 # `nft list ruleset` starts with a table block; kube-proxy's transaction (nft -f) with a command on an object.

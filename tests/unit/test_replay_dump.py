@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from lab.cli import parser
+from lab.describe.text_lines import content_lines
 from lab.install.tools import InstallError
 from lab.render.kubeproxy.iptables import jump_rules, kubelet_rules
 from lab.replay.dump import (
     DumpError,
     Target,
     check_nft_hooks,
-    content_lines,
     dnat_targets,
     ipvs_table,
     nfacct_names,

@@ -6,6 +6,7 @@ line it refuses (lab/install/tools.py)."""
 from __future__ import annotations
 
 from lab.describe.resolve.iptables_options import Refused, rule_options
+from lab.describe.text_lines import content_lines
 
 # The tables iptables knows (iptables(8): TABLES) and the built-in chains of each, which alone take a policy.
 BUILTIN = {
@@ -22,10 +23,7 @@ def restore_text_problem(text: str) -> str:
     """What is wrong with text as iptables-restore input, naming its line; "" when nothing is."""
     table = ""
     tables = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in content_lines(text):
         if problem := _line_problem(line, table):
             return f"its line {number} ({line!r}): {problem}"
         if line.startswith("*"):

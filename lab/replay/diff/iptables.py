@@ -14,7 +14,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from lab.replay.dump import DumpError, content_lines
+from lab.describe.text_lines import content_lines
+from lab.replay.dump import DumpError
 from lab.replay.review import split_words
 
 # Options of iptables itself, each with one value; everything else belongs to the -m module or -j target before it.

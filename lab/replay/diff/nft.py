@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from ipaddress import collapse_addresses, ip_network
 
-from lab.replay.dump import DumpError, content_lines
+from lab.describe.text_lines import content_lines
+from lab.replay.dump import DumpError
 
 # kube-proxy's tables: one per proxier, never `inet` (KEP-3866).
 KUBE_PROXY_TABLES = ("ip kube-proxy", "ip6 kube-proxy")
