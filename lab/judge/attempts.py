@@ -129,16 +129,19 @@ def run_probe(
     reasons = _reasons(results, probe, topo, running)
     timeout = _affinity_timeout(probe, running)
     earlier: list[tuple[Observation, Verdict]] = []
-    first_round: list[str] = []
+    reasons_before: list[Reason] = []
     if _sent_again(reasons, probe, timeout):
         # Once more, at once, in the same lab: the client's affinity entry need not expire first, as a connection
         # that meets it follows the affinity the rules keep, which is what the probe asks.
-        earlier, first_round = results, [text for text, _ in reasons]
+        earlier, reasons_before = results, reasons
         results = _send(session, probe, topo, running)
         reasons = _reasons(results, probe, topo, running)
+    first_round = [text for text, _ in reasons_before]
     verdict = _verdict(reasons, probe, timeout, first_round)
     lines = (
-        [f"sent again, the first {len(earlier)} connections too far apart: {'; '.join(first_round)}"] if earlier else []
+        [f"sent again, the first {len(earlier)} {_not_judged(reasons_before)}: {'; '.join(first_round)}"]
+        if earlier
+        else []
     )
     summary = _attempts_summary(results, topo, lines)
     # The first round's time and captures are the probe's too.
@@ -172,6 +175,13 @@ def _attempts_summary(results: list[tuple[Observation, Verdict]], topo: Topology
 # the rules that acted on an attempt could not be read (a node's trace did not answer in time).
 Reason = tuple[str, str]
 LATE, UNREAD = "late", "unread"
+
+
+def _not_judged(reasons: list[Reason]) -> str:
+    """Why connections could not be judged, as their reasons say: too far apart, their rules unread, or both."""
+    kinds = {kind for _, kind in reasons}
+    said = [word for kind, word in ((LATE, "too far apart"), (UNREAD, "with their rules unread")) if kind in kinds]
+    return "connections " + " or ".join(said)
 
 
 def _send(

@@ -119,8 +119,9 @@ def test_an_attempt_whose_rules_went_unread_twice_is_skipped_not_failed(tmp_path
     # way, so the connections are sent again once, and unread again the probe is neither passed nor failed.
     (topo,) = load_scenario(write(tmp_path, AFFINITY)).variants
     session = ScriptedSession([met(RECORD), UNREAD_TRACE, met(RECORD), UNREAD_TRACE])
-    _, verdict = run_probe(session, topo.probes[0], topo)  # type: ignore[arg-type]
+    observed, verdict = run_probe(session, topo.probes[0], topo)  # type: ignore[arg-type]
     assert not session.observations and not verdict.ok and not verdict.failed
+    assert observed.path[0] == f"sent again, the first 2 connections with their rules unread: {NOT_KNOWN}"
     assert verdict.skipped == (
         f"whether the connections follow the client's affinity cannot be known: {NOT_KNOWN}; sent again: "
         f"{NOT_KNOWN}: the rules that acted could not be read (run it again on a less busy machine)"
